@@ -1,0 +1,601 @@
+"""Pydantic models of every Cabal mechanism: the vocabulary agents answer in.
+
+Model-facing JSON is camelCase everywhere (the spec's names); Python attributes are
+snake_case. Limits live in Field constraints so they reach both validation and the JSON
+schema a model sees. Checks here are pure; the engine decides what to do with a violation.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+# ---------------------------------------------------------------------------------- limits
+
+IMPORTANCE_MIN = 1
+IMPORTANCE_MAX = 10
+SEVERITY_MIN = 1
+SEVERITY_MAX = 10
+BLOCKING_IMPORTANCE = 8
+"""A collab at or above this importance blocks acceptance of its product."""
+BLOCKING_SEVERITY = 8
+"""A finding at or above this severity makes an inspection ``blocked``."""
+REVISION_SEVERITY = 5
+"""A finding at or above this severity rules out ``approved``."""
+
+NAME_MAX_CHARS = 200
+DOD_MAX_CHARS = 1000
+TITLE_MAX_CHARS = 200
+VERSION_CONTENT_MIN_CHARS = 50
+COMMENT_MAX_CHARS = 5000
+SHORTEST_SUMMARY_MAX_CHARS = 120
+REMARK_MAX_CHARS = 2000
+HALT_MESSAGE_MAX_CHARS = 2000
+MISSION_MAX_CHARS = 2000
+CONTEXT_REASON_MAX_CHARS = 500
+MESSAGE_MAX_CHARS = 600
+MESSAGE_MAX_SENTENCES = 2
+MIN_MESSAGES = 1
+MAX_MESSAGES = 10
+MAX_CONTEXT_REQUESTS = 5
+"""Context requests allowed in one ``request_context`` answer."""
+MAX_CONTEXT_ITERATIONS = 3
+"""``request_context`` answers allowed within one step."""
+
+NEW_ID_PATTERN = r"^new-\d+$"
+USER_COLLAB_TYPE = "user_independent"
+"""Type of the collab the engine records for a user message that targets no product."""
+
+Importance = Annotated[int, Field(ge=IMPORTANCE_MIN, le=IMPORTANCE_MAX)]
+Severity = Annotated[int, Field(ge=SEVERITY_MIN, le=SEVERITY_MAX)]
+ProductName = Annotated[str, Field(min_length=1, max_length=NAME_MAX_CHARS)]
+DefinitionOfDone = Annotated[str, Field(min_length=1, max_length=DOD_MAX_CHARS)]
+
+
+class Entity(BaseModel):
+    """Base of every mechanism model: frozen, camelCase outside, no unknown keys."""
+
+    model_config = ConfigDict(
+        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="forbid"
+    )
+
+
+# ---------------------------------------------------------------------------------- product
+
+
+class ProductType(StrEnum):
+    """What a product is, and so what it may contain."""
+
+    CONTENT = "Content"
+    DECISION = "Decision"
+    COLLECTION = "Collection"
+    ORCHESTRATION = "Orchestration"
+
+    def can_contain(self, child: ProductType) -> bool:
+        """Whether a product of this type may hold a child of type ``child``."""
+        return child in ALLOWED_CHILDREN[self]
+
+
+ALLOWED_CHILDREN: dict[ProductType, frozenset[ProductType]] = {
+    ProductType.CONTENT: frozenset(),
+    ProductType.DECISION: frozenset(ProductType),
+    ProductType.COLLECTION: frozenset({ProductType.CONTENT}),
+    ProductType.ORCHESTRATION: frozenset(ProductType),
+}
+
+ProductStatus = Literal["open", "accepted", "removed"]
+
+
+class Product(Entity):
+    """The primary unit of work: what needs to be created, with its Definition of Done."""
+
+    id: str
+    name: ProductName
+    type: ProductType
+    parent_id: str | None = None
+    owner: str | None = None
+    dod: DefinitionOfDone
+    description: str | None = None
+    status: ProductStatus = "open"
+
+
+# ---------------------------------------------------------------------------------- version
+
+
+class Version(Entity):
+    """An immutable snapshot of a product's content at a point in time."""
+
+    id: str
+    product_id: str
+    author: str
+    title: str | None = Field(default=None, max_length=TITLE_MAX_CHARS)
+    content: str = Field(min_length=1)
+    change_summary: str
+    number: int = Field(ge=1)
+
+
+class NewVersion(Entity):
+    """The content an operative writes for a product in the Write step."""
+
+    content_title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS)
+    content: str = Field(min_length=VERSION_CONTENT_MIN_CHARS)
+    change_summary: str = Field(min_length=1)
+
+
+class VersionWrite(Entity):
+    """One new version proposed for one product."""
+
+    product_id: str
+    new_version: NewVersion
+
+
+class ChairVersion(Entity):
+    """A version the Chair writes itself during Plan & Assign."""
+
+    product_id: str
+    content: str = Field(min_length=1)
+    change_summary: str = Field(min_length=1)
+
+
+# ---------------------------------------------------------------------------------- discourse
+
+CollabType = Literal["feedback", "question", "suggestion", "endorsement", "concern"]
+RemarkType = Literal[
+    "question", "suggestion", "observation", "note", "missing_detail", "blocker", "comment"
+]
+
+
+class Collab(Entity):
+    """Discourse on a product: how agents communicate about specific work."""
+
+    refers_to_product: str
+    type: CollabType
+    importance: Importance
+    comment: str = Field(min_length=1, max_length=COMMENT_MAX_CHARS)
+    shortest_summary: str = Field(min_length=1, max_length=SHORTEST_SUMMARY_MAX_CHARS)
+    refers_to_version: str | None = None
+    references_product_ids: list[str] = Field(default_factory=list)
+    addressee_ids: list[str] = Field(default_factory=list)
+    responding_to_collab_ids: list[str] = Field(default_factory=list)
+
+    @property
+    def is_blocking(self) -> bool:
+        """Whether this collab, while open, blocks acceptance of its product."""
+        return self.importance >= BLOCKING_IMPORTANCE
+
+
+class Remark(Entity):
+    """Side communication not targeting a product: the team's channel."""
+
+    recipients: list[str] = Field(min_length=1)
+    type: RemarkType
+    content: str = Field(min_length=1, max_length=REMARK_MAX_CHARS)
+    is_blocker: bool = False
+
+
+# ---------------------------------------------------------------------------------- planning
+
+
+class Directive(Entity):
+    """The Chair's instructions accompanying an assignment: what success looks like."""
+
+    objective: str = Field(min_length=1)
+    dod: str = Field(min_length=1)
+    why: str = Field(min_length=1)
+    context: str | None = None
+    importance: Importance
+
+
+class AttachedContext(Entity):
+    """Context from a related product the Chair attaches to an assignment."""
+
+    product_id: str
+    include: list[Literal["content", "feedback"]] = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class Assignment(Entity):
+    """Work allocation from the Chair to an operative."""
+
+    product_id: str
+    assignee: str
+    directive: Directive
+    attached_context: list[AttachedContext] = Field(default_factory=list)
+
+
+class ProductDraft(Entity):
+    """The product an ADD tree operation creates."""
+
+    name: ProductName
+    type: ProductType
+    dod: DefinitionOfDone
+    description: str | None = None
+    assignee: str | None = None
+
+
+class ProductPatch(Entity):
+    """The fields an UPDATE tree operation changes (at least one)."""
+
+    name: ProductName | None = None
+    type: ProductType | None = None
+    dod: DefinitionOfDone | None = None
+    description: str | None = None
+    assignee: str | None = None
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> ProductPatch:
+        if all(getattr(self, name) is None for name in type(self).model_fields):
+            raise ValueError(
+                "an UPDATE must change at least one of: name, type, dod, description, assignee"
+            )
+        return self
+
+
+class AddProduct(Entity):
+    """Tree operation: create a product under a parent, under a temporary ``new-N`` id."""
+
+    action: Literal["ADD"]
+    new_id: str = Field(pattern=NEW_ID_PATTERN)
+    parent_id: str
+    product: ProductDraft
+
+
+class RemoveProduct(Entity):
+    """Tree operation: delete a product."""
+
+    action: Literal["REMOVE"]
+    product_id: str
+    reason: str = Field(min_length=1)
+
+
+class MoveProduct(Entity):
+    """Tree operation: give a product a new parent."""
+
+    action: Literal["MOVE"]
+    product_id: str
+    parent_id: str
+
+
+class UpdateProduct(Entity):
+    """Tree operation: change some fields of a product."""
+
+    action: Literal["UPDATE"]
+    product_id: str
+    product: ProductPatch
+
+
+TreeOperation = Annotated[
+    Union[AddProduct, RemoveProduct, MoveProduct, UpdateProduct],
+    Field(discriminator="action"),
+]
+"""A structural change to the product tree, tagged by ``action``."""
+
+
+class Acceptance(Entity):
+    """The Chair's decision to accept or reject a product."""
+
+    product_id: str
+    accepted: bool
+    version_id: str | None = None
+    rejection_reason: str | None = None
+
+
+class OperativeDomain(Entity):
+    """What an operative is responsible for."""
+
+    responsibility: str = Field(min_length=1)
+    area: str = Field(min_length=1)
+
+
+class BootstrapOverride(Entity):
+    """Mid-session update of session parameters; an absent field keeps its value."""
+
+    mission: str | None = Field(default=None, max_length=MISSION_MAX_CHARS)
+    objectives: list[str] | None = None
+    constraints: list[str] | None = None
+    personas: dict[str, str] | None = None
+    operative_domains: dict[str, OperativeDomain] | None = None
+
+
+class Halt(Entity):
+    """Pause the session for user input (``question``) or end it (``done``)."""
+
+    type: Literal["question", "done"]
+    to: list[str] = Field(min_length=1)
+    message: str = Field(min_length=1, max_length=HALT_MESSAGE_MAX_CHARS)
+    options: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------- reflection
+
+
+class FeedbackResponse(Entity):
+    """An operative's answer to a collab; it takes the collab out of open feedback."""
+
+    collab_id: str
+    action: Literal["accept", "defer", "reject"]
+    rationale: str = Field(min_length=1)
+    planned_change: str | None = None
+
+
+class Reflection(Entity):
+    """An operative's self-assessment of a product it owns."""
+
+    refers_to_product: str
+    dod_status: Literal["met", "partially_met", "not_met"]
+    dod_gaps: list[str] = Field(default_factory=list)
+    feedback_responses: list[FeedbackResponse]
+    lessons_from_history: str | None = None
+    next_version_delta: str
+    blockers: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------- review
+
+
+class Review(Entity):
+    """A peer's assessment of another operative's version."""
+
+    product_id: str
+    version_id: str
+    assessment: Literal["approved", "needs_revision"]
+    summary: str = Field(min_length=1)
+
+
+class Finding(Entity):
+    """One problem the Watchdog found in a version."""
+
+    category: Literal["security", "completeness", "coherence", "integration", "quality"]
+    severity: Severity
+    issue: str = Field(min_length=1)
+    recommendation: str = Field(min_length=1)
+    dod_criterion: str | None = None
+
+
+InspectionAssessment = Literal["approved", "needs_revision", "blocked"]
+
+
+class Inspection(Entity):
+    """The Watchdog's quality assessment of a version before acceptance."""
+
+    product_id: str
+    version_id: str
+    assessment: InspectionAssessment
+    findings: list[Finding]
+
+    def expected_assessment(self) -> InspectionAssessment:
+        """The strictest verdict the findings call for."""
+        worst = max((finding.severity for finding in self.findings), default=0)
+        if worst >= BLOCKING_SEVERITY:
+            return "blocked"
+        if worst >= REVISION_SEVERITY:
+            return "needs_revision"
+        return "approved"
+
+    def verdict_problems(self) -> list[str]:
+        """Why the given assessment does not follow the findings (empty when it does).
+
+        ``blocked`` needs a finding of severity >= 8 and is required by one; ``approved`` is
+        ruled out by any finding of severity >= 5; ``needs_revision`` without such a finding
+        is allowed (stricter than needed, but not wrong).
+        """
+        expected = self.expected_assessment()
+        if self.assessment == expected:
+            return []
+        worst = max(self.findings, key=lambda finding: finding.severity, default=None)
+        if expected == "blocked":
+            return [
+                f"assessment {self.assessment!r} is too lenient: a finding has severity "
+                f"{worst.severity} (>= {BLOCKING_SEVERITY}), which requires 'blocked'"
+            ]
+        if self.assessment == "blocked":
+            return [
+                f"assessment 'blocked' needs a finding of severity >= {BLOCKING_SEVERITY}; "
+                f"the highest is {worst.severity if worst else 'none (no findings)'}"
+            ]
+        if expected == "needs_revision":  # and the assessment is "approved"
+            return [
+                f"assessment 'approved' is too lenient: a finding has severity "
+                f"{worst.severity} ({REVISION_SEVERITY}-{BLOCKING_SEVERITY - 1}), which allows "
+                "at most 'needs_revision'"
+            ]
+        return []  # needs_revision with only minor findings: stricter than needed, allowed
+
+
+# ---------------------------------------------------------------------------------- presentation
+
+# Tokens ending in a period that do not end a sentence: "e.g.", "U.S." and friends.
+_ABBREVIATIONS = frozenset({"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "mr.", "mrs.",
+                            "ms.", "dr."})
+_INITIALISM = re.compile(r"^(?:[a-z]\.){2,}$")
+_SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*$")
+_OPENING_PUNCTUATION = "\"'(["
+_CLOSING_PUNCTUATION = "\"')]"
+
+
+def count_sentences(text: str) -> int:
+    """Number of sentences in ``text``; a period inside a token (3.5, v1.2) ends nothing."""
+    tokens = text.split()
+    if not tokens:
+        return 0
+    boundaries = 0
+    for token in tokens[:-1]:  # a boundary on the last token opens no new sentence
+        if not _SENTENCE_END.search(token):
+            continue
+        bare = token.lstrip(_OPENING_PUNCTUATION).rstrip(_CLOSING_PUNCTUATION).lower()
+        if bare in _ABBREVIATIONS or _INITIALISM.match(bare):
+            continue
+        boundaries += 1
+    return boundaries + 1
+
+
+class Message(Entity):
+    """One line of team conversation the Envoy presents to the user."""
+
+    content: str = Field(min_length=1, max_length=MESSAGE_MAX_CHARS)
+    as_agent: str = Field(pattern=r"^(chair-1|operative-\d+)$")
+
+    @field_validator("content")
+    @classmethod
+    def _one_or_two_sentences(cls, content: str) -> str:
+        if not content.strip():
+            raise ValueError("a message must say something")
+        sentences = count_sentences(content)
+        if sentences > MESSAGE_MAX_SENTENCES:
+            raise ValueError(
+                f"a message is 1-{MESSAGE_MAX_SENTENCES} sentences; this one has {sentences}"
+            )
+        return content
+
+
+# ---------------------------------------------------------------------------------- context
+
+ContextNeed = Literal["full_content", "version_history", "all_feedback", "peer_content"]
+
+
+class ContextRequest(Entity):
+    """A request for more information about a product, made mid-step."""
+
+    product_id: str
+    need: ContextNeed
+    reason: str = Field(min_length=1, max_length=CONTEXT_REASON_MAX_CHARS)
+
+
+# ---------------------------------------------------------------------------------- step outputs
+
+
+class BootstrapThinking(Entity):
+    """The Chair's reasoning behind the bootstrap."""
+
+    interpretation: str
+    scope_decisions: str
+
+
+class InitialProduct(Entity):
+    """A product the Chair creates at bootstrap."""
+
+    name: ProductName
+    type: ProductType
+    dod: DefinitionOfDone
+    owner: str
+
+
+class BootstrapOutput(Entity):
+    """Bootstrap answer: the mission charter, the team and the first products."""
+
+    thinking: BootstrapThinking
+    mission: str = Field(min_length=1, max_length=MISSION_MAX_CHARS)
+    objectives: list[str]
+    constraints: list[str]
+    personas: dict[str, str]
+    operative_domains: dict[str, OperativeDomain]
+    initial_products: list[InitialProduct]
+    missing_details: list[str] = Field(default_factory=list)
+
+
+class ReflectOutput(Entity):
+    """Reflect answer: an operative's reflections on its products."""
+
+    reflections: list[Reflection]
+    collabs: list[Collab] = Field(default_factory=list)
+    remarks: list[Remark] = Field(default_factory=list)
+
+
+class PlanThinking(Entity):
+    """The Chair's reasoning behind a plan."""
+
+    round_strategy: str
+    acceptance_rationale: str
+
+
+class PlanOutput(Entity):
+    """Plan & Assign answer: tree changes, assignments and acceptance decisions."""
+
+    thinking: PlanThinking
+    tree_operations: list[TreeOperation]
+    assignments: list[Assignment]
+    acceptance: list[Acceptance]
+    chair_versions: list[ChairVersion] = Field(default_factory=list)
+    remarks: list[Remark] = Field(default_factory=list)
+    bootstrap_overrides: BootstrapOverride | None = None
+
+
+class WriteOutput(Entity):
+    """Write answer: new versions of the operative's assigned products."""
+
+    versions: list[VersionWrite]
+    collabs: list[Collab] = Field(default_factory=list)
+    remarks: list[Remark] = Field(default_factory=list)
+
+
+class PeerReviewOutput(Entity):
+    """Peer Review answer: an operative's reviews of other operatives' versions."""
+
+    reviews: list[Review]
+    collabs: list[Collab] = Field(default_factory=list)
+    remarks: list[Remark] = Field(default_factory=list)
+
+
+class InspectOutput(Entity):
+    """Inspect answer: the Watchdog's inspections of this round's versions."""
+
+    inspections: list[Inspection]
+    collabs: list[Collab] = Field(default_factory=list)
+    remarks: list[Remark] = Field(default_factory=list)
+
+
+class PresentationOutput(Entity):
+    """Presentation answer: the team's conversation for the user."""
+
+    messages: list[Message] = Field(min_length=MIN_MESSAGES, max_length=MAX_MESSAGES)
+
+
+# ---------------------------------------------------------------------------------- envelopes
+
+
+class RequestContextEnvelope(Entity):
+    """Envelope: "show me more first" before giving the step's final output."""
+
+    requests: list[ContextRequest] = Field(min_length=1, max_length=MAX_CONTEXT_REQUESTS)
+
+
+HaltEnvelope = Halt
+"""Envelope: pause for the user or end the mission."""
+
+FINAL_OUTPUT = "final_output"
+REQUEST_CONTEXT = "request_context"
+HALT = "halt"
+
+STEP_OUTPUTS: dict[str, type[Entity]] = {
+    "bootstrap": BootstrapOutput,
+    "reflect": ReflectOutput,
+    "plan": PlanOutput,
+    "write": WriteOutput,
+    "peer_review": PeerReviewOutput,
+    "inspect": InspectOutput,
+    "presentation": PresentationOutput,
+}
+
+ALLOWED_ENVELOPES: dict[str, frozenset[str]] = {
+    "bootstrap": frozenset({FINAL_OUTPUT, HALT}),
+    "reflect": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    "plan": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT, HALT}),
+    "write": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    "peer_review": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    "inspect": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    "presentation": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+}
+
+
+def envelope_models(step: str) -> dict[str, type[Entity]]:
+    """The model of each envelope ``step`` may answer with, keyed by envelope name."""
+    models: dict[str, type[Entity]] = {
+        FINAL_OUTPUT: STEP_OUTPUTS[step],
+        REQUEST_CONTEXT: RequestContextEnvelope,
+        HALT: HaltEnvelope,
+    }
+    return {name: model for name, model in models.items() if name in ALLOWED_ENVELOPES[step]}

@@ -1,0 +1,188 @@
+"""One error taxonomy for Cabal.
+
+Every error carries structured fields (not just a message) so callers, the CLI and the model
+feedback loop can act on them. Two families matter most:
+
+- ``AnswerRejected`` means "retry: tell the model what was wrong". It lists every problem at
+  once so a retry fixes only what was wrong.
+- everything else derived from ``CabalError`` means "fail: stop and report".
+
+The CLI prints ``str(error)`` (and ``error.hint`` when present) and exits non-zero; it never
+shows a traceback for a ``CabalError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class CabalError(Exception):
+    """Base of every error Cabal raises on purpose."""
+
+    hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if hint is not None:
+            self.hint = hint
+
+
+class ConfigError(CabalError):
+    """A setting (environment variable, argument, mission file) is unusable."""
+
+
+class ResourceNotFound(CabalError):
+    """A named thing (protocol, skill, procedure, mission, session) does not exist."""
+
+    def __init__(self, kind: str, name: str, *, known: list[str] | None = None) -> None:
+        self.kind = kind
+        self.name = name
+        self.known = known or []
+        message = f"{kind} not found: {name!r}"
+        if self.known:
+            message += f" (known: {', '.join(sorted(self.known))})"
+        super().__init__(message)
+
+
+# ---------------------------------------------------------------------------------- graph
+
+
+class GraphError(CabalError):
+    """Base of errors from the context graph."""
+
+
+class GraphUnavailable(GraphError):
+    """The FalkorDB server could not be reached or started."""
+
+    def __init__(self, address: str, reason: str, *, hint: str | None = None) -> None:
+        self.address = address
+        self.reason = reason
+        super().__init__(f"cannot reach the graph server at {address}: {reason}", hint=hint)
+
+
+class SchemaError(GraphError):
+    """A node or link does not fit the schema; raised before any query is sent."""
+
+    def __init__(self, message: str, *, item: str | None = None, field: str | None = None) -> None:
+        self.item = item
+        self.field = field
+        super().__init__(message)
+
+
+class ClusterError(GraphError):
+    """A cluster could not be committed as a whole (nothing was written)."""
+
+    def __init__(self, message: str, *, missing_ids: list[str] | None = None) -> None:
+        self.missing_ids = missing_ids or []
+        super().__init__(message)
+
+
+class NodeNotFound(GraphError):
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+        super().__init__(f"node not found: {node_id!r}")
+
+
+# ------------------------------------------------------------------------------- membrane
+
+
+@dataclass(frozen=True)
+class ProtocolProblem:
+    """One located problem in a protocol file."""
+
+    file: str
+    message: str
+    step: str | None = None
+    field: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.step is not None:
+            where += f" step {self.step!r}"
+        if self.field is not None:
+            where += f" field {self.field!r}"
+        return f"{where}: {self.message}"
+
+
+class ProtocolLoadError(CabalError):
+    """A protocol (or procedure) file is malformed. Lists every problem found."""
+
+    def __init__(self, problems: list[ProtocolProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class TemplateError(CabalError):
+    """A template refers to something the context does not hold."""
+
+    def __init__(self, template: str, key: str, reason: str) -> None:
+        self.template = template
+        self.key = key
+        super().__init__(f"template {template!r}: {reason} ({key!r})")
+
+
+class ProtocolRuntimeError(CabalError):
+    """A protocol hit a state it cannot continue from (depth limit, missing dependency, ...)."""
+
+    def __init__(self, message: str, *, protocol: str | None = None, step: str | None = None) -> None:
+        self.protocol = protocol
+        self.step = step
+        super().__init__(message)
+
+
+# ------------------------------------------------------------------------ answers (retry)
+
+
+@dataclass(frozen=True)
+class AnswerProblem:
+    """One thing wrong with an answer, addressed by a path into it (``versions.0.productId``)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class AnswerRejected(CabalError):
+    """An answer failed validation. Control flow for "tell the model and retry", never a crash."""
+
+    def __init__(self, problems: list[AnswerProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(str(p) for p in self.problems) or "answer rejected")
+
+    def feedback(self) -> str:
+        """The text a model reads before it retries: every problem, one per line."""
+        lines = [f"Your answer was rejected ({len(self.problems)} problem(s)); fix each:"]
+        lines += [f"- {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- models, runs
+
+
+class ModelError(CabalError):
+    """The model provider failed in a way retrying will not fix (bad request, auth, ...)."""
+
+    def __init__(self, message: str, *, status: int | None = None, provider: str | None = None) -> None:
+        self.status = status
+        self.provider = provider
+        super().__init__(message)
+
+
+class StepFailed(CabalError):
+    """A round step could not get a valid answer within its retry budget."""
+
+    def __init__(self, step: str, agent: str, reason: str) -> None:
+        self.step = step
+        self.agent = agent
+        self.reason = reason
+        super().__init__(f"{step} by {agent} failed: {reason}")
+
+
+class MissionError(CabalError):
+    """A mission cannot be started, resumed or answered in its current state."""

@@ -1,0 +1,264 @@
+"""``ContextGraph``: the one door to the database. All Cypher runs through here."""
+
+from __future__ import annotations
+
+import os
+
+import redis
+from falkordb import FalkorDB
+from falkordb.edge import Edge
+from falkordb.node import Node
+
+from cabal.config import ServerAddress, redact, resolve_server
+from cabal.errors import ClusterError, GraphError, GraphUnavailable, NodeNotFound, SchemaError
+from cabal.graph import reads, schema
+from cabal.graph.server import EmbeddedServer
+from cabal.graph.writes import build_cluster_query
+
+_INDEXED_GRAPHS: set[tuple[str, str]] = set()  # (address, graph) pairs whose indexes exist
+
+
+def connect(address: ServerAddress) -> tuple[FalkorDB, EmbeddedServer | None]:
+    """Connect to the configured server, starting the embedded one if needed."""
+    server = None
+    if address.embedded:
+        server = EmbeddedServer(address.home)
+        server.start()
+        db = FalkorDB(unix_socket_path=str(server.socket_path))
+        shown = f"{server.address} (embedded, workspace {address.home})"
+    else:
+        url = address.url or ""
+        shown = redact(url)
+        try:
+            if url.startswith("unix://"):
+                db = FalkorDB(unix_socket_path=url[len("unix://"):], socket_connect_timeout=3)
+            else:
+                db = FalkorDB.from_url(url, socket_connect_timeout=3)
+        except (redis.ConnectionError, redis.TimeoutError, OSError, ValueError) as exc:
+            raise _unreachable(shown, exc) from None
+    try:
+        db.connection.ping()
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise _unreachable(shown, exc) from None
+    except redis.AuthenticationError as exc:
+        raise GraphUnavailable(shown, f"authentication failed ({exc})", hint="check the password in FALKORDB_URL") from None
+    return db, server
+
+
+def _unreachable(shown: str, exc: Exception) -> GraphUnavailable:
+    return GraphUnavailable(
+        shown,
+        str(exc) or type(exc).__name__,
+        hint="start FalkorDB there, fix FALKORDB_URL, or unset FALKORDB_URL (and NGRAM_FALKORDB_HOST) "
+        "to use the embedded server",
+    )
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Node):
+        return dict(value.properties)
+    if isinstance(value, Edge):
+        return {"type": value.relation.lower(), "properties": dict(value.properties)}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class ContextGraph:
+    """A named FalkorDB graph (one per mission) with the schema-checked API of Cabal.
+
+    Open with ``ContextGraph.open(url=None, name="cabal", home=None)``; with no URL it starts
+    (or attaches to) the embedded server of the workspace. Results are plain dicts.
+    """
+
+    def __init__(self, db: FalkorDB, name: str, address: ServerAddress, server: EmbeddedServer | None) -> None:
+        self._db = db
+        self._graph = db.select_graph(name)
+        self.name = name
+        self.address = address
+        self.server = server
+        self._ensure_indexes()
+
+    @classmethod
+    def open(
+        cls, url: str | None = None, *, name: str = "cabal", home: str | os.PathLike[str] | None = None
+    ) -> ContextGraph:
+        address = resolve_server(url, home)
+        db, server = connect(address)
+        return cls(db, name, address, server)
+
+    def select(self, name: str) -> ContextGraph:
+        """Another named graph on the same connection."""
+        return ContextGraph(self._db, name, self.address, self.server)
+
+    def close(self) -> None:
+        self._db.connection.close()
+
+    def __enter__(self) -> ContextGraph:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------- plumbing
+
+    def _run(self, text: str, params: dict[str, object] | None = None, *, read_only: bool = False):
+        try:
+            if read_only:
+                return self._graph.ro_query(text, params)
+            return self._graph.query(text, params)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise GraphUnavailable(self.address.describe(), str(exc)) from None
+        except redis.ResponseError as exc:
+            raise GraphError(f"graph {self.name!r} refused a query: {exc}") from None
+
+    def _nodes(self, text: str, params: dict[str, object]) -> list[dict]:
+        return [dict(row[0].properties) for row in self._run(text, params, read_only=True).result_set]
+
+    def _ensure_indexes(self) -> None:
+        key = (self.address.describe(), self.name)
+        if key in _INDEXED_GRAPHS:
+            return
+        wanted = [(schema.BASE_LABEL, f) for f in schema.ALWAYS_INDEXED]
+        wanted += [(t.label, f) for t in schema.NODE_TYPES.values() for f in t.indexed]
+        for label, field in wanted:
+            try:
+                self._graph.query(f"CREATE INDEX FOR (n:{label}) ON (n.{schema.field_name(field)})")
+            except redis.ResponseError as exc:
+                if "already indexed" not in str(exc):
+                    raise GraphError(f"cannot create index {label}.{field}: {exc}") from None
+        _INDEXED_GRAPHS.add(key)
+
+    # ---------------------------------------------------------------------------- writes
+
+    def create_cluster(
+        self, nodes: list[dict], links: list[dict] | None = None, *, updates: list[dict] | None = None
+    ) -> dict[str, int]:
+        """Commit nodes and links (and field updates of existing nodes) in one round trip.
+
+        All or nothing: if a link or update names a node that neither exists nor is part of
+        the cluster, nothing is written and ``ClusterError`` lists the missing ids.
+        Idempotent on ids: committing the same cluster again creates nothing.
+        Returns ``{"nodes": created, "links": created}``.
+        """
+        query = build_cluster_query(nodes, links or [], updates)
+        result = self._run(query.text, query.params)
+        if not result.result_set:
+            raise self._refusal(query)
+        return {"nodes": int(result.nodes_created), "links": int(result.relationships_created)}
+
+    def _refusal(self, query) -> ClusterError:
+        """Explain why the guard row refused a cluster (only runs on the failure path)."""
+        existing = {node["id"]: node for node in self.get_many(list(query.external_ids) + list(query.created_types))}
+        missing = [node_id for node_id in query.external_ids if node_id not in existing]
+        if missing:
+            return ClusterError(
+                f"cluster refers to node(s) that do not exist: {', '.join(missing)}; nothing was written",
+                missing_ids=missing,
+            )
+        clashes = [
+            f"{node_id!r} is a {existing[node_id]['node_type']}, not a {kind}"
+            for node_id, kind in query.created_types.items()
+            if node_id in existing and existing[node_id].get("node_type") != kind
+        ]
+        return ClusterError(f"cluster reuses existing id(s) with another node type: {'; '.join(clashes)}; nothing was written")
+
+    def update(self, node_id: str, fields: dict[str, object]) -> dict:
+        """Set (or, with None, remove) fields of an existing node; returns the node."""
+        try:
+            self.create_cluster([], [], updates=[{"id": node_id, "fields": fields}])
+        except ClusterError:
+            raise NodeNotFound(node_id) from None
+        return self.get(node_id) or {}
+
+    def delete_graph(self) -> None:
+        """Drop this whole named graph (a mission's graph, a test's graph)."""
+        try:
+            self._graph.delete()
+        except redis.ResponseError as exc:
+            if "empty key" not in str(exc) and "Invalid graph operation" not in str(exc):
+                raise GraphError(f"cannot delete graph {self.name!r}: {exc}") from None
+        _INDEXED_GRAPHS.discard((self.address.describe(), self.name))
+
+    # ----------------------------------------------------------------------------- reads
+
+    def get(self, node_id: str) -> dict | None:
+        nodes = self._nodes(*reads.node_by_id(node_id))
+        return nodes[0] if nodes else None
+
+    def get_many(self, ids: list[str]) -> list[dict]:
+        return self._nodes(*reads.nodes_by_ids(list(ids))) if ids else []
+
+    def exists(self, node_id: str) -> bool:
+        return self.get(node_id) is not None
+
+    def find(
+        self,
+        node_type: str,
+        where: dict[str, object] | None = None,
+        in_space: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict]:
+        return self._nodes(*reads.find(node_type, where, in_space, limit))
+
+    def links_from(self, node_id: str, type: str | None = None) -> list[dict]:
+        return self._links(*reads.links(node_id, type, outgoing=True))
+
+    def links_to(self, node_id: str, type: str | None = None) -> list[dict]:
+        return self._links(*reads.links(node_id, type, outgoing=False))
+
+    def _links(self, text: str, params: dict[str, object]) -> list[dict]:
+        rows = self._run(text, params, read_only=True).result_set
+        return [{"type": t.lower(), "from": a, "to": b, "properties": dict(p)} for t, a, b, p in rows]
+
+    def related_to(
+        self, node_id: str, via: str | list[str] | None = None, direction: str = "both", depth: int = 1
+    ) -> list[dict]:
+        return self._nodes(*reads.related_to(node_id, via, direction, depth))
+
+    def contents_of(self, space_id: str, node_type: str | None = None, depth: int = 1) -> list[dict]:
+        return self._nodes(*reads.contents_of(space_id, node_type, depth))
+
+    def search(self, text: str, limit: int = 50) -> list[dict]:
+        """Or-search over names and text fields; best matches (most words found) first."""
+        if not text.split():
+            return []
+        return self._nodes(*reads.search(text, limit))
+
+    def preset(self, name: str) -> list[dict]:
+        return self._nodes(*reads.preset(name))
+
+    def all_spaces(self) -> list[dict]:
+        return self.preset("all_spaces")
+
+    def all_validations(self) -> list[dict]:
+        return self.preset("all_validations")
+
+    def all_behaviors(self) -> list[dict]:
+        return self.preset("all_behaviors")
+
+    def all_goals(self) -> list[dict]:
+        return self.preset("all_goals")
+
+    def all_escalations(self) -> list[dict]:
+        return self.preset("all_escalations")
+
+    def read_cypher(self, text: str, params: dict[str, object] | None = None) -> list[dict]:
+        """Run a read-only Cypher query (the server refuses writes); rows as dicts by column."""
+        if not isinstance(text, str) or not text.strip():
+            raise SchemaError("a Cypher query must be a non-empty string", field="query")
+        result = self._run(text, params or {}, read_only=True)
+        columns = [column[1] if isinstance(column, (list, tuple)) else column for column in result.header]
+        columns = [c.decode() if isinstance(c, bytes) else str(c) for c in columns]
+        return [dict(zip(columns, (_plain(v) for v in row))) for row in result.result_set]
+
+    def counts(self) -> dict[str, int]:
+        rows = self._run(*reads.counts(), read_only=True).result_set
+        nodes, links = rows[0] if rows else (0, 0)
+        return {"nodes": int(nodes), "links": int(links)}
+
+    # ---------------------------------------------------------------------- server level
+
+    def list_graphs(self) -> list[str]:
+        return sorted(self._db.list_graphs())
+

@@ -1,0 +1,213 @@
+"""The context graph's schema: every node type and link type, with required fields and indexes.
+
+This is the only source of labels and relationship types that ever reach Cypher. A name
+coming from a protocol, a model or a user is looked up here first; anything not listed is
+refused with ``SchemaError`` before a query is sent.
+
+Every node carries two labels: ``Node`` (so ``id`` is unique and indexed across the whole
+graph) and its own label, e.g. ``Node:Product``. Every node has ``id``, ``node_type`` and
+``type`` (the subtype: a product's kind, a collab's kind, a narrative's kind, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from cabal.errors import SchemaError
+
+BASE_LABEL = "Node"
+NODE_KEYS = ("id", "node_type", "type")
+FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Ids are looked up as top-level query parameters, which lose edge whitespace on the way to
+# FalkorDB; an id with edge whitespace or control characters could be stored but never found.
+_BAD_ID = re.compile(r"^\s|\s$|[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class NodeType:
+    name: str
+    description: str
+    required: tuple[str, ...] = ()
+    indexed: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+@dataclass(frozen=True)
+class LinkType:
+    name: str
+    description: str
+
+    @property
+    def relation(self) -> str:
+        return self.name.upper()
+
+
+def _nodes(*types: NodeType) -> dict[str, NodeType]:
+    return {t.name: t for t in types}
+
+
+def _links(**descriptions: str) -> dict[str, LinkType]:
+    return {name: LinkType(name, text) for name, text in descriptions.items()}
+
+
+NODE_TYPES: dict[str, NodeType] = _nodes(
+    # The seed's generic types.
+    NodeType("actor", "someone who acts: an agent, a user, a tool", ("name",)),
+    NodeType("space", "a container: a module, a run space, a procedure template", ("name",), ("type", "name")),
+    NodeType("thing", "a concrete artefact: a file, a dock, an endpoint", ("name",), ("type", "name")),
+    NodeType("narrative", "a statement: objective, behavior, validation, goal, escalation, ...", ("name",), ("type", "name")),
+    NodeType("moment", "something said or done at a point in time, with its reasoning", ("status",), ("type",)),
+    # Cabal's mechanisms.
+    NodeType("mission", "the charter a team works toward", ("name",)),
+    NodeType("agent", "a team member: chair, operative, watchdog, envoy", ("name",)),
+    NodeType("user", "a human the team works for", ("name",)),
+    NodeType("product", "a unit of work in the product tree", ("name", "status"), ("status",)),
+    NodeType("version", "an immutable snapshot of a product's content", ("product_id", "number", "content"), ("product_id",)),
+    NodeType("collab", "discourse on a product: feedback, question, ...", ("comment", "importance"), ("product_id",)),
+    NodeType("remark", "side communication to recipients", ("content",)),
+    NodeType("directive", "the chair's instructions with an assignment", ("objective",)),
+    NodeType("assignment", "work allocated to an operative", ("product_id", "assignee"), ("product_id",)),
+    NodeType("reflection", "an operative's self-assessment of a product", ("dod_status",)),
+    NodeType("review", "a peer's assessment of a version", ("assessment",)),
+    NodeType("inspection", "the watchdog's assessment of a version", ("assessment",), ("product_id",)),
+    NodeType("finding", "one issue found by an inspection", ("category", "severity")),
+    NodeType("acceptance", "the chair's decision on a product", ("accepted",)),
+    NodeType("halt", "a pause for the user, or the end of a mission", ("message",)),
+    NodeType("message", "a line of the team's conversation with the user", ("content", "as_agent")),
+    NodeType("session", "a membrane session: a protocol run in progress", ("protocol", "state")),
+)
+
+LINK_TYPES: dict[str, LinkType] = _links(
+    # The seed's generic link types.
+    contains="a space or parent holds a node",
+    expresses="an actor said or did a moment",
+    about="a moment or remark concerns a node",
+    relates="a general association",
+    elaborates="a node details another (a run space elaborates its procedure)",
+    implements="a node realises another",
+    ensures="a validation guards a behavior or objective",
+    verifies="a health check verifies a node",
+    docks="a dock attaches a check to a place in code",
+    resolves="a resolution answers an escalation",
+    blocks="an escalation or finding blocks a node",
+    acts_on="a run space's active or past step",
+    receives_from="a completed step hands on to its run space",
+    occupies="an actor is inside a running run space",
+    inhabits="an actor was inside a finished run space",
+    precedes="a step comes before another",
+    # Cabal's mechanisms.
+    member_of="an agent belongs to a mission's team",
+    owns="an agent owns a product",
+    child_of="a product sits under a parent product",
+    version_of="a version belongs to a product",
+    supersedes="a version replaces the previous one",
+    authored="an agent or user wrote a node",
+    refers_to="a collab, remark or reflection refers to a product or version",
+    references="a text mentions a node with [[x:id]]",
+    responds_to="a node answers a collab, halt or message",
+    addressed_to="a remark, collab or halt is meant for an agent or user",
+    assigned_to="an assignment goes to an agent",
+    assigns="an assignment is about a product",
+    directs="a directive accompanies an assignment",
+    reflects_on="a reflection concerns a product",
+    addresses="a reflection's feedback response addresses a collab",
+    reviews="a review concerns a version",
+    inspects="an inspection concerns a version",
+    found="an inspection found a finding",
+    accepts="an acceptance concerns a version",
+    decides="an acceptance concerns a product",
+    asks="a halt asks the user",
+    speaks_as="a message is spoken as an agent",
+    runs="a session runs inside a mission or for an actor",
+)
+
+ALWAYS_INDEXED: tuple[str, ...] = ("id",)
+
+
+def node_type(name: str) -> NodeType:
+    try:
+        return NODE_TYPES[name]
+    except (KeyError, TypeError):
+        raise SchemaError(
+            f"unknown node type {name!r}; known: {', '.join(sorted(NODE_TYPES))}", item=str(name), field="node_type"
+        ) from None
+
+
+def link_type(name: str) -> LinkType:
+    try:
+        return LINK_TYPES[name]
+    except (KeyError, TypeError):
+        raise SchemaError(
+            f"unknown link type {name!r}; known: {', '.join(sorted(LINK_TYPES))}", item=str(name), field="type"
+        ) from None
+
+
+def field_name(name: str) -> str:
+    """A property name safe to splice into Cypher (property keys cannot be parameters)."""
+    if not isinstance(name, str) or not FIELD_NAME.match(name):
+        raise SchemaError(f"invalid field name {name!r}: letters, digits and _ only", field=str(name))
+    return name
+
+
+def check_id(node_id: str) -> str:
+    if _BAD_ID.search(node_id):
+        raise SchemaError(
+            f"node id {node_id!r} has edge whitespace or control characters", item=node_id, field="id"
+        )
+    return node_id
+
+
+_PRIMITIVES = (str, int, float, bool)
+
+
+def check_value(value: object, *, item: str, field_: str) -> None:
+    """FalkorDB stores primitives and lists of primitives only; refuse anything else up front."""
+    if isinstance(value, _PRIMITIVES):
+        return
+    if isinstance(value, (list, tuple)) and all(isinstance(v, _PRIMITIVES) for v in value):
+        return
+    raise SchemaError(
+        f"{item}: field {field_!r} holds {type(value).__name__}; "
+        "only strings, numbers, booleans and lists of them can be stored (encode structures as JSON)",
+        item=item,
+        field=field_,
+    )
+
+
+@dataclass(frozen=True)
+class CheckedNode:
+    id: str
+    node_type: NodeType
+    properties: dict[str, object] = field(hash=False)
+
+
+def check_node(node: dict) -> CheckedNode:
+    """Validate one node dict against the schema; returns its label and storable properties."""
+    if not isinstance(node, dict):
+        raise SchemaError(f"a node must be a dict, got {type(node).__name__}")
+    node_id = node.get("id")
+    if not isinstance(node_id, str) or not node_id:
+        raise SchemaError(f"node without a string id: {node!r}", field="id")
+    check_id(node_id)
+    kind = node_type(node.get("node_type"))
+    if not isinstance(node.get("type"), str) or not node["type"]:
+        raise SchemaError(f"node {node_id!r}: missing 'type' (the {kind.name}'s subtype)", item=node_id, field="type")
+    missing = [f for f in kind.required if node.get(f) in (None, "")]
+    if missing:
+        raise SchemaError(
+            f"node {node_id!r} ({kind.name}): missing required field(s) {', '.join(missing)}",
+            item=node_id,
+            field=missing[0],
+        )
+    properties: dict[str, object] = {}
+    for key, value in node.items():
+        field_name(key)
+        if value is None:
+            continue
+        check_value(value, item=node_id, field_=key)
+        properties[key] = list(value) if isinstance(value, tuple) else value
+    return CheckedNode(node_id, kind, properties)

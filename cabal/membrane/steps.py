@@ -1,0 +1,358 @@
+"""Walking a session through its steps: one handler per step type.
+
+A ``Walk`` moves a session forward with a set of answers (keyed by step key: the step id, or
+``call_step.step_id`` inside a called protocol) until it needs an answer it does not have, the
+protocol completes, or the path depends on an answer it cannot use. Two modes:
+
+- apply: check each answer on the path. A valid one is stored (context and answers) and its
+  moment prepared; an invalid one is recorded as problems and its value becomes ``PENDING``,
+  and the walk goes on, so every answer whose place on the path is certain gets checked in
+  one pass. The caller keeps the session only if there were no problems.
+- form: answer nothing; collect every ask step on the path with the expects it will be checked
+  against, until the path depends on an answer (a branch, a query or a for_each over one).
+
+Create and update steps only prepare: nodes, links and updates accumulate in the session and
+are committed in one cluster when the protocol completes (see ``cluster``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cabal.errors import AnswerProblem, ProtocolRuntimeError, TemplateError
+from cabal.membrane import cluster
+from cabal.membrane.library import ProtocolLibrary
+from cabal.membrane.protocol import (
+    COMPLETE,
+    AskStep,
+    BranchStep,
+    CallStep,
+    CreateStep,
+    Dependency,
+    Protocol,
+    QueryStep,
+    Step,
+    UpdateStep,
+    case_key,
+)
+from cabal.membrane.queries import run_query
+from cabal.membrane.session import Frame, Session
+from cabal.membrane.templates import PENDING, Scope, Unresolved, evaluate, interpolate, to_text
+from cabal.membrane.validation import Expects, ExpectsField, hoist_defs, list_of, object_of, schema_of, validate
+
+MAX_DEPTH = 8  # protocols on the call stack, spawned ones included
+MAX_AUTOMATIC_STEPS = 1000  # steps without an answer in one walk: beyond this it is a loop
+WAIT = object()  # a handler's "stop here: this step needs an answer"
+
+_MOMENT_TEXT = Expects("string", {"min_length": 1})
+_PROVIDED_HELP = {
+    "description": "what you did or decided, in your own words (recorded as the moment's prose)",
+    "reasoning": "why: the evidence and trade-offs behind the answer",
+}
+
+
+@dataclass(frozen=True)
+class Stop:
+    reason: str  # waiting | complete | unresolved
+    key: str | None = None
+    step: Step | None = None
+
+
+@dataclass(frozen=True)
+class FormEntry:
+    key: str
+    step: AskStep
+    expects: Expects
+    question: str
+
+
+def answer_expects(step: AskStep, items: list | None) -> Expects:
+    """The full answer of an ask step: its expects, in the moment envelope, once per item."""
+    expects = step.expects
+    if step.moment is not None:
+        provided = [ExpectsField(name, _MOMENT_TEXT, True, _PROVIDED_HELP[name]) for name in step.moment.agent_provides]
+        expects = object_of([ExpectsField("answer", expects, True), *provided])
+    return list_of(expects, len(items)) if items is not None else expects
+
+
+def items_of(step: AskStep, scope: Scope) -> list | None:
+    if step.for_each is None:
+        return None
+    items = interpolate(step.for_each, scope)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise TemplateError(step.for_each, step.for_each, f"for_each needs a list, got {type(items).__name__}")
+    return items
+
+
+def render(template: str, scope: Scope) -> str:
+    """Question text: filled where it can be, as written where it cannot (an answer to come)."""
+    try:
+        return to_text(interpolate(template, scope))
+    except (TemplateError, Unresolved):
+        return template
+
+
+class Walk:
+    def __init__(
+        self,
+        session: Session,
+        library: ProtocolLibrary,
+        graph: Any,
+        *,
+        answers: Mapping[str, Any] | None = None,
+        form: bool = False,
+        max_depth: int = MAX_DEPTH,
+    ) -> None:
+        self.session = session
+        self.library = library
+        self.graph = graph
+        self.answers = answers or {}
+        self.form = form
+        self.max_depth = max_depth
+        self.problems: list[AnswerProblem] = []
+        self.asked: list[FormEntry] = []
+        self.consumed: set[str] = set()
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.session.context)
+
+    # ------------------------------------------------------------------------ entering
+
+    def enter(self, protocol: Protocol, prefix: str = "") -> None:
+        """Push a protocol, after checking its dependencies (spawned ones run first)."""
+        if len(self.session.frames) >= self.max_depth:
+            raise ProtocolRuntimeError(
+                f"protocol {protocol.name!r} would be call depth {len(self.session.frames) + 1}; the limit is "
+                f"{self.max_depth} (a protocol calling itself?)",
+                protocol=protocol.name,
+            )
+        spawns = [dep for dep in protocol.dependencies if not self._satisfied(dep)]
+        for dep in spawns:
+            if dep.action == "fail":
+                detail = f": {to_text(interpolate(dep.message, self.scope))}" if dep.message else ""
+                raise ProtocolRuntimeError(f"missing dependency {dep.id!r}{detail}", protocol=protocol.name)
+            if dep.action == "prompt":
+                self.session.prompt = to_text(interpolate(dep.message, self.scope))
+        self.session.frames.append(Frame(protocol.name, protocol.first, prefix))
+        # The stack runs last-in first: spawned protocols finish, then this one starts.
+        for dep in reversed([d for d in spawns if d.action == "spawn"]):
+            self.enter(self.library.get(dep.protocol), f"{prefix}{dep.id}.")
+
+    def _satisfied(self, dep: Dependency) -> bool:
+        if dep.exists is not None:
+            node_id = to_text(interpolate(dep.exists, self.scope, nonempty=True))
+            return bool(self.lookup([node_id]))
+        return bool(run_query(dep.query, self.scope, self.graph))
+
+    def lookup(self, ids: list[str]) -> dict[str, dict]:
+        """Nodes by id: the graph's, and the ones this session has prepared but not committed."""
+        prepared = {node["id"]: node for node in self.session.nodes if node["id"] in ids}
+        rest = [node_id for node_id in ids if node_id not in prepared]
+        found = {node["id"]: node for node in self.graph.get_many(rest)} if rest else {}
+        return {**found, **prepared}
+
+    # ------------------------------------------------------------------------- walking
+
+    def run(self) -> Stop:
+        frames = self.session.frames
+        for _ in range(MAX_AUTOMATIC_STEPS):
+            frame = frames[-1]
+            protocol = self.library.get(frame.protocol)
+            if frame.step == COMPLETE:
+                if protocol.output is not None and not self.form:
+                    try:
+                        self._prepare(protocol.output)
+                    except Unresolved:
+                        return Stop("unresolved")
+                if len(frames) == 1:
+                    return Stop("complete")
+                frames.pop()
+                continue
+            step = protocol.steps[frame.step]
+            key = frame.prefix + step.id
+            try:
+                target = getattr(self, f"_{step.type}")(step, key, frame)
+            except Unresolved:
+                return Stop("unresolved", key, step)
+            if target is WAIT:
+                return Stop("waiting", key, step)
+            if target is not None:
+                frame.step = target
+        raise ProtocolRuntimeError(
+            f"{MAX_AUTOMATIC_STEPS} steps passed without a question or $complete: the protocol loops",
+            protocol=self.session.protocol,
+        )
+
+    # ---------------------------------------------------------------------------- ask
+
+    def _ask(self, step: AskStep, key: str, frame: Frame) -> object:
+        items = items_of(step, self.scope)
+        expects = answer_expects(step, items)
+        context = self.session.context
+        if self.form:
+            if any(entry.key == key for entry in self.asked):
+                return WAIT  # a loop back to a step already on the form
+            self.asked.append(FormEntry(key, step, expects, render(step.question, self.scope)))
+            context[step.id] = PENDING
+            return step.next
+        if key not in self.answers or key in self.consumed:
+            return WAIT
+        self.consumed.add(key)
+        value, problems = validate(expects, self.answers[key], self.lookup, key)
+        if problems:
+            self.problems += problems
+            context[step.id] = PENDING  # later steps that depend on it stop the walk
+            return step.next
+        self._accept(step, key, frame, value, items)
+        return step.next
+
+    def _accept(self, step: AskStep, key: str, frame: Frame, value: Any, items: list | None) -> None:
+        session = self.session
+        values = value if items is not None else [value]
+        accepted = [v["answer"] for v in values] if step.moment is not None else values
+        answer = accepted if items is not None else accepted[0]
+        session.answers[key] = answer
+        session.context[step.id] = answer
+        if step.moment is None:
+            return
+        visit = session.visits.get(key, 0) + 1
+        session.visits[key] = visit
+        for index, envelope in enumerate(values):
+            item_index = index if items is not None else None
+            one = envelope["answer"]
+            targets = one if step.expects.type == "id_list" else [one] if step.expects.type == "id" else None
+            locals_ = {"answer": one} | ({"item": items[index], "index": index} if items is not None else {})
+            fields = {
+                "prose": envelope.get("description", ""),
+                "reasoning": envelope.get("reasoning"),
+                "answer": to_text(one),
+            }
+            self._moment(step, key, frame, visit, item_index, fields, targets, locals_)
+
+    def _moment(self, step: Step, key: str, frame: Frame, visit: int, index: int | None,
+                fields: dict, about: list[str] | None, locals_: dict) -> None:  # fmt: skip
+        session = self.session
+        fields = {**fields, "step": key, "protocol": frame.protocol, "session": session.id}
+        fields["timestamp"] = to_text(interpolate("{timestamp}", self.scope))
+        session.moments.append(
+            cluster.moment_record(
+                step.moment,
+                node_id=cluster.moment_id(session.id, key, visit, index),
+                actor=session.context.get("actor_id"),
+                fields=fields,
+                about=about,
+                locals=locals_,
+            )
+        )
+
+    def _automatic_moment(self, step: Step, key: str, frame: Frame, default_prose: str, about: list[str] | None) -> None:
+        """The moment of a step no agent answers (query, update): its prose comes from the protocol."""
+        if step.moment is None or self.form:
+            return
+        prose = render(step.moment.prose, self.scope) if step.moment.prose else default_prose
+        visit = self.session.visits.get(key, 0) + 1
+        self.session.visits[key] = visit
+        self._moment(step, key, frame, visit, None, {"prose": prose}, about, {})
+
+    # ------------------------------------------------------------------ automatic steps
+
+    def _query(self, step: QueryStep, key: str, frame: Frame) -> str:
+        rows = run_query(step.query, self.scope, self.graph)
+        self.session.context[step.store_as] = rows
+        self._automatic_moment(step, key, frame, f"{key} found {len(rows)} result(s)", None)
+        return step.next
+
+    def _branch(self, step: BranchStep, key: str, frame: Frame) -> str:
+        value = evaluate(step.condition, self.scope)
+        if step.cases is None:
+            return step.then if value else step.otherwise
+        target = step.cases.get(case_key(value), step.default)
+        if target is None:
+            raise ProtocolRuntimeError(
+                f"branch {key!r}: {step.condition!r} is {value!r}, which no case names, and there is no default",
+                protocol=frame.protocol,
+                step=step.id,
+            )
+        return target
+
+    def _call_protocol(self, step: CallStep, key: str, frame: Frame) -> None:
+        passed = interpolate(dict(step.context), self.scope)
+        protocol = self.library.get(step.protocol)
+        frame.step = step.on_complete  # where the caller resumes once the callee completes
+        self.session.context.update(passed)
+        self.enter(protocol, f"{key}.")
+        return None
+
+    def _create(self, step: CreateStep, key: str, frame: Frame) -> str:
+        if not self.form:
+            self._prepare(step)
+        return step.next
+
+    def _prepare(self, step: CreateStep) -> None:
+        nodes, links = cluster.instantiate(step, self.scope)
+        self.session.nodes += nodes
+        self.session.links += links
+
+    def _update(self, step: UpdateStep, key: str, frame: Frame) -> str:
+        if self.form:
+            return step.next
+        node_id = to_text(interpolate(step.node, self.scope, nonempty=True))
+        if not self.lookup([node_id]):
+            raise ProtocolRuntimeError(f"update step {key!r}: no node {node_id!r} to update", step=step.id)
+        fields = {k: cluster.storable(interpolate(v, self.scope)) for k, v in step.fields.items()}
+        self.session.updates.append({"id": node_id, "fields": fields})
+        self._automatic_moment(step, key, frame, f"updated {node_id}: {', '.join(fields)}", [node_id])
+        return step.next
+
+
+# ---------------------------------------------------------------------------- describing
+
+
+def current_ask(session: Session, library: ProtocolLibrary) -> tuple[str, AskStep]:
+    frame = session.frames[-1]
+    step = library.get(frame.protocol).steps[frame.step]
+    if not isinstance(step, AskStep):  # sessions are only kept while they wait on a question
+        raise ProtocolRuntimeError(f"session {session.id!r} is not waiting on a question", step=frame.step)
+    return frame.prefix + step.id, step
+
+
+def describe_step(session: Session, key: str, step: AskStep) -> dict[str, Any]:
+    """What an agent needs to answer the step: question, expects and the exact answer schema."""
+    scope = Scope(session.context)
+    items = items_of(step, scope)
+    question = render(step.question, scope)
+    shown: dict[str, Any] = {
+        "id": key,
+        "type": "ask",
+        "question": question,
+        "expects": step.expects.public(),
+        "answer_schema": hoist_defs(schema_of(answer_expects(step, items), question or None)),
+        "context_enrichment": dict(step.context_enrichment) if step.context_enrichment else None,
+    }
+    if step.questions:
+        shown["questions"] = [q.public() for q in step.questions]
+    if items is not None:
+        shown["items"] = [
+            {"index": i, "item": item, "question": render(step.question, scope.with_locals(item=item, index=i))}
+            for i, item in enumerate(items)
+        ]
+    if step.moment is not None:
+        shown["moment"] = {"type": step.moment.type, "agent_provides": list(step.moment.agent_provides)}
+    return shown
+
+
+def form_schema(title: str, entries: list[FormEntry]) -> dict[str, Any]:
+    """One JSON Schema for every answer on the form, keyed by step key."""
+    schema = {
+        "type": "object",
+        "title": title,
+        "properties": {entry.key: schema_of(entry.expects, entry.question or None) for entry in entries},
+        "required": [entry.key for entry in entries],
+        "additionalProperties": False,
+    }
+    return hoist_defs(schema)

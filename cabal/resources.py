@@ -1,0 +1,44 @@
+"""Find the team's data folders: agents/, protocols/, skills/, prompts/, procedures/, examples/.
+
+Built-in folders ship inside the wheel (``cabal/_data/<kind>``); in a source checkout they are
+the folders at the repository root. A user's own folders of the same names add to them and
+override files by name: later folders win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+KINDS = ("agents", "protocols", "skills", "prompts", "procedures", "examples")
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def builtin_dir(kind: str) -> Path:
+    if kind not in KINDS:
+        raise ValueError(f"unknown data kind {kind!r}; one of {KINDS}")
+    installed = _PACKAGE_DIR / "_data" / kind
+    if installed.is_dir():
+        return installed
+    return _PACKAGE_DIR.parent / kind
+
+
+def search_path(kind: str, extra: Iterable[str | Path] = ()) -> list[Path]:
+    """Folders to look in, lowest priority first: built-in, then each extra folder that exists."""
+    dirs = [builtin_dir(kind)]
+    for folder in extra:
+        path = Path(folder).expanduser().resolve()
+        if path.is_dir() and path not in dirs:
+            dirs.append(path)
+    return dirs
+
+
+def files_by_name(kind: str, suffixes: tuple[str, ...], extra: Iterable[str | Path] = ()) -> dict[str, Path]:
+    """Map of stem -> file over the search path; a later folder's file replaces an earlier one."""
+    found: dict[str, Path] = {}
+    for folder in search_path(kind, extra):
+        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if path.is_file() and path.suffix in suffixes:
+                found[path.stem] = path
+    return found

@@ -1,0 +1,253 @@
+"""ContextGraph against the real embedded FalkorDB server: writes, reads, safety."""
+
+from __future__ import annotations
+
+import pytest
+
+from cabal.errors import ClusterError, NodeNotFound, SchemaError
+
+
+def fixture_graph(graph) -> None:
+    """A small module: space s1 holds two behaviors and a validation that ensures one of them."""
+    graph.create_cluster(
+        [
+            {"id": "s1", "node_type": "space", "type": "module", "name": "Auth module"},
+            {"id": "s2", "node_type": "space", "type": "module", "name": "Billing"},
+            {"id": "b1", "node_type": "narrative", "type": "behavior", "name": "Login", "content": "A user logs in with a password"},
+            {"id": "b2", "node_type": "narrative", "type": "behavior", "name": "Logout", "content": "Session ends"},
+            {"id": "v1", "node_type": "narrative", "type": "validation", "name": "Password checked", "content": "Wrong password refused"},
+            {"id": "g1", "node_type": "narrative", "type": "goal", "name": "Ship auth"},
+            {"id": "e1", "node_type": "narrative", "type": "escalation", "name": "Which hash?"},
+        ],
+        [
+            {"type": "contains", "from": "s1", "to": "b1"},
+            {"type": "contains", "from": "s1", "to": "b2"},
+            {"type": "contains", "from": "s1", "to": "v1"},
+            {"type": "contains", "from": "s2", "to": "g1"},
+            {"type": "ensures", "from": "v1", "to": "b1", "properties": {"strength": 0.9}},
+            {"type": "relates", "from": "e1", "to": "v1"},
+        ],
+    )
+
+
+def ids(nodes: list[dict]) -> list[str]:
+    return [node["id"] for node in nodes]
+
+
+def test_create_cluster_counts_and_get(graph):
+    created = graph.create_cluster(
+        [{"id": "a", "node_type": "thing", "type": "file", "name": "a.py", "lines": 3, "tags": ["x", "y"]}],
+        [],
+    )
+    assert created == {"nodes": 1, "links": 0}
+    assert graph.get("a") == {"id": "a", "node_type": "thing", "type": "file", "name": "a.py", "lines": 3, "tags": ["x", "y"]}
+    assert graph.exists("a") is True
+    assert graph.exists("b") is False
+    assert graph.get("b") is None
+
+
+def test_recommit_is_idempotent(graph):
+    nodes = [{"id": f"n{i}", "node_type": "thing", "type": "file", "name": f"f{i}"} for i in range(3)]
+    links = [{"type": "relates", "from": "n0", "to": "n1"}, {"type": "relates", "from": "n1", "to": "n2"}]
+    assert graph.create_cluster(nodes, links) == {"nodes": 3, "links": 2}
+    assert graph.create_cluster(nodes, links) == {"nodes": 0, "links": 0}
+    assert graph.counts() == {"nodes": 3, "links": 2}
+
+
+def test_existing_node_is_not_rewritten_by_a_create(graph):
+    graph.create_cluster([{"id": "v", "node_type": "thing", "type": "file", "name": "first"}])
+    graph.create_cluster([{"id": "v", "node_type": "thing", "type": "file", "name": "second"}])
+    assert graph.get("v")["name"] == "first"
+
+
+def test_bad_link_leaves_graph_unchanged(graph):
+    fixture_graph(graph)
+    before = graph.counts()
+    with pytest.raises(ClusterError) as caught:
+        graph.create_cluster(
+            [{"id": "new1", "node_type": "thing", "type": "file", "name": "x"}],
+            [{"type": "relates", "from": "new1", "to": "s1"}, {"type": "relates", "from": "new1", "to": "ghost"}],
+        )
+    assert caught.value.missing_ids == ["ghost"]
+    assert graph.counts() == before
+    assert graph.exists("new1") is False
+
+
+def test_update_of_missing_node_in_cluster_writes_nothing(graph):
+    with pytest.raises(ClusterError):
+        graph.create_cluster(
+            [{"id": "n", "node_type": "thing", "type": "file", "name": "x"}], [], updates=[{"id": "ghost", "fields": {"a": 1}}]
+        )
+    assert graph.counts() == {"nodes": 0, "links": 0}
+
+
+def test_same_id_under_another_type_is_refused_whole(graph):
+    graph.create_cluster([{"id": "chair-1", "node_type": "agent", "type": "chair", "name": "Chair"}])
+    with pytest.raises(ClusterError, match="reuses existing id.s. with another node type: .chair-1. is a agent, not a actor"):
+        graph.create_cluster(
+            [
+                {"id": "x", "node_type": "thing", "type": "file", "name": "x"},
+                {"id": "chair-1", "node_type": "actor", "type": "agent", "name": "Chair"},
+            ]
+        )
+    assert graph.counts() == {"nodes": 1, "links": 0}
+
+
+def test_link_properties_update_in_place_on_recommit(graph):
+    fixture_graph(graph)
+    graph.create_cluster([], [{"type": "ensures", "from": "v1", "to": "b1", "properties": {"strength": 0.5}}])
+    assert graph.links_from("v1", "ensures") == [{"type": "ensures", "from": "v1", "to": "b1", "properties": {"strength": 0.5}}]
+
+
+def test_find_where_in_space_limit(graph):
+    fixture_graph(graph)
+    assert ids(graph.find("narrative")) == ["b1", "b2", "e1", "g1", "v1"]
+    assert ids(graph.find("narrative", {"type": "behavior"})) == ["b1", "b2"]
+    assert ids(graph.find("narrative", {"type": ["goal", "escalation"]})) == ["e1", "g1"]
+    assert ids(graph.find("narrative", in_space="s1")) == ["b1", "b2", "v1"]
+    assert ids(graph.find("narrative", {"type": "behavior"}, in_space="s1", limit=1)) == ["b1"]
+    assert graph.find("space", {"name": "Nope"}) == []
+
+
+def test_links_from_and_to(graph):
+    fixture_graph(graph)
+    assert graph.links_from("s1") == [
+        {"type": "contains", "from": "s1", "to": "b1", "properties": {}},
+        {"type": "contains", "from": "s1", "to": "b2", "properties": {}},
+        {"type": "contains", "from": "s1", "to": "v1", "properties": {}},
+    ]
+    assert graph.links_to("v1") == [
+        {"type": "contains", "from": "s1", "to": "v1", "properties": {}},
+        {"type": "relates", "from": "e1", "to": "v1", "properties": {}},
+    ]
+    assert graph.links_to("v1", "relates") == [{"type": "relates", "from": "e1", "to": "v1", "properties": {}}]
+    assert graph.links_from("b1") == [] and graph.links_to("b1", "ensures")[0]["properties"] == {"strength": 0.9}
+
+
+def test_related_to_directions_and_depth(graph):
+    fixture_graph(graph)
+    assert ids(graph.related_to("v1")) == ["b1", "e1", "s1"]
+    assert ids(graph.related_to("v1", direction="from")) == ["b1"]
+    assert ids(graph.related_to("v1", direction="to")) == ["e1", "s1"]
+    assert ids(graph.related_to("v1", via="ensures")) == ["b1"]
+    assert ids(graph.related_to("e1", depth=2)) == ["b1", "s1", "v1"]
+    assert ids(graph.related_to("e1", via=["relates", "ensures"], direction="from", depth=2)) == ["b1", "v1"]
+
+
+def test_contents_of(graph):
+    fixture_graph(graph)
+    graph.create_cluster([{"id": "inner", "node_type": "space", "type": "module", "name": "Inner"},
+                          {"id": "deep", "node_type": "thing", "type": "file", "name": "deep.py"}],
+                         [{"type": "contains", "from": "s1", "to": "inner"}, {"type": "contains", "from": "inner", "to": "deep"}])
+    assert ids(graph.contents_of("s1")) == ["b1", "b2", "inner", "v1"]
+    assert ids(graph.contents_of("s1", node_type="narrative")) == ["b1", "b2", "v1"]
+    assert ids(graph.contents_of("s1", depth=2)) == ["b1", "b2", "deep", "inner", "v1"]
+    assert ids(graph.contents_of("s1", node_type="thing", depth=2)) == ["deep"]
+
+
+def test_search_is_an_or_search_ranked_by_hits(graph):
+    fixture_graph(graph)
+    assert ids(graph.search("password")) == ["b1", "v1"]
+    assert ids(graph.search("session billing")) == ["b2", "s2"]
+    assert ids(graph.search("wrong password")) == ["v1", "b1"]
+    assert graph.search("   ") == []
+
+
+def test_presets(graph):
+    fixture_graph(graph)
+    assert ids(graph.all_spaces()) == ["s1", "s2"]
+    assert ids(graph.all_validations()) == ["v1"]
+    assert ids(graph.all_behaviors()) == ["b1", "b2"]
+    assert ids(graph.all_goals()) == ["g1"]
+    assert ids(graph.all_escalations()) == ["e1"]
+    with pytest.raises(SchemaError, match="unknown preset"):
+        graph.preset("all_everything")
+
+
+def test_update(graph):
+    fixture_graph(graph)
+    assert graph.update("g1", {"status": "done", "name": "Shipped"})["status"] == "done"
+    assert graph.get("g1")["name"] == "Shipped"
+    assert "status" not in graph.update("g1", {"status": None})
+    with pytest.raises(NodeNotFound):
+        graph.update("ghost", {"a": 1})
+    with pytest.raises(SchemaError, match="may not change 'node_type'"):
+        graph.update("g1", {"node_type": "space"})
+
+
+HOSTILE = "x'}) DETACH DELETE n // \" ` $param {{ }} MATCH (m)\nDELETE m; \\'"
+
+
+HOSTILE_ID = HOSTILE.replace("\n", " ")  # ids may not hold control characters; values may
+
+
+def test_values_full_of_cypher_are_stored_literally(graph):
+    fixture_graph(graph)
+    graph.create_cluster(
+        [{"id": HOSTILE_ID, "node_type": "thing", "type": "file", "name": HOSTILE, "content": [HOSTILE, "ok"]}],
+        [{"type": "relates", "from": HOSTILE_ID, "to": "s1", "properties": {"why": HOSTILE}}],
+    )
+    expected = {"id": HOSTILE_ID, "node_type": "thing", "type": "file", "name": HOSTILE, "content": [HOSTILE, "ok"]}
+    assert graph.get(HOSTILE_ID) == expected
+    assert graph.links_from(HOSTILE_ID) == [{"type": "relates", "from": HOSTILE_ID, "to": "s1", "properties": {"why": HOSTILE}}]
+    assert ids(graph.find("thing", {"name": HOSTILE})) == [HOSTILE_ID]
+    assert graph.update(HOSTILE_ID, {"note": HOSTILE})["note"] == HOSTILE
+    assert ids(graph.search("DETACH")) == [HOSTILE_ID]
+    assert graph.counts() == {"nodes": 8, "links": 7}
+
+
+class CountingGraph:
+    """Wraps the FalkorDB graph handle to count the queries that reach the server."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.sent = 0
+
+    def query(self, *args, **kwargs):
+        self.sent += 1
+        return self.inner.query(*args, **kwargs)
+
+    def ro_query(self, *args, **kwargs):
+        self.sent += 1
+        return self.inner.ro_query(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda g: g.create_cluster([{"id": "a", "node_type": "Robot", "type": "x", "name": "a"}]),
+        lambda g: g.create_cluster([{"id": "a", "node_type": "thing", "type": "x", "name": "a"}],
+                                   [{"type": "pwned) DELETE (n", "from": "a", "to": "a"}]),
+        lambda g: g.create_cluster([{"id": "a", "node_type": "thing", "type": "x", "name": "a", "bad key": 1}]),
+        lambda g: g.create_cluster([{"id": "a", "node_type": "thing", "type": "x", "name": "a", "m": {"nested": 1}}]),
+        lambda g: g.create_cluster([{"id": "a", "node_type": "thing", "type": "x"}]),
+        lambda g: g.create_cluster([{"id": "a", "node_type": "thing", "name": "a"}]),
+        lambda g: g.create_cluster([{"id": "trailing\n", "node_type": "thing", "type": "x", "name": "a"}]),
+        lambda g: g.find("Robot"),
+        lambda g: g.find("thing", {"name) RETURN 1 //": "x"}),
+        lambda g: g.links_from("a", "owns|contains"),
+        lambda g: g.related_to("a", depth=99),
+        lambda g: g.related_to("a", direction="sideways"),
+        lambda g: g.contents_of("a", node_type="Robot"),
+    ],
+    ids=["label", "link-type", "field-name", "nested-value", "required-field", "missing-type", "id-whitespace",
+         "find-label", "where-key", "link-type-union", "depth", "direction", "contents-label"],
+)
+def test_unknown_names_refused_before_any_query(graph, call):
+    counter = CountingGraph(graph._graph)
+    graph._graph = counter
+    with pytest.raises(SchemaError):
+        call(graph)
+    assert counter.sent == 0
+
+
+def test_read_cypher_is_read_only(graph):
+    fixture_graph(graph)
+    rows = graph.read_cypher("MATCH (n:Space) WHERE n.id = $id RETURN n.name AS name", {"id": "s1"})
+    assert rows == [{"name": "Auth module"}]
+    with pytest.raises(Exception, match="read-only"):
+        graph.read_cypher("MATCH (n) DETACH DELETE n")
+    assert graph.counts()["nodes"] == 7

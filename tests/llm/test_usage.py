@@ -1,0 +1,88 @@
+"""Usage sums, prices and budgets: pure values, exact numbers."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from cabal.llm import Budget, Usage
+from cabal.llm.call import with_cached_system_prompt
+
+
+def test_usage_adds_field_by_field() -> None:
+    total = Usage(10, 5, 2, 1, 1) + Usage(100, 50, 20, 10, 1)
+
+    assert total == Usage(input_tokens=110, output_tokens=55, cache_read_tokens=22, cache_write_tokens=11, calls=2)
+    assert total.total_tokens == 165
+    assert sum([Usage(1, 1, calls=1)] * 3, Usage()) == Usage(3, 3, calls=3)
+
+
+def test_usage_from_message_reads_cache_details() -> None:
+    message = AIMessage(
+        content="",
+        usage_metadata={
+            "input_tokens": 1000,
+            "output_tokens": 40,
+            "total_tokens": 1040,
+            "input_token_details": {"cache_read": 800, "cache_creation": 0, "ephemeral_5m_input_tokens": 150},
+        },
+    )
+
+    assert Usage.from_message(message) == Usage(1000, 40, cache_read_tokens=800, cache_write_tokens=150, calls=1)
+    assert Usage.from_message(AIMessage(content="no usage")) == Usage(calls=1)
+
+
+def test_cost_prices_cached_tokens_at_their_own_rate() -> None:
+    # Sonnet: $3 in, $15 out per million; cache reads 0.1x, cache writes 1.25x input.
+    usage = Usage(input_tokens=3_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000, cache_write_tokens=1_000_000)
+
+    assert usage.cost_usd("claude-sonnet-4-5") == pytest.approx(3.0 + 0.3 + 3.75 + 15.0)
+
+
+@pytest.mark.parametrize(
+    ("model", "dollars"),
+    [
+        ("claude-opus-4-5", 5.0 + 25.0),
+        ("claude-opus-4-1-20250805", 15.0 + 75.0),
+        ("claude-sonnet-4-5-20250929", 3.0 + 15.0),
+        ("claude-haiku-4-5", 1.0 + 5.0),
+        ("cabal-scripted", 0.0),
+        ("gpt-unknown", 0.0),
+    ],
+)
+def test_cost_per_family(model: str, dollars: float) -> None:
+    assert Usage(input_tokens=1_000_000, output_tokens=1_000_000).cost_usd(model) == pytest.approx(dollars)
+
+
+def test_budget_reports_why_it_is_spent() -> None:
+    usage = Usage(input_tokens=10_000, output_tokens=234, calls=3)
+
+    assert Budget(max_tokens=10_000).exceeded(usage, "claude-sonnet-4-5") == "token budget 10000 spent: 10234 tokens"
+    assert Budget(max_tokens=20_000).exceeded(usage, "claude-sonnet-4-5") is None
+    assert Budget(max_cost_usd=0.01).exceeded(usage, "claude-sonnet-4-5") == (
+        "cost budget $0.01 spent: $0.0335 on claude-sonnet-4-5"
+    )
+    assert Budget(max_cost_usd=0.01).exceeded(usage, "cabal-scripted") is None
+    assert Budget().exceeded(usage, "claude-opus-4-5") is None
+
+
+def test_cache_breakpoint_goes_on_the_last_block_of_the_leading_system_prompt() -> None:
+    original = [
+        SystemMessage(content=[{"type": "text", "text": "charter"}, {"type": "text", "text": "persona"}]),
+        HumanMessage("go"),
+        SystemMessage("late note"),
+    ]
+
+    marked = with_cached_system_prompt(original)
+
+    assert marked[0].content == [
+        {"type": "text", "text": "charter"},
+        {"type": "text", "text": "persona", "cache_control": {"type": "ephemeral"}},
+    ]
+    assert marked[1:] == original[1:]
+    assert "cache_control" not in original[0].content[1]  # the caller's messages are untouched
+
+
+def test_no_breakpoint_without_a_system_prompt_or_with_an_empty_one() -> None:
+    assert with_cached_system_prompt([HumanMessage("go")]) == [HumanMessage("go")]
+    assert with_cached_system_prompt([SystemMessage(""), HumanMessage("go")])[0].content == ""
