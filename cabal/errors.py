@@ -186,3 +186,28 @@ class StepFailed(CabalError):
 
 class MissionError(CabalError):
     """A mission cannot be started, resumed or answered in its current state."""
+
+
+# ----------------------------------------------------------------------------- procedures
+
+
+class ProcedureError(CabalError):
+    """A procedure run cannot do what was asked in its current state (unknown step, closed run, ...)."""
+
+    def __init__(self, message: str, *, run_id: str | None = None, step: str | None = None) -> None:
+        self.run_id = run_id
+        self.step = step
+        super().__init__(message)
+
+
+class TemplateWriteRefused(ProcedureError):
+    """An agent tried to write into a procedure template, which is read-only once installed."""
+
+    def __init__(self, run_id: str, actor_id: str, targets: list[str]) -> None:
+        self.actor_id = actor_id
+        self.targets = list(targets)
+        super().__init__(
+            f"run {run_id!r}: {actor_id!r} may not write into a procedure template "
+            f"({', '.join(self.targets)}); write into the run space instead; nothing was written",
+            run_id=run_id,
+        )

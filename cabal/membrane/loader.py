@@ -5,10 +5,9 @@ step types and fields, a ``next``/``then``/``else``/``cases``/``default``/``on_c
 points nowhere, unknown expects types, calls to protocols that do not exist, templates with
 unknown filters, conditions with forbidden syntax, steps that cannot reach ``$complete``.
 
-YAML 1.1 traps: PyYAML reads ``on``/``off``/``yes``/``no`` as booleans, ``010`` as octal and
-``1:30`` as a base-60 number. Here only ``true``/``false`` are booleans and those other forms
-stay text (YAML 1.2's core schema), so ``on:`` is the field ``on`` (and is reported as unknown
-where it means nothing) rather than silently becoming ``True``.
+YAML 1.1 traps (``on:`` read as ``True``) cannot change a protocol's meaning: files are read
+with YAML 1.2 scalars (``yaml_reader``), so ``on:`` is a field named "on", reported as unknown
+where it means nothing.
 
 Two shapes are read: the format of membrane-patterns.md (``protocol:``, ``steps:`` as a mapping)
 and the earlier membrane format (``connectome:`` as the name, ``start:`` for the first step,
@@ -21,8 +20,6 @@ import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
-
-import yaml
 
 from cabal.errors import ProtocolLoadError, ProtocolProblem
 from cabal.graph import schema
@@ -46,8 +43,9 @@ from cabal.membrane.protocol import (
     UpdateStep,
     case_key,
 )
-from cabal.membrane.queries import parse_query
+from cabal.membrane.queries import ENRICHMENT_KINDS, parse_query
 from cabal.membrane.validation import ExpectsField, object_of, parse_expects
+from cabal.membrane.yaml_reader import LineDict, read_yaml
 
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 DOC_KEYS = ("description", "comment", "notes", "why")  # allowed anywhere, ignored
@@ -63,76 +61,7 @@ STEP_KEYS: dict[str, tuple[str, ...]] = {
     "update": ("node", "target", "fields"),
 }
 ACTIONS = ("spawn", "prompt", "fail")
-
-
-# ------------------------------------------------------------------------------ YAML
-
-
-class LineDict(dict):
-    """A mapping that remembers the line of itself and of each key (1-based)."""
-
-    line: int | None = None
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.key_lines: dict[Any, int] = {}
-        self.duplicates: list[tuple[Any, int]] = []
-
-    def line_of(self, key: str | None) -> int | None:
-        return self.key_lines.get(key, self.line) if key is not None else self.line
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 scalars and line-aware mappings."""
-
-
-_BOOL = "tag:yaml.org,2002:bool"
-_INT = "tag:yaml.org,2002:int"
-_FLOAT = "tag:yaml.org,2002:float"
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-_Loader.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
-_Loader.add_implicit_resolver(
-    _FLOAT,
-    re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]+(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
-    list("-+0123456789."),
-)
-
-
-def _construct_map(loader: _Loader, node: yaml.MappingNode):
-    data = LineDict()
-    data.line = node.start_mark.line + 1
-    yield data
-    loader.flatten_mapping(node)
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        line = key_node.start_mark.line + 1
-        try:
-            hash(key)
-        except TypeError:
-            raise yaml.constructor.ConstructorError(
-                None, None, "a mapping key must be a plain value", key_node.start_mark
-            ) from None
-        if key in data:
-            data.duplicates.append((key, line))
-        data[key] = loader.construct_object(value_node, deep=True)
-        data.key_lines[key] = line
-
-
-_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
-
-
-def read_yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        line = mark.line + 1 if mark is not None else None
-        raise ProtocolLoadError([ProtocolProblem(source, f"invalid YAML: {problem}", line=line)]) from None
+MOMENT_STEPS = ("ask", "query", "update")  # the steps something is said or done in
 
 
 # --------------------------------------------------------------------------- problems
@@ -176,7 +105,7 @@ class _Builder:
         if not isinstance(data, Mapping):
             self.fail(f"a protocol file must be a mapping, got {type(data).__name__}")
             raise ProtocolLoadError(self.problems.items)
-        self._duplicates(data, None)
+        self._duplicates(data)
         for key in data:
             if key not in TOP_KEYS:
                 self.fail(f"unknown top-level field {key!r}", field=str(key), at=data)
@@ -216,11 +145,21 @@ class _Builder:
             output=output,
         )
 
-    def _duplicates(self, mapping: Any, step: str | None) -> None:
-        for key, line in getattr(mapping, "duplicates", []):
+    def _duplicates(self, value: Any, step: str | None = None, path: tuple = ()) -> None:
+        """A key given twice anywhere in the file (YAML would silently keep the second)."""
+        if isinstance(value, list):
+            for item in value:
+                self._duplicates(item, step, (*path, "[]"))
+        if not isinstance(value, LineDict):
+            return
+        for key, line in value.duplicates:
             self.problems.items.append(
-                ProtocolProblem(self.source, f"{key!r} is given twice; the second would silently win", step=step, line=line)
+                ProtocolProblem(self.source, f"{key!r} is given twice; the second would silently win",
+                                step=step, field=str(key), line=line)  # fmt: skip
             )
+        for key, item in value.items():
+            inner_step = key if path == ("steps",) and isinstance(key, str) else step
+            self._duplicates(item, inner_step, (*path, key))
 
     def _step_list(self, data: Mapping) -> tuple[list[str], dict[str, Any]]:
         raw = data.get("steps")
@@ -251,7 +190,6 @@ class _Builder:
     # steps -------------------------------------------------------------------------------
 
     def _step(self, step_id: str, raw: Mapping, implicit_next: str) -> Step | None:
-        self._duplicates(raw, step_id)
         kind = raw.get("type")
         if kind not in STEP_TYPES:
             self.fail(f"unknown step type {kind!r}; known: {', '.join(STEP_TYPES)}", step=step_id, field="type", at=raw)
@@ -265,6 +203,8 @@ class _Builder:
                     field=str(key),
                     at=raw,
                 )
+        if raw.get("moment") not in (None, False) and kind not in MOMENT_STEPS:
+            self.fail(f"a {kind} step records no moment (ask, query and update steps do)", step=step_id, field="moment", at=raw)
         base = {
             "id": step_id,
             "type": kind,
@@ -391,8 +331,6 @@ class _Builder:
         return found
 
     def _enrichment(self, value: Any, step_id: str, raw: Mapping) -> Mapping | None:
-        from cabal.membrane.queries import ENRICHMENT_KINDS
-
         if not isinstance(value, Mapping):
             self.fail("'context_enrichment' must be a mapping (prompt, allows)", step=step_id, field="context_enrichment", at=raw)
             return None
@@ -558,7 +496,7 @@ class _Builder:
             self.fail("an update step needs 'fields' to set", step=step_id, field="fields", at=raw)
             return None
         for key in fields:
-            if not isinstance(key, str) or not schema.FIELD_NAME.match(key) or key in schema.NODE_KEYS:
+            if not isinstance(key, str) or not schema.FIELD_NAME.match(key) or key in schema.IMMUTABLE_KEYS:
                 self.fail(f"cannot update field {key!r}", step=step_id, field=f"fields.{key}", at=raw)
         self._templates({"node": node, **fields}, step_id, "fields", raw)
         return UpdateStep(**base, node=str(node), fields=MappingProxyType(dict(fields)))
@@ -597,6 +535,9 @@ class _Builder:
         if not isinstance(output, Mapping):
             self.fail("'output' must be a mapping (cluster, summary)", field="output", at=data)
             return None, None
+        for key in output:
+            if key not in ("cluster", "summary", *DOC_KEYS):
+                self.fail(f"'output' does not take {key!r} (it takes: cluster, summary)", field=f"output.{key}", at=output)
         summary = output.get("summary", data.get("summary"))
         if summary is not None and not isinstance(summary, str):
             self.fail("'summary' must be text", field="summary", at=data)

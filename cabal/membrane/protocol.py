@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cabal.errors import ProtocolRuntimeError
 from cabal.membrane.queries import QuerySpec
 from cabal.membrane.validation import Expects
 
@@ -149,4 +150,12 @@ class Protocol:
     output: CreateStep | None = None  # ``output.cluster``: created when the protocol completes
 
     def step(self, step_id: str) -> Step:
-        return self.steps[step_id]
+        """A step by id; a stored session may name one its protocol file no longer has."""
+        try:
+            return self.steps[step_id]
+        except KeyError:
+            raise ProtocolRuntimeError(
+                f"protocol {self.name!r} has no step {step_id!r} (was it edited while a session ran?)",
+                protocol=self.name,
+                step=step_id,
+            ) from None

@@ -141,6 +141,7 @@ def _cypher_params(spec: QuerySpec, scope: Scope) -> dict[str, Any]:
 
 
 # Context enrichment (P5): the queries an agent may ask for while it answers an ask step.
+ENRICHMENT_KINDS = ("exploration", "relationship", "verification", "clarification")
 ENRICHMENTS: dict[str, QuerySpec] = {
     "exploration": QuerySpec("contents_of", MappingProxyType({"id": "{target}", "depth": 2})),
     "relationship": QuerySpec("related_to", MappingProxyType({"id": "{target}", "direction": "both"})),
@@ -157,5 +158,3 @@ def run_enrichment(kind: str, target: str, graph: Any) -> list[dict]:
         return [node] if node else []
     return run_query(ENRICHMENTS[kind], Scope({"target": target}), graph)
 
-
-ENRICHMENT_KINDS = ("exploration", "relationship", "verification", "clarification")

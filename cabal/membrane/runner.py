@@ -123,8 +123,13 @@ class Membrane:
         *,
         session_id: str | None = None,
         commit: bool = True,
+        persist: bool = True,
     ) -> dict:
         """Start and answer a whole protocol in one call.
+
+        ``persist=False`` makes it a pure one-shot: no session is read or stored, whatever the
+        outcome (the round engine's dry runs; a deterministic ``session_id`` still makes the
+        moment ids replayable).
 
         Completing in one go stores no session node: the cluster is the only write (none with
         ``commit=False``, which returns it as ``cluster`` for ``commit_many``). A missing or
@@ -133,12 +138,12 @@ class Membrane:
         """
 
         def go() -> dict:
-            session = self.sessions.load(session_id) if session_id else None
+            session = self.sessions.load(session_id) if session_id and persist else None
             if session is not None and session.status != ACTIVE:
                 return self._state_of(session)
             if session is None:
                 session = self._new_session(protocol, context, session_id)
-            return self._advance(session, answers, mode="run", commit=commit)
+            return self._advance(session, answers, mode="run", commit=commit, persist=persist)
 
         return self._guarded(go, session_id)
 
@@ -186,7 +191,9 @@ class Membrane:
     def _walk(self, session: Session, **options: Any) -> Walk:
         return Walk(session, self.library, self.graph, max_depth=self.max_depth, **options)
 
-    def _advance(self, session: Session, answers: Mapping[str, Any], *, mode: str, commit: bool = True) -> dict:
+    def _advance(
+        self, session: Session, answers: Mapping[str, Any], *, mode: str, commit: bool = True, persist: bool = True
+    ) -> dict:
         """Walk with the answers; keep the result only if every answer was right.
 
         mode ``step``/``submit``: advance as far as the answers go. ``run``: the answers must
@@ -194,14 +201,20 @@ class Membrane:
         """
         if not isinstance(answers, Mapping):
             raise ProtocolRuntimeError(f"answers must be a mapping of step key to answer, got {type(answers).__name__}")
+        # A new session first runs its automatic steps up to its first question, so the state
+        # kept when answers are rejected always waits on a question (a stored one already does).
+        if self._walk(session).run().reason == "complete":
+            return self._complete(session, commit=commit)
         before = session.copy()
         walk = self._walk(session, answers=answers)
         stop = walk.run()
         problems = list(walk.problems)
         if stop.reason == "waiting" and stop.key not in answers and (mode == "run" or (problems and mode == "submit")):
             problems.append(AnswerProblem(stop.key, f"no answer given; expected {describe(stop.step.expects)}"))
-        if problems or stop.reason == "unresolved":
-            if not before.stored:
+        if stop.reason == "unresolved" and not problems:  # only a rejected answer is ever PENDING
+            raise ProtocolRuntimeError(f"step {stop.key!r} depends on a value the session does not have")
+        if problems:
+            if persist and not before.stored:
                 self.sessions.create(before)  # so the same session id can be run again or continued
             return self._active(before, problems)
         if stop.reason == "complete":

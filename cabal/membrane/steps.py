@@ -173,7 +173,7 @@ class Walk:
                     return Stop("complete")
                 frames.pop()
                 continue
-            step = protocol.steps[frame.step]
+            step = protocol.step(frame.step)
             key = frame.prefix + step.id
             try:
                 target = getattr(self, f"_{step.type}")(step, key, frame)
@@ -192,8 +192,11 @@ class Walk:
 
     def _ask(self, step: AskStep, key: str, frame: Frame) -> object:
         items = items_of(step, self.scope)
-        expects = answer_expects(step, items)
         context = self.session.context
+        if items == []:  # nothing to answer for: the step's answer is the empty list
+            context[step.id] = self.session.answers[key] = []
+            return step.next
+        expects = answer_expects(step, items)
         if self.form:
             if any(entry.key == key for entry in self.asked):
                 return WAIT  # a loop back to a step already on the form
@@ -304,7 +307,10 @@ class Walk:
         node_id = to_text(interpolate(step.node, self.scope, nonempty=True))
         if not self.lookup([node_id]):
             raise ProtocolRuntimeError(f"update step {key!r}: no node {node_id!r} to update", step=step.id)
-        fields = {k: cluster.storable(interpolate(v, self.scope)) for k, v in step.fields.items()}
+        # As in a create, a field whose value is None is left out (an optional answer not given),
+        # rather than erased from the node.
+        values = {k: cluster.storable(interpolate(v, self.scope)) for k, v in step.fields.items()}
+        fields = {k: v for k, v in values.items() if v is not None}
         self.session.updates.append({"id": node_id, "fields": fields})
         self._automatic_moment(step, key, frame, f"updated {node_id}: {', '.join(fields)}", [node_id])
         return step.next
@@ -315,7 +321,7 @@ class Walk:
 
 def current_ask(session: Session, library: ProtocolLibrary) -> tuple[str, AskStep]:
     frame = session.frames[-1]
-    step = library.get(frame.protocol).steps[frame.step]
+    step = library.get(frame.protocol).step(frame.step)
     if not isinstance(step, AskStep):  # sessions are only kept while they wait on a question
         raise ProtocolRuntimeError(f"session {session.id!r} is not waiting on a question", step=frame.step)
     return frame.prefix + step.id, step
@@ -332,7 +338,7 @@ def describe_step(session: Session, key: str, step: AskStep) -> dict[str, Any]:
         "question": question,
         "expects": step.expects.public(),
         "answer_schema": hoist_defs(schema_of(answer_expects(step, items), question or None)),
-        "context_enrichment": dict(step.context_enrichment) if step.context_enrichment else None,
+        "context_enrichment": _plain(step.context_enrichment) if step.context_enrichment else None,
     }
     if step.questions:
         shown["questions"] = [q.public() for q in step.questions]
@@ -344,6 +350,11 @@ def describe_step(session: Session, key: str, step: AskStep) -> dict[str, Any]:
     if step.moment is not None:
         shown["moment"] = {"type": step.moment.type, "agent_provides": list(step.moment.agent_provides)}
     return shown
+
+
+def _plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-ready: results go to agents and over MCP, so tuples become lists."""
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in mapping.items()}
 
 
 def form_schema(title: str, entries: list[FormEntry]) -> dict[str, Any]:

@@ -1,0 +1,84 @@
+"""Reading protocol YAML: YAML 1.2 scalars, and the line of every mapping and key.
+
+PyYAML implements YAML 1.1, where ``on``/``off``/``yes``/``no`` are booleans, ``010`` is octal
+and ``1:30`` is a base-60 number. Here only ``true``/``false`` are booleans and those other
+forms stay text (YAML 1.2's core schema), so ``on:`` is the key "on", never ``True``.
+
+Mappings come back as ``LineDict``: a dict that knows its own line, each key's line, and the
+keys given twice (which YAML would otherwise resolve silently, the last one winning).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from cabal.errors import ProtocolLoadError, ProtocolProblem
+
+class LineDict(dict):
+    """A mapping that remembers the line of itself and of each key (1-based)."""
+
+    line: int | None = None
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.key_lines: dict[Any, int] = {}
+        self.duplicates: list[tuple[Any, int]] = []
+
+    def line_of(self, key: str | None) -> int | None:
+        return self.key_lines.get(key, self.line) if key is not None else self.line
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 scalars and line-aware mappings."""
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_Loader.add_implicit_resolver(_INT, re.compile(r"^(?:[-+]?(?:0|[1-9][0-9_]*)|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
+_Loader.add_implicit_resolver(
+    _FLOAT,
+    re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*)?\.[0-9_]+(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."),
+)
+
+
+def _construct_map(loader: _Loader, node: yaml.MappingNode):
+    data = LineDict()
+    data.line = node.start_mark.line + 1
+    yield data
+    loader.flatten_mapping(node)
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping key must be a plain value", key_node.start_mark
+            ) from None
+        if key in data:
+            data.duplicates.append((key, line))
+        data[key] = loader.construct_object(value_node, deep=True)
+        data.key_lines[key] = line
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+
+
+def read_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = mark.line + 1 if mark is not None else None
+        raise ProtocolLoadError([ProtocolProblem(source, f"invalid YAML: {problem}", line=line)]) from None
