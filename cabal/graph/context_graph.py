@@ -113,7 +113,8 @@ class ContextGraph:
             raise GraphError(f"graph {self.name!r} refused a query: {exc}") from None
 
     def _nodes(self, text: str, params: dict[str, object]) -> list[dict]:
-        return [dict(row[0].properties) for row in self._run(text, params, read_only=True).result_set]
+        rows = self._run(text, params, read_only=True).result_set
+        return [dict(row[0].properties) if isinstance(row[0], Node) else dict(row[0]) for row in rows]
 
     def _ensure_indexes(self) -> None:
         key = (self.address.describe(), self.name)
@@ -132,20 +133,31 @@ class ContextGraph:
     # ---------------------------------------------------------------------------- writes
 
     def create_cluster(
-        self, nodes: list[dict], links: list[dict] | None = None, *, updates: list[dict] | None = None
+        self,
+        nodes: list[dict],
+        links: list[dict] | None = None,
+        *,
+        updates: list[dict] | None = None,
+        unlinks: list[dict] | None = None,
     ) -> dict[str, int]:
         """Commit nodes and links (and field updates of existing nodes) in one round trip.
+
+        ``updates``: ``[{"id", "fields"}]`` set on existing nodes (None removes a field).
+        ``unlinks``: ``[{"type", "from", "to"}]`` links removed before the new links are made.
 
         All or nothing: if a link or update names a node that neither exists nor is part of
         the cluster, nothing is written and ``ClusterError`` lists the missing ids.
         Idempotent on ids: committing the same cluster again creates nothing.
         Returns ``{"nodes": created, "links": created}``.
         """
-        query = build_cluster_query(nodes, links or [], updates)
+        query = build_cluster_query(nodes, links or [], updates, unlinks)
         result = self._run(query.text, query.params)
         if not result.result_set:
             raise self._refusal(query)
-        return {"nodes": int(result.nodes_created), "links": int(result.relationships_created)}
+        counts = {"nodes": int(result.nodes_created), "links": int(result.relationships_created)}
+        if unlinks:
+            counts["unlinked"] = int(result.relationships_deleted)
+        return counts
 
     def _refusal(self, query) -> ClusterError:
         """Explain why the guard row refused a cluster (only runs on the failure path)."""
@@ -198,8 +210,13 @@ class ContextGraph:
         where: dict[str, object] | None = None,
         in_space: str | None = None,
         limit: int | None = None,
+        fields: list[str] | None = None,
     ) -> list[dict]:
-        return self._nodes(*reads.find(node_type, where, in_space, limit))
+        """Nodes of a type, filtered by equal fields (a list value means "one of").
+
+        ``fields`` returns only those fields (plus ``id``); a missing field comes back None.
+        """
+        return self._nodes(*reads.find(node_type, where, in_space, limit, fields))
 
     def links_from(self, node_id: str, type: str | None = None) -> list[dict]:
         return self._links(*reads.links(node_id, type, outgoing=True))

@@ -53,6 +53,7 @@ def find(
     where: dict[str, object] | None = None,
     in_space: str | None = None,
     limit: int | None = None,
+    fields: Iterable[str] | None = None,
 ) -> Query:
     label = schema.node_type(node_type).label
     params: dict[str, object] = {}
@@ -69,7 +70,11 @@ def find(
         params[f"w{index}"] = value
         operator = "IN" if isinstance(value, (list, tuple)) else "="
         conditions.append(f"n.{name} {operator} $w{index}")
-    text = match + (" WHERE " + " AND ".join(conditions) if conditions else "") + " RETURN n ORDER BY n.id"
+    # A projection returns a map instead of a node: only the fields asked for cross the wire.
+    returned = "n"
+    if fields is not None:
+        returned = "n {" + ", ".join(f".{schema.field_name(f)}" for f in dict.fromkeys(["id", *fields])) + "}"
+    text = match + (" WHERE " + " AND ".join(conditions) if conditions else "") + f" RETURN {returned} ORDER BY n.id"
     if limit is not None:
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise SchemaError(f"limit must be a non-negative integer, got {limit!r}", field="limit")

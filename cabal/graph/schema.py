@@ -18,6 +18,9 @@ from cabal.errors import SchemaError
 
 BASE_LABEL = "Node"
 NODE_KEYS = ("id", "node_type", "type")
+# What an update may never change: the identity and the label. The subtype may change (a
+# product's type can be updated), so ``type`` is not among them.
+IMMUTABLE_KEYS = ("id", "node_type")
 FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Ids are looked up as top-level query parameters, which lose edge whitespace on the way to
 # FalkorDB; an id with edge whitespace or control characters could be stored but never found.

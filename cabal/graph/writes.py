@@ -7,11 +7,14 @@ The query's shape, and why:
    The guard counts both; if either fails, the WHERE drops the only row and nothing after it
    runs, so a bad cluster writes nothing at all. (A unique constraint would do the second
    check, but FalkorDB 4.16.3 segfaulted in EnforceUniqueEntity under our test suite.)
-2. One ``FOREACH ... MERGE`` per label for the nodes (MERGE on ``id``: writing the same
-   cluster twice creates nothing the second time; ON CREATE SET: an existing node, such as an
-   immutable version, is never rewritten by a create).
-3. ``updates`` on existing nodes (``SET n += fields``).
-4. One ``FOREACH`` per link type. Endpoints are matched with MERGE on ``id``, which can only
+Nodes MERGE on ``id`` (writing the same cluster twice creates nothing the second time) with
+ON CREATE SET (an existing node, such as an immutable version, is never rewritten by a
+create); ``updates`` set fields on existing nodes (``SET n += fields``).
+2. ``unlinks``: links to remove, one ``CALL {}`` subquery per link type right after the
+   guard (a subquery that aggregates keeps the row alive when nothing matches). They run
+   before anything is created, so one cluster can move a link from one type to another.
+3. One ``FOREACH ... MERGE`` per label for the nodes, then ``updates``, then
+4. one ``FOREACH`` per link type. Endpoints are matched with MERGE on ``id``, which can only
    match here because step 1 proved they exist. A link is identified by (from, type, to);
    its properties are set on every commit, so re-committing a link updates it in place.
 
@@ -37,7 +40,7 @@ class ClusterQuery:
 
 
 def build_cluster_query(
-    nodes: list[dict], links: list[dict], updates: list[dict] | None = None
+    nodes: list[dict], links: list[dict], updates: list[dict] | None = None, unlinks: list[dict] | None = None
 ) -> ClusterQuery:
     checked = [schema.check_node(node) for node in nodes]
     created_ids = {node.id for node in checked}
@@ -55,22 +58,17 @@ def build_cluster_query(
     by_relation: dict[str, list[dict]] = {}
     external: list[str] = []
     for index, link in enumerate(links):
-        if not isinstance(link, dict):
-            raise SchemaError(f"link {index} must be a dict, got {type(link).__name__}")
-        kind = schema.link_type(link.get("type"))
-        ends = []
-        for end in ("from", "to"):
-            node_id = link.get(end)
-            if not isinstance(node_id, str) or not node_id:
-                raise SchemaError(f"link {index} ({kind.name}): {end!r} must be a node id", item=kind.name, field=end)
-            ends.append(node_id)
-            if node_id not in created_ids:
-                external.append(node_id)
+        kind, ends = _check_link_ends(link, index)
+        external += [node_id for node_id in ends if node_id not in created_ids]
         properties = link.get("properties") or {}
         for key, value in properties.items():
             schema.field_name(key)
             schema.check_value(value, item=f"link {kind.name}", field_=key)
         by_relation.setdefault(kind.relation, []).append({"from": ends[0], "to": ends[1], "props": properties})
+    removed_by_relation: dict[str, list[dict]] = {}
+    for index, link in enumerate(unlinks or []):
+        kind, ends = _check_link_ends(link, index)
+        removed_by_relation.setdefault(kind.relation, []).append({"from": ends[0], "to": ends[1]})
     external += [row["id"] for row in update_rows if row["id"] not in created_ids]
     external_ids = tuple(dict.fromkeys(external))
 
@@ -87,6 +85,15 @@ def build_cluster_query(
         "UNWIND $typed AS typed OPTIONAL MATCH (old:Node {id: typed[0]}) WHERE old.node_type <> typed[1]",
         "WITH found, count(old) AS clashes WHERE found = $external_count AND clashes = 0",
     ]
+    # Unlinks come first: FalkorDB needs a WITH between an updating clause and a subquery.
+    for index, (relation, rows) in enumerate(sorted(removed_by_relation.items())):
+        params[f"u{index}"] = rows
+        clauses.append(
+            # Names inside the subquery are its own: FalkorDB 4.16 lets a subquery's a/b/e
+            # shadow the FOREACH variables below (which then silently create nothing).
+            f"CALL {{ WITH found UNWIND $u{index} AS gone MATCH (ga:{schema.BASE_LABEL} {{id: gone.from}})"
+            f"-[ge:{relation}]->(gb:{schema.BASE_LABEL} {{id: gone.to}}) DELETE ge RETURN count(*) AS removed{index} }}"
+        )
     for index, (label, rows) in enumerate(sorted(by_label.items())):
         params[f"n{index}"] = rows
         clauses.append(
@@ -108,13 +115,26 @@ def build_cluster_query(
     return ClusterQuery("\n".join(clauses), params, external_ids, created_types)
 
 
+def _check_link_ends(link: dict, index: int) -> tuple[schema.LinkType, tuple[str, str]]:
+    if not isinstance(link, dict):
+        raise SchemaError(f"link {index} must be a dict, got {type(link).__name__}")
+    kind = schema.link_type(link.get("type"))
+    ends = []
+    for end in ("from", "to"):
+        node_id = link.get(end)
+        if not isinstance(node_id, str) or not node_id:
+            raise SchemaError(f"link {index} ({kind.name}): {end!r} must be a node id", item=kind.name, field=end)
+        ends.append(node_id)
+    return kind, (ends[0], ends[1])
+
+
 def _check_update(update: dict) -> dict:
     if not isinstance(update, dict) or not isinstance(update.get("id"), str):
         raise SchemaError(f"an update must be {{'id': str, 'fields': dict}}, got {update!r}")
     fields = update.get("fields") or {}
     for key, value in fields.items():
         schema.field_name(key)
-        if key in schema.NODE_KEYS:
+        if key in schema.IMMUTABLE_KEYS:
             raise SchemaError(f"update of {update['id']!r} may not change {key!r}", item=update["id"], field=key)
         if value is not None:
             schema.check_value(value, item=update["id"], field_=key)

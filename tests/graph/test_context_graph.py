@@ -99,6 +99,30 @@ def test_link_properties_update_in_place_on_recommit(graph):
     assert graph.links_from("v1", "ensures") == [{"type": "ensures", "from": "v1", "to": "b1", "properties": {"strength": 0.5}}]
 
 
+def test_unlink_and_link_in_one_cluster(graph):
+    fixture_graph(graph)
+    graph.create_cluster([{"id": "actor", "node_type": "actor", "type": "agent", "name": "A"}],
+                         [{"type": "occupies", "from": "actor", "to": "s1"}])
+    result = graph.create_cluster([], [{"type": "inhabits", "from": "actor", "to": "s1"}],
+                                  unlinks=[{"type": "occupies", "from": "actor", "to": "s1"}])
+    assert result == {"nodes": 0, "links": 1, "unlinked": 1}
+    assert graph.links_from("actor") == [{"type": "inhabits", "from": "actor", "to": "s1", "properties": {}}]
+    # Unlinks combine with nodes and updates in the same cluster.
+    result = graph.create_cluster([{"id": "note", "node_type": "thing", "type": "file", "name": "n"}],
+                                  [{"type": "relates", "from": "note", "to": "actor"}],
+                                  updates=[{"id": "actor", "fields": {"left": True}}],
+                                  unlinks=[{"type": "inhabits", "from": "actor", "to": "s1"}])
+    assert result == {"nodes": 1, "links": 1, "unlinked": 1}
+    assert graph.get("actor")["left"] is True and graph.links_from("actor") == []
+    graph.create_cluster([], [{"type": "inhabits", "from": "actor", "to": "s1"}])
+    # Removing a link that is not there is not an error, and a bad cluster removes nothing.
+    assert graph.create_cluster([], [], unlinks=[{"type": "occupies", "from": "actor", "to": "s1"}])["unlinked"] == 0
+    with pytest.raises(ClusterError):
+        graph.create_cluster([], [{"type": "relates", "from": "actor", "to": "ghost"}],
+                             unlinks=[{"type": "inhabits", "from": "actor", "to": "s1"}])
+    assert graph.links_from("actor") == [{"type": "inhabits", "from": "actor", "to": "s1", "properties": {}}]
+
+
 def test_find_where_in_space_limit(graph):
     fixture_graph(graph)
     assert ids(graph.find("narrative")) == ["b1", "b2", "e1", "g1", "v1"]
@@ -107,6 +131,10 @@ def test_find_where_in_space_limit(graph):
     assert ids(graph.find("narrative", in_space="s1")) == ["b1", "b2", "v1"]
     assert ids(graph.find("narrative", {"type": "behavior"}, in_space="s1", limit=1)) == ["b1"]
     assert graph.find("space", {"name": "Nope"}) == []
+    assert graph.find("narrative", {"type": "behavior"}, fields=["name", "missing"]) == [
+        {"id": "b1", "name": "Login", "missing": None},
+        {"id": "b2", "name": "Logout", "missing": None},
+    ]
 
 
 def test_links_from_and_to(graph):
