@@ -7,6 +7,7 @@ a one-line message (plus its hint) on stderr and exit status 1, never a tracebac
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 
@@ -67,13 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
     stop.set_defaults(func=cmd_graph_stop)
 
-    for register in _EXTRA_COMMANDS:
-        register(commands)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(commands)
     return parser
 
 
-# Other modules add their subcommands here (kept as a list so the parser is built in one place).
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+# Each subsystem keeps its commands beside its code: a module with register(subparsers).
+COMMAND_MODULES = (
+    "cabal.rounds.commands",     # run, resume, chat, say, status, transcript, stop, schema
+    "cabal.membrane.commands",   # protocols list/show/check, doctor
+    "cabal.mcp_server",          # mcp
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

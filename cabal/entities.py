@@ -452,6 +452,22 @@ class Message(Entity):
         return content
 
 
+# ---------------------------------------------------------------------------------- the user
+
+
+class UserNote(Entity):
+    """A message the user leaves between rounds; about a product, or about nothing in particular."""
+
+    content: str = Field(min_length=1, max_length=COMMENT_MAX_CHARS)
+    product_id: str | None = None
+
+
+class HaltAnswer(Entity):
+    """The user's answer to the Chair's question."""
+
+    answer: str = Field(min_length=1, max_length=COMMENT_MAX_CHARS)
+
+
 # ---------------------------------------------------------------------------------- context
 
 ContextNeed = Literal["full_content", "version_history", "all_feedback", "peer_content"]
@@ -484,8 +500,8 @@ class InitialProduct(Entity):
     owner: str
 
 
-class BootstrapOutput(Entity):
-    """Bootstrap answer: the mission charter, the team and the first products."""
+class MissionCharter(Entity):
+    """The charter the Chair writes at bootstrap: mission, objectives, constraints, team."""
 
     thinking: BootstrapThinking
     mission: str = Field(min_length=1, max_length=MISSION_MAX_CHARS)
@@ -493,8 +509,13 @@ class BootstrapOutput(Entity):
     constraints: list[str]
     personas: dict[str, str]
     operative_domains: dict[str, OperativeDomain]
-    initial_products: list[InitialProduct]
     missing_details: list[str] = Field(default_factory=list)
+
+
+class BootstrapOutput(MissionCharter):
+    """Bootstrap answer: the mission charter, the team and the first products."""
+
+    initial_products: list[InitialProduct]
 
 
 class ReflectOutput(Entity):

@@ -1,0 +1,263 @@
+"""The Python API of missions: run, resume, answer, say, stop, status.
+
+    from cabal import run_mission, resume_mission
+    result = run_mission("examples/launch/launch.mission.yaml", model="scripted:...")
+    if result.state == "halted":
+        result = resume_mission(result.mission_id, answer="Students first.")
+
+Each mission is its own named graph (its id) on the workspace's graph server; the round loop's
+position is checkpointed in ``<workspace>/checkpoints.sqlite``, so any process can resume it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+from cabal.config import resolve_home
+from cabal.errors import MissionError, ResourceNotFound
+from cabal.graph import ContextGraph
+from cabal.llm import DEFAULT_MODEL, Budget, Usage, make_model, model_name
+from cabal.membrane import Membrane
+from cabal.rounds.context import PromptLibrary
+from cabal.rounds.engine import Event, Runtime, build_graph
+from cabal.rounds.ids import USER_ID, item_id
+from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
+from cabal.rounds.team import Team, load_role_cards
+from cabal.rounds.transcript import render_transcript
+
+MISSION_PREFIX = "m-"
+
+
+@dataclass(frozen=True)
+class MissionResult:
+    mission_id: str
+    state: str  # running, halted, done, failed
+    stop_reason: str | None
+    round: int
+    usage: Usage
+    cost_usd: float
+    pending_halt: dict | None
+    transcript_path: Path | None
+    detail: str | None = None
+
+
+@dataclass
+class Workspace:
+    """Where missions live: the graph server and the checkpoint store of one workspace."""
+
+    home: Path
+    url: str | None = None
+    extra_dirs: dict[str, list[Path]] = field(default_factory=dict)
+
+    @classmethod
+    def at(cls, home: str | Path | None = None, url: str | None = None) -> Workspace:
+        return cls(resolve_home(home), url)
+
+    def graph(self, mission_id: str) -> ContextGraph:
+        return ContextGraph.open(self.url, name=mission_id, home=self.home)
+
+    @contextmanager
+    def checkpointer(self):
+        self.home.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False)
+        try:
+            yield SqliteSaver(connection)
+        finally:
+            connection.close()
+
+    def transcript_path(self, mission_id: str) -> Path:
+        return self.home / "missions" / mission_id / "transcript.md"
+
+    def missions(self) -> list[str]:
+        with ContextGraph.open(self.url, name="cabal", home=self.home) as graph:
+            return [name for name in graph.list_graphs() if name.startswith(MISSION_PREFIX)]
+
+
+def _new_mission_id(spec: MissionSpec) -> str:
+    slug = "".join(ch if ch.isalnum() else "-" for ch in (spec.name or "mission").lower()).strip("-")[:40] or "mission"
+    return f"{MISSION_PREFIX}{slug}-{secrets.token_hex(3)}"
+
+
+def _resolve_model(model: Any, spec: MissionSpec, base: Path | None) -> tuple[Any, str]:
+    """A chat model and the spec string to store for resuming (relative scripts made absolute)."""
+    if model is not None and not isinstance(model, str):
+        return model, f"object:{model_name(model)}"
+    chosen = model or spec.model or DEFAULT_MODEL
+    if chosen.startswith("scripted:") and base is not None:
+        path = Path(chosen.removeprefix("scripted:"))
+        chosen = f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
+    return make_model(chosen), chosen
+
+
+def _runtime(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
+             on_event: Callable[[Event], None] | None, answers: list[str]) -> Runtime:
+    cards = load_role_cards(workspace.extra_dirs.get("agents", []))
+    team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
+    mission = graph.get(mission_id) or {}
+    budget = Budget(max_tokens=mission.get("budget_tokens") or spec.budget.tokens,
+                    max_cost_usd=mission.get("budget_cost_usd") or spec.budget.cost_usd)
+    return Runtime(
+        mission_id=mission_id, spec=spec, graph=graph,
+        membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
+        model=model, team=team, prompts=PromptLibrary(workspace.extra_dirs.get("prompts", [])),
+        budget=budget, answers=list(answers), on_event=on_event or (lambda event: None),
+    )
+
+
+def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
+                url: str | None = None, rounds: int | None = None,
+                on_event: Callable[[Event], None] | None = None) -> MissionResult:
+    """Start a mission and run it until it ends or pauses for the user."""
+    base = None
+    if isinstance(mission, (str, Path)):
+        spec, base = load_mission(mission)
+    elif isinstance(mission, dict):
+        spec = parse_mission(mission)
+    else:
+        spec = mission
+    if rounds is not None:
+        spec = spec.model_copy(update={"rounds": rounds})
+    workspace = Workspace.at(home, url)
+    chat_model, model_spec = _resolve_model(model, spec, base)
+    mission_id = _new_mission_id(spec)
+    graph = workspace.graph(mission_id)
+    try:
+        runtime = _runtime(workspace, graph, mission_id, spec, chat_model, on_event, spec.answers)
+        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": runtime.team.cards[a.role].persona,
+                   "skills": list(a.skills)} for a in runtime.team.agents]
+        started = runtime.membrane.run("start_mission", {
+            "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
+            "spec": spec.model_dump_json(), "model": model_spec, "agents": agents,
+            "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
+        }, {}, session_id=f"{mission_id}.start")
+        if started["status"] != "complete":
+            raise MissionError(f"cannot start the mission: {started.get('error')}")
+        runtime.emit("start", name=spec.name, operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec)
+        return _drive(workspace, runtime, None)
+    finally:
+        graph.close()
+
+
+def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = None,
+                   home: str | Path | None = None, url: str | None = None,
+                   on_event: Callable[[Event], None] | None = None) -> MissionResult:
+    """Continue a mission: answer its pending question, or pick it up after a crash."""
+    workspace = Workspace.at(home, url)
+    graph = _mission_graph(workspace, mission_id)
+    try:
+        node = graph.get(mission_id)
+        spec = parse_mission(json.loads(node["spec"]), source=mission_id)
+        if node.get("status") == "done" or node.get("status") == "failed":
+            return status_of(workspace, graph, mission_id)
+        stored = node.get("model") or ""
+        chosen = model if model is not None else (None if stored.startswith("object:") else stored)
+        if chosen is None:
+            raise MissionError(f"mission {mission_id} ran with an in-process model; pass model= to resume it")
+        chat_model, _ = _resolve_model(chosen, spec, None)
+        runtime = _runtime(workspace, graph, mission_id, spec, chat_model, on_event, [])
+        pending = _pending_halt(graph)
+        if pending is not None and answer is None:
+            raise MissionError(f"mission {mission_id} is waiting for an answer: {pending.get('message')}",
+                               hint=f"cabal resume {mission_id} --answer '...'")
+        if pending is None and answer is not None:
+            raise MissionError(f"mission {mission_id} has no pending question to answer")
+        runtime.emit("resume", answer=answer)
+        return _drive(workspace, runtime, answer)
+    finally:
+        graph.close()
+
+
+def _drive(workspace: Workspace, runtime: Runtime, answer: str | None) -> MissionResult:
+    config = {"configurable": {"thread_id": runtime.mission_id}, "recursion_limit": 10_000}
+    with workspace.checkpointer() as saver:
+        app = build_graph(runtime, saver)
+        started = app.get_state(config).values
+        if answer is not None:
+            payload: Any = Command(resume=answer)
+        elif started:
+            payload = None  # continue from the last checkpoint (after a crash)
+        else:
+            payload = {"round": 0}
+        app.invoke(payload, config)
+    path = workspace.transcript_path(runtime.mission_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_transcript(runtime.graph, runtime.mission_id))
+    return status_of(workspace, runtime.graph, runtime.mission_id)
+
+
+def _mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
+    graph = workspace.graph(mission_id)
+    if not graph.exists(mission_id):
+        known = workspace.missions()
+        graph.close()
+        raise ResourceNotFound("mission", mission_id, known=known)
+    return graph
+
+
+def _pending_halt(graph: ContextGraph) -> dict | None:
+    pending = graph.find("halt", {"status": "pending"})
+    return pending[-1] if pending else None
+
+
+def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> MissionResult:
+    node = graph.get(mission_id) or {}
+    usage, cost = Usage(), 0.0
+    for turn in graph.find("moment", {"type": "turn"}, fields=["input_tokens", "output_tokens", "cache_read_tokens", "cost_usd"]):
+        usage = usage + Usage(input_tokens=int(turn.get("input_tokens") or 0), output_tokens=int(turn.get("output_tokens") or 0),
+                              cache_read_tokens=int(turn.get("cache_read_tokens") or 0), calls=1)
+        cost += float(turn.get("cost_usd") or 0)
+    path = workspace.transcript_path(mission_id)
+    return MissionResult(
+        mission_id=mission_id, state=node.get("status", "unknown"), stop_reason=node.get("stop_reason") or None,
+        round=int(node.get("round") or 0), usage=usage, cost_usd=round(cost, 6), pending_halt=_pending_halt(graph),
+        transcript_path=path if path.exists() else None, detail=node.get("detail") or None,
+    )
+
+
+def mission_status(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionResult:
+    workspace = Workspace.at(home, url)
+    with _mission_graph(workspace, mission_id) as graph:
+        return status_of(workspace, graph, mission_id)
+
+
+def say(mission_id: str, text: str, *, product: str | None = None, home: str | Path | None = None,
+        url: str | None = None) -> str:
+    """Leave a user message between rounds; it becomes a collab the team reads next round."""
+    workspace = Workspace.at(home, url)
+    with _mission_graph(workspace, mission_id) as graph:
+        node = graph.get(mission_id)
+        notes = len(graph.find("collab", {"author": "user"}))
+        note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
+        result = Membrane(graph).run("user_message", {
+            "mission_id": mission_id, "round": int(node.get("round") or 0), "item_id": note_id, "actor_id": USER_ID,
+            "collab_type": "feedback" if product else "user_independent",
+        }, {"item": {"content": text, "productId": product}}, session_id=note_id)
+        if result["status"] != "complete":
+            raise MissionError(f"cannot leave the message: {result.get('error')}")
+        return note_id
+
+
+def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:
+    """Ask the team to stop at the next round (stop reason userHalt)."""
+    workspace = Workspace.at(home, url)
+    with _mission_graph(workspace, mission_id) as graph:
+        result = Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
+                                     session_id=f"{mission_id}.stop")
+        if result["status"] != "complete":
+            raise MissionError(f"cannot stop the mission: {result.get('error')}")
+
+
+def transcript(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> str:
+    workspace = Workspace.at(home, url)
+    with _mission_graph(workspace, mission_id) as graph:
+        return render_transcript(graph, mission_id)

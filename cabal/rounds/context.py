@@ -1,0 +1,397 @@
+"""The context of one model call: a slice of the graph built for that agent and step.
+
+Small by construction: the stable part (role, persona, step instructions) is the system
+prompt, which the model provider caches; the variable part shows the charter, a minimal
+product tree, the detail this step needs and what changed since the agent last acted. Each
+section has a character budget, so a prompt stays about the same size at round 20 as at
+round 2, however long the history grows. Ids are short and temporary (``TempIds``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+
+from cabal.errors import ConfigError
+from cabal.graph import ContextGraph
+from cabal.resources import builtin_dir, files_by_name
+from cabal.rounds.ids import TempIds
+from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.team import Team
+
+STEP_TITLES = {
+    "bootstrap": "Bootstrap (round 0)",
+    "reflect": "Reflect",
+    "plan": "Plan & Assign",
+    "write": "Write",
+    "peer_review": "Peer Review",
+    "inspect": "Inspect",
+    "presentation": "Presentation",
+}
+# Character budgets per section (about 4 characters per token).
+TREE_LINES = 24
+CONTENT_CHARS = 2400  # one version's content, beyond which it is cut (full_content shows it all)
+SECTION_CHARS = 6000  # any one detail section
+ITEM_CHARS = 400  # one collab comment, remark or finding
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def clip(text: str | None, limit: int) -> str:
+    text = " ".join(str(text or "").split()) if limit <= ITEM_CHARS else str(text or "")
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class PromptLibrary:
+    """The prompt templates: prompts/system.md and prompts/steps/<step>.md (user dirs override)."""
+
+    def __init__(self, extra_dirs: list[Path] | None = None) -> None:
+        dirs = [Path(d) for d in extra_dirs or []]
+        self.system = self._read(files_by_name("prompts", (".md",), dirs), "system")
+        found: dict[str, Path] = {}
+        for folder in [builtin_dir("prompts") / "steps", *(d / "steps" for d in dirs)]:  # later wins
+            if folder.is_dir():
+                found.update({p.stem: p for p in sorted(folder.glob("*.md"))})
+        self.steps = {step: self._read(found, step) for step in STEP_TITLES}
+
+    @staticmethod
+    def _read(files: dict[str, Path], name: str) -> Template:
+        if name not in files:
+            raise ConfigError(f"prompt template {name!r} not found", hint="prompts/ must hold system.md and steps/*.md")
+        return Template(files[name].read_text())
+
+    def system_prompt(self, *, agent_id: str, agent_name: str, role_title: str, persona: str, step: str) -> str:
+        values = {
+            "agent_id": agent_id, "agent_name": agent_name, "role_title": role_title, "persona": persona,
+            "step_title": STEP_TITLES[step], "step_instructions": self.steps[step].template.strip(),
+        }
+        try:
+            return self.system.substitute(values).strip()
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"prompts/system.md: unknown placeholder {exc}") from None
+
+
+@dataclass
+class Prompt:
+    system: str
+    user: str
+    ids: TempIds = field(default_factory=TempIds)
+
+    def tokens(self) -> int:
+        return estimate_tokens(self.system) + estimate_tokens(self.user)
+
+
+class ContextBuilder:
+    """Builds the prompt of one agent's turn in one step."""
+
+    def __init__(self, graph: ContextGraph, snapshot: Snapshot, team: Team, prompts: PromptLibrary) -> None:
+        self.graph = graph
+        self.snapshot = snapshot
+        self.team = team
+        self.prompts = prompts
+
+    # ------------------------------------------------------------------------------ api
+
+    def build(self, agent_id: str, step: str, *, extra: list[str] | None = None) -> Prompt:
+        agent = self.team.get(agent_id)
+        card = self.team.cards[agent.role]
+        stored = self.snapshot.agents.get(agent_id, {})
+        persona = stored.get("persona") or card.persona
+        system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
+                                            persona=persona, step=step)
+        ids = TempIds()
+        sections = [self._charter(agent_id, stored)]
+        if step != "bootstrap":
+            sections.append(self._tree(agent_id, step, ids))
+        detail = getattr(self, f"_detail_{step}")(agent_id, ids)
+        sections += [s for s in detail if s]
+        sections.append(self._since_last_turn(agent_id, step, ids))
+        sections.append(self._remarks(agent_id))
+        sections += extra or []
+        return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids)
+
+    # ---------------------------------------------------------------------------- sections
+
+    def _charter(self, agent_id: str, stored: dict) -> str:
+        mission = self.snapshot.mission
+        limit = mission.get("rounds")
+        lines = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
+        if mission.get("charter"):
+            lines += ["## Mission", clip(mission["charter"], 2000)]
+            for title, key in (("Objectives", "objectives"), ("Constraints", "constraints")):
+                items = mission.get(key) or []
+                if items:
+                    lines += [f"## {title}", *[f"- {clip(item, ITEM_CHARS)}" for item in items[:12]]]
+        else:
+            lines += ["## The user's request", clip(mission.get("request"), 4000)]
+        if stored.get("responsibility"):
+            lines.append(f"Your domain: {stored['responsibility']} ({stored.get('area', '')})")
+        return "\n".join(lines)
+
+    def _tree_line(self, product: dict, ids: TempIds, depth: int) -> str:
+        latest = self.snapshot.latest_version(product["id"])
+        open_count = len(self.snapshot.open_collabs(product["id"]))
+        parts = [f"{ids.short('p', product['id'])} [{product['type']}] {clip(product['name'], 80)}",
+                 f"owner {product.get('owner') or '-'}", product.get("status", "open"),
+                 f"v{latest['number']}" if latest else "no version"]
+        if open_count:
+            parts.append(f"{open_count} open collab(s)")
+        return "  " * depth + " · ".join(parts)
+
+    def _tree(self, agent_id: str, step: str, ids: TempIds) -> str:
+        """The product tree in minimal form; beyond the line budget, quiet products collapse."""
+        live = self.snapshot.live_products()
+        relevant = self._relevant_products(agent_id, step)
+        ordered: list[tuple[dict, int]] = []
+
+        def walk(parent: str | None, depth: int) -> None:
+            for product in sorted((p for p in live if p.get("parent_id") == parent), key=lambda p: p["id"]):
+                ordered.append((product, depth))
+                walk(product["id"], depth + 1)
+
+        walk(None, 0)
+        shown = ordered
+        hidden: list[dict] = []
+        if len(ordered) > TREE_LINES:
+            # Keep what this turn is about, then open products, then the rest, in tree order.
+            rank = {p["id"]: (0 if p["id"] in relevant else 1 if p.get("status") == "open" else 2) for p, _ in ordered}
+            keep = {p["id"] for p, _ in sorted(ordered, key=lambda pd: rank[pd[0]["id"]])[:TREE_LINES]}
+            shown = [(p, d) for p, d in ordered if p["id"] in keep]
+            hidden = [p for p, _ in ordered if p["id"] not in keep]
+        lines = ["## Product tree"] + [self._tree_line(p, ids, d) for p, d in shown]
+        if hidden:
+            by_status: dict[str, int] = {}
+            for product in hidden:
+                by_status[product.get("status", "open")] = by_status.get(product.get("status", "open"), 0) + 1
+            lines.append(f"(+ {len(hidden)} more: " + ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())) + ")")
+        return "\n".join(lines)
+
+    def _relevant_products(self, agent_id: str, step: str) -> set[str]:
+        snapshot = self.snapshot
+        relevant = {p["id"] for p in snapshot.owned_by(agent_id)}
+        relevant |= {a["product_id"] for a in snapshot.active_assignments(agent_id)}
+        if step in ("peer_review", "inspect", "plan", "presentation"):
+            relevant |= {v["product_id"] for v in snapshot.new_versions()}
+        return relevant
+
+    def _version_block(self, version: dict, ids: TempIds, *, content: str | None) -> str:
+        head = (f"{ids.short('v', version['id'])}: v{version['number']} of "
+                f"{ids.short('p', version['product_id'])} by {version.get('author')}"
+                f" (round {version.get('round')}): {clip(version.get('title'), 120)}")
+        lines = [head, f"Change summary: {clip(version.get('change_summary'), ITEM_CHARS)}"]
+        if content is not None:
+            text = ids.text_to_model(content)
+            cut = len(text) > CONTENT_CHARS
+            lines += ["Content:", clip(text, CONTENT_CHARS)]
+            if cut:
+                lines.append("(content cut; request full_content to read all of it)")
+        return "\n".join(lines)
+
+    def _contents(self, versions: list[dict]) -> dict[str, str]:
+        return {v["id"]: v.get("content", "") for v in self.graph.get_many([v["id"] for v in versions])}
+
+    def _collab_line(self, collab: dict, ids: TempIds) -> str:
+        return (f"{ids.short('c', collab['id'])} on {ids.short('p', collab['product_id'])} "
+                f"[{collab['type']}, importance {collab.get('importance')}] by {collab.get('author')}: "
+                f"{clip(ids.text_to_model(collab.get('comment', '')), ITEM_CHARS)}")
+
+    def _product_detail(self, product: dict, ids: TempIds, *, with_content: bool = True) -> str:
+        snapshot = self.snapshot
+        lines = [f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}]",
+                 f"DoD: {clip(product.get('dod'), 1000)}"]
+        latest = snapshot.latest_version(product["id"])
+        if latest:
+            contents = self._contents([latest]) if with_content else {}
+            lines.append(self._version_block(latest, ids, content=contents.get(latest["id"]) if with_content else None))
+            inspection = snapshot.inspection_of(latest["id"])
+            if inspection:
+                lines.append(f"Inspection: {inspection['assessment']}")
+                for finding in snapshot.findings_of(inspection["id"])[:6]:
+                    lines.append(f"- [{finding['category']} {finding['severity']}] {clip(finding.get('issue'), ITEM_CHARS)}")
+        feedback = snapshot.open_collabs(product["id"])
+        if feedback:
+            lines.append("Open feedback:")
+            lines += [f"- {self._collab_line(c, ids)}" for c in feedback[-8:]]
+        return "\n".join(lines)
+
+    def _section(self, title: str, blocks: list[str]) -> str:
+        if not blocks:
+            return ""
+        text, used = [f"## {title}"], 0
+        for index, block in enumerate(blocks):
+            if used + len(block) > SECTION_CHARS:
+                text.append(f"(+ {len(blocks) - index} more not shown; use request_context)")
+                break
+            text.append(block)
+            used += len(block)
+        return "\n".join(text)
+
+    # ---------------------------------------------------------------- per-step detail
+
+    def _detail_bootstrap(self, agent_id: str, ids: TempIds) -> list[str]:
+        team = [f"- {a.id} ({a.role})" for a in self.team.agents]
+        return ["## The team\n" + "\n".join(team), self._answered_halts()]
+
+    def _detail_reflect(self, agent_id: str, ids: TempIds) -> list[str]:
+        owned = [self._product_detail(p, ids) for p in self.snapshot.owned_by(agent_id)
+                 if p.get("status") == "open"]
+        return [self._section("Your products", owned)]
+
+    def _detail_plan(self, agent_id: str, ids: TempIds) -> list[str]:
+        snapshot = self.snapshot
+        reflections = [
+            f"- {r.get('author')} on {ids.short('p', r['product_id'])}: DoD {r['dod_status']}; next: "
+            f"{clip(r.get('next_version_delta'), ITEM_CHARS)}" for r in snapshot.reflections_in()
+        ]
+        candidates = []
+        for product in snapshot.live_products():
+            latest = snapshot.latest_version(product["id"])
+            if product.get("status") == "open" and latest:
+                inspection = snapshot.inspection_of(latest["id"])
+                verdict = inspection["assessment"] if inspection else "not inspected"
+                blocking = len(snapshot.blocking_collabs(product["id"]))
+                candidates.append(f"- {ids.short('p', product['id'])} {product['name']}: latest "
+                                  f"{ids.short('v', latest['id'])} (v{latest['number']}), inspection {verdict}"
+                                  + (f", {blocking} blocking collab(s)" if blocking else ""))
+        feedback = [f"- {self._collab_line(c, ids)}" for c in snapshot.open_collabs()
+                    if int(c.get("importance", 0)) >= 5 or c.get("author") == "user"]
+        assignments = [f"- {ids.short('p', a['product_id'])} → {a['assignee']} (since round {a['round']})"
+                       for a in snapshot.active_assignments()]
+        operatives = [f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)" for a in self.team.agents
+                      if a.role == "operative"]
+        return [
+            self._section("Reflections this round", reflections),
+            self._section("Versions awaiting a decision", candidates),
+            self._section("Open feedback (importance 5+ and from the user)", feedback),
+            self._section("Active assignments", assignments),
+            "## Operatives\n" + "\n".join(operatives),
+            self._answered_halts(),
+        ]
+
+    def _detail_write(self, agent_id: str, ids: TempIds) -> list[str]:
+        blocks = []
+        for assignment in self.snapshot.assignments_in():
+            if assignment.get("assignee") != agent_id:
+                continue
+            product = self.snapshot.products.get(assignment["product_id"])
+            if not product:
+                continue
+            directive = (f"Directive (importance {assignment.get('importance')}): {assignment.get('objective')}\n"
+                         f"Done when: {assignment.get('dod')}\nWhy: {assignment.get('why')}"
+                         + (f"\nContext: {ids.text_to_model(assignment['context'])}" if assignment.get("context") else ""))
+            blocks.append(self._product_detail(product, ids) + "\n" + directive)
+            for attached in json.loads(assignment.get("attached") or "[]"):
+                other = self.snapshot.products.get(attached.get("productId"))
+                if other:
+                    blocks.append("Attached: " + self._product_detail(other, ids, with_content="content" in attached.get("include", [])))
+        return [self._section("Your assignments this round", blocks)]
+
+    def _detail_peer_review(self, agent_id: str, ids: TempIds) -> list[str]:
+        versions = [v for v in self.snapshot.new_versions()
+                    if self.snapshot.products.get(v["product_id"], {}).get("owner") != agent_id and v.get("author") != agent_id]
+        contents = self._contents(versions)
+        blocks = [f"### {self.snapshot.products[v['product_id']]['name']} — DoD: "
+                  f"{clip(self.snapshot.products[v['product_id']].get('dod'), 600)}\n"
+                  + self._version_block(v, ids, content=contents.get(v["id"])) for v in versions]
+        return [self._section("New versions to review", blocks)]
+
+    def _detail_inspect(self, agent_id: str, ids: TempIds) -> list[str]:
+        versions = self.snapshot.new_versions()
+        contents = self._contents(versions)
+        blocks = []
+        for version in versions:
+            product = self.snapshot.products[version["product_id"]]
+            reviews = [f"- {r.get('author')}: {r['assessment']}: {clip(r.get('summary'), ITEM_CHARS)}"
+                       for r in self.snapshot.reviews_of(version["id"])]
+            blocks.append(f"### {product['name']} [{product['type']}] — DoD: {clip(product.get('dod'), 800)}\n"
+                          + self._version_block(version, ids, content=contents.get(version["id"]))
+                          + ("\nPeer reviews:\n" + "\n".join(reviews) if reviews else ""))
+        return [self._section("New versions to inspect", blocks)]
+
+    def _detail_presentation(self, agent_id: str, ids: TempIds) -> list[str]:
+        snapshot = self.snapshot
+        events = []
+        for version in snapshot.new_versions():
+            inspection = snapshot.inspection_of(version["id"])
+            events.append(f"- {version.get('author')} wrote v{version['number']} of "
+                          f"{snapshot.products[version['product_id']]['name']}: {clip(version.get('change_summary'), 200)}"
+                          + (f" (inspection: {inspection['assessment']})" if inspection else ""))
+        for acceptance in snapshot.acceptances:
+            if acceptance.get("round") == snapshot.round:
+                name = snapshot.products.get(acceptance["product_id"], {}).get("name")
+                events.append(f"- chair-1 {'accepted' if acceptance['accepted'] else 'rejected'} {name}"
+                              + (f": {clip(acceptance.get('rejection_reason'), 200)}" if acceptance.get("rejection_reason") else ""))
+        for assignment in snapshot.assignments_in():
+            name = snapshot.products.get(assignment["product_id"], {}).get("name")
+            events.append(f"- chair-1 assigned {name} to {assignment['assignee']}: {clip(assignment.get('objective'), 160)}")
+        for remark in snapshot.remarks_to_users():
+            events.append(f"- {remark.get('author')} to the user: {clip(remark.get('content'), ITEM_CHARS)}")
+        for halt in snapshot.halts:
+            if halt.get("round") == snapshot.round:
+                events.append(f"- chair-1 asked the user: {clip(halt.get('message'), ITEM_CHARS)}"
+                              + (f" (answer: {clip(halt.get('answer'), 200)})" if halt.get("answer") else ""))
+        speakers = ", ".join(self.team.speakers(agent_id))
+        return [self._section("What happened this round", events or ["- nothing was written this round"]),
+                f"You may speak as: {speakers}."]
+
+    # ------------------------------------------------------------------- shared pieces
+
+    def _answered_halts(self) -> str:
+        answered = [h for h in self.snapshot.halts if h.get("status") == "answered"]
+        answered = sorted(answered, key=lambda h: h.get("answered_round", 0))[-3:]
+        lines = [f"You asked: {clip(h.get('message'), 600)}\nThe user answered: {clip(h.get('answer'), 1200)}"
+                 for h in answered]
+        user_notes = [c for c in self.snapshot.open_collabs() if c.get("author") == "user"]
+        lines += [f"The user wrote: {clip(c.get('comment'), 1200)}" for c in user_notes[-3:]]
+        return self._section("From the user", lines)
+
+    def _since_last_turn(self, agent_id: str, step: str, ids: TempIds) -> str:
+        """Delta loading: acceptances and verdicts since the agent's previous round."""
+        if self.snapshot.round <= 1 or step == "bootstrap":
+            return ""
+        previous = self.snapshot.round - 1
+        lines = []
+        for acceptance in self.snapshot.acceptances:
+            if acceptance.get("round") == previous:
+                product = self.snapshot.products.get(acceptance["product_id"], {})
+                lines.append(f"- {'accepted' if acceptance['accepted'] else 'rejected'}: "
+                             f"{ids.short('p', acceptance['product_id'])} {product.get('name')}")
+        return self._section(f"Since your last turn (round {previous})", lines[-12:])
+
+    def _remarks(self, agent_id: str) -> str:
+        remarks = self.snapshot.remarks_for(agent_id)
+        lines = [f"- from {r.get('author')} [{r['type']}]: {clip(r.get('content'), ITEM_CHARS)}" for r in remarks[-10:]]
+        return self._section("Remarks to you", lines)
+
+    # ---------------------------------------------------------------- context requests
+
+    def serve(self, requests: list, ids: TempIds) -> str:
+        """Answer ``request_context``: each request resolved from the graph, ids kept short."""
+        parts = []
+        for request in requests:
+            real = ids.real(request.product_id)
+            product = self.snapshot.products.get(real or "")
+            if product is None:
+                parts.append(f"{request.product_id}: unknown product")
+                continue
+            title = f"### {request.need} of {request.product_id} {product['name']}"
+            if request.need == "full_content":
+                latest = self.snapshot.latest_version(product["id"])
+                body = (ids.text_to_model(self._contents([latest]).get(latest["id"], "")) if latest else "no version yet")
+            elif request.need == "version_history":
+                body = "\n".join(self._version_block(v, ids, content=None) for v in self.snapshot.versions_of(product["id"])) or "no versions"
+            elif request.need == "all_feedback":
+                collabs = [c for c in self.snapshot.collabs if c.get("product_id") == product["id"]]
+                body = "\n".join(f"- {self._collab_line(c, ids)} ({'addressed' if c['id'] in self.snapshot.addressed else 'open'})" for c in collabs) or "no feedback"
+            else:  # peer_content: the latest content of the product's siblings
+                siblings = [p for p in self.snapshot.live_products()
+                            if p.get("parent_id") == product.get("parent_id") and p["id"] != product["id"]]
+                latest = [v for v in (self.snapshot.latest_version(p["id"]) for p in siblings) if v]
+                contents = self._contents(latest)
+                body = "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in latest) or "no peer content"
+            parts.append(f"{title}\n{clip(body, 4 * CONTENT_CHARS)}")
+        return "REQUESTED CONTEXT\n\n" + "\n\n".join(parts)

@@ -1,0 +1,114 @@
+"""Ids: deterministic graph ids, and the short temporary ids a model sees.
+
+Graph ids are derived from where a write happens (round, step, agent, position in the answer),
+never from a clock or a random source, so replaying a turn after a crash writes the same ids
+and the graph's MERGE turns the replay into a no-op.
+
+A model never sees those ids: each call gets short ones (``p1``, ``v3``, ``c2``) assigned in
+the order the context shows things, and its answer is mapped back before anything is checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cabal.errors import AnswerProblem
+from cabal.refs import Ref, parse_refs, replace_refs
+
+USER_ID = "user"
+
+# Answer keys (camelCase, as the model writes them) that hold ids, and the kind of id.
+ID_KEYS: dict[str, str] = {
+    "productId": "p",
+    "refersToProduct": "p",
+    "parentId": "p",
+    "referencesProductIds": "p",
+    "versionId": "v",
+    "refersToVersion": "v",
+    "collabId": "c",
+    "respondingToCollabIds": "c",
+}
+NEW_PRODUCT_PREFIX = "new-"
+
+
+def turn_id(round_number: int, step: str, agent_id: str) -> str:
+    """The id of one agent's turn in one step: the marker of a committed turn."""
+    return f"r{round_number}.{step}.{agent_id}"
+
+
+def item_id(turn: str, kind: str, index: int) -> str:
+    return f"{turn}.{kind}{index}"
+
+
+def halt_id(round_number: int, step: str) -> str:
+    return f"r{round_number}.{step}.halt"
+
+
+@dataclass
+class TempIds:
+    """Short ids for one model call, both ways. Agents keep their own ids (``operative-2``)."""
+
+    _short: dict[str, str] = field(default_factory=dict)
+    _real: dict[str, str] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict)
+
+    def short(self, kind: str, real: str) -> str:
+        if real not in self._short:
+            self._counts[kind] = self._counts.get(kind, 0) + 1
+            alias = f"{kind}{self._counts[kind]}"
+            self._short[real] = alias
+            self._real[alias] = real
+        return self._short[real]
+
+    def real(self, alias: str) -> str | None:
+        return self._real.get(alias)
+
+    def known(self, kind: str, alias: str) -> bool:
+        return alias in self._real and alias.startswith(kind)
+
+    def text_to_model(self, text: str) -> str:
+        """Stored text (real ids in its references) as this call shows it."""
+        return replace_refs(text, lambda ref: self.short(ref.kind, ref.id) if ref.kind in "pvc" else ref.id)
+
+    def answer_to_graph(self, answer: Any, path: str = "") -> tuple[Any, list[AnswerProblem]]:
+        """The model's raw answer with every short id mapped back; unknown ids are problems."""
+        problems: list[AnswerProblem] = []
+        return self._map(answer, path, None, problems), problems
+
+    def _map(self, value: Any, path: str, kind: str | None, problems: list[AnswerProblem]) -> Any:
+        if isinstance(value, dict):
+            return {key: self._map(item, f"{path}.{key}" if path else key, ID_KEYS.get(key), problems)
+                    for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._map(item, f"{path}.{index}", kind, problems) for index, item in enumerate(value)]
+        if isinstance(value, str) and kind is not None:
+            return self._map_id(value, kind, path, problems)
+        if isinstance(value, str):
+            return self._map_text(value, path, problems)
+        return value
+
+    def _map_id(self, value: str, kind: str, path: str, problems: list[AnswerProblem]) -> str:
+        if kind == "p" and value.startswith(NEW_PRODUCT_PREFIX):
+            return value  # a product added in this same answer; the plan step resolves it
+        real = self._real.get(value)
+        if real is None or not value.startswith(kind):
+            shown = ", ".join(a for a in self._real if a.startswith(kind)) or "none in your context"
+            problems.append(AnswerProblem(path, f"unknown id {value!r}; known {kind}-ids: {shown}"))
+            return value
+        return real
+
+    def _map_text(self, text: str, path: str, problems: list[AnswerProblem]) -> str:
+        refs = parse_refs(text)
+        if not refs:
+            return text
+        for ref in refs:
+            if ref.kind in "pvc" and self.real(ref.id) is None:
+                problems.append(AnswerProblem(path, f"reference {ref.render()} names no {ref.kind_name} in your context"))
+        return replace_refs(text, lambda ref: self._real.get(ref.id, ref.id) if ref.kind in "pvc" else ref.id)
+
+
+def unknown_agent_refs(text: str, is_known: Callable[[str], bool]) -> list[Ref]:
+    """``[[a:x]]`` / ``[[u:x]]`` references to agents or users that do not exist."""
+    return [ref for ref in parse_refs(text) if ref.kind in "au" and not is_known(ref.id)]

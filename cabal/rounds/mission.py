@@ -1,0 +1,105 @@
+"""The mission file: what the user asks for, the team, the limits and the model.
+
+A mission file is YAML; its JSON Schema (``MissionSpec.model_json_schema()``, printed by
+``cabal schema mission``) documents every field.
+
+```yaml
+request: Plan the launch of our note-taking app for students.
+team:
+  operatives: 2
+  names: {operative-1: Ada, operative-2: Brook}
+  skills: {operative-1: [module_design]}
+rounds: 4
+budget: {tokens: 400000, cost_usd: 5}
+model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory
+answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
+```
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cabal.errors import ConfigError
+from cabal.llm.usage import Budget
+
+OPERATIVE_ID = re.compile(r"^operative-\d+$")
+
+
+class TeamSpec(BaseModel):
+    """Who is on the team. The Chair, the Watchdog and the Envoy are always there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    operatives: int = Field(2, ge=1, le=12, description="how many operatives (operative-1 .. operative-N)")
+    names: dict[str, str] = Field(default_factory=dict, description="display names by agent id")
+    skills: dict[str, list[str]] = Field(default_factory=dict, description="skill names by agent id")
+
+    @field_validator("names", "skills")
+    @classmethod
+    def _known_agents(cls, value: dict) -> dict:
+        for agent_id in value:
+            if agent_id not in ("chair-1", "watchdog-1", "envoy-1") and not OPERATIVE_ID.match(agent_id):
+                raise ValueError(f"unknown agent id {agent_id!r}: use chair-1, watchdog-1, envoy-1 or operative-N")
+        return value
+
+
+class BudgetSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokens: int | None = Field(None, ge=1, description="input + output tokens for the whole mission")
+    cost_usd: float | None = Field(None, gt=0, description="model spend for the whole mission, in US dollars")
+
+    def to_budget(self) -> Budget:
+        return Budget(max_tokens=self.tokens, max_cost_usd=self.cost_usd)
+
+
+class MissionSpec(BaseModel):
+    """A mission file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request: str = Field(min_length=1, max_length=20_000, description="what the user wants the team to do")
+    name: str | None = Field(None, max_length=80, description="a short name; default: from the file name")
+    team: TeamSpec = Field(default_factory=TeamSpec)
+    rounds: int = Field(3, ge=1, le=200, description="round limit after bootstrap")
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    model: str | None = Field(None, description="model name, scripted:PATH or py:module:factory")
+    answers: list[str] = Field(
+        default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
+    )
+
+    def operative_ids(self) -> list[str]:
+        return [f"operative-{n}" for n in range(1, self.team.operatives + 1)]
+
+    def agent_ids(self) -> list[str]:
+        return ["chair-1", *self.operative_ids(), "watchdog-1", "envoy-1"]
+
+
+def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
+    """Read a mission file; returns the spec and the file's folder (for relative paths)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read mission file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a mission file is a mapping with at least `request:`")
+    data.setdefault("name", path.stem.removesuffix(".mission"))
+    return parse_mission(data, source=str(path)), path.parent.resolve()
+
+
+def parse_mission(data: dict, *, source: str = "<mission>") -> MissionSpec:
+    try:
+        return MissionSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or '(top)'}: {error['msg']}" for error in exc.errors()
+        )
+        raise ConfigError(f"{source}: invalid mission: {problems}") from None

@@ -1,0 +1,337 @@
+"""The rules the engine enforces; the model only proposes.
+
+Each rule named in a role card's ``about:`` is a pure function of one answer item and the
+step's ``RuleContext``, returning the problems it finds (plain sentences). The engine prefixes
+them with the item's path and sends them all back to the model at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cabal.entities import (
+    AddProduct,
+    Assignment,
+    Acceptance,
+    ChairVersion,
+    Collab,
+    InitialProduct,
+    Inspection,
+    Message,
+    MoveProduct,
+    ProductType,
+    Reflection,
+    Remark,
+    RemoveProduct,
+    Review,
+    UpdateProduct,
+    VersionWrite,
+)
+from cabal.rounds.ids import NEW_PRODUCT_PREFIX, USER_ID
+from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.team import Team
+
+CLOSED_STATUSES = ("accepted", "removed")
+
+
+@dataclass
+class RuleContext:
+    """What the rules of one turn know: the snapshot, the team, who is answering.
+
+    ``added`` collects the products an answer's ADD operations create (``new-N`` ->
+    {name, type, parent_id}), so later items of the same answer can use them.
+    """
+
+    snapshot: Snapshot
+    team: Team
+    agent_id: str
+    added: dict[str, dict] = field(default_factory=dict)
+    seen: set[tuple[str, str]] = field(default_factory=set)
+
+    def once(self, kind: str, key: str) -> bool:
+        """True the first time (kind, key) is seen in this answer."""
+        if (kind, key) in self.seen:
+            return False
+        self.seen.add((kind, key))
+        return True
+
+    def product(self, product_id: str) -> dict | None:
+        """A live product, or one added earlier in this answer."""
+        if product_id in self.added:
+            return self.added[product_id]
+        product = self.snapshot.products.get(product_id)
+        return product if product and product.get("status") != "removed" else None
+
+    def children_names(self, parent_id: str | None) -> set[str]:
+        names = {p["name"].casefold() for p in self.snapshot.live_products() if p.get("parent_id") == parent_id}
+        names |= {p["name"].casefold() for p in self.added.values() if p.get("parent_id") == parent_id}
+        return names
+
+
+Rule = Callable[[Any, RuleContext], list[str]]
+
+
+def _operative(agent_id: str | None, ctx: RuleContext) -> list[str]:
+    if agent_id is None:
+        return []
+    if agent_id not in ctx.team.ids("operative"):
+        return [f"{agent_id!r} is not an operative of this team ({', '.join(ctx.team.ids('operative'))})"]
+    return []
+
+
+def _nesting(parent: dict | None, child_type: str) -> list[str]:
+    if parent is None:
+        return []
+    parent_type = ProductType(parent["type"])
+    if not parent_type.can_contain(ProductType(child_type)):
+        return [f"a {parent_type.value} product cannot contain a {child_type} product"
+                + (" (Content is a leaf)" if parent_type is ProductType.CONTENT else
+                   " (a Collection holds Content only)")]
+    return []
+
+
+def team_owner(item: InitialProduct, ctx: RuleContext) -> list[str]:
+    problems = _operative(item.owner, ctx)
+    if not ctx.once("product-name", item.name.casefold()):
+        problems.append(f"two initial products are named {item.name!r}")
+    return problems
+
+
+def product_tree(item: Any, ctx: RuleContext) -> list[str]:
+    if isinstance(item, AddProduct):
+        return _add(item, ctx)
+    product = ctx.product(item.product_id)
+    if product is None:
+        return [f"product {item.product_id!r} does not exist (or was removed)"]
+    if isinstance(item, RemoveProduct):
+        live_children = [c["name"] for c in ctx.snapshot.children(item.product_id)]
+        return [f"remove or move its children first: {', '.join(live_children)}"] if live_children else []
+    if isinstance(item, MoveProduct):
+        return _move(item, product, ctx)
+    if isinstance(item, UpdateProduct):
+        return _update(item, product, ctx)
+    return []
+
+
+def _add(item: AddProduct, ctx: RuleContext) -> list[str]:
+    problems = []
+    if item.new_id in ctx.added:
+        problems.append(f"{item.new_id} is used by two ADD operations")
+    parent = ctx.product(item.parent_id)
+    if parent is None:
+        problems.append(f"parent {item.parent_id!r} does not exist (use an existing id or an earlier new-N)")
+    problems += _nesting(parent, item.product.type.value)
+    if item.product.name.casefold() in ctx.children_names(item.parent_id):
+        problems.append(f"a product named {item.product.name!r} already exists under that parent")
+    problems += _operative(item.product.assignee, ctx)
+    if not problems:
+        ctx.added[item.new_id] = {"id": item.new_id, "name": item.product.name, "type": item.product.type.value,
+                                  "parent_id": item.parent_id, "status": "open"}
+    return problems
+
+
+def _descends_from(ctx: RuleContext, product_id: str, ancestor_id: str) -> bool:
+    current = ctx.product(product_id)
+    for _ in range(1000):  # a tree is never deeper; guards against a corrupt cycle
+        if current is None or current.get("parent_id") is None:
+            return False
+        if current["parent_id"] == ancestor_id:
+            return True
+        current = ctx.product(current["parent_id"])
+    return False
+
+
+def _move(item: MoveProduct, product: dict, ctx: RuleContext) -> list[str]:
+    parent = ctx.product(item.parent_id)
+    if parent is None:
+        return [f"new parent {item.parent_id!r} does not exist"]
+    if item.parent_id == item.product_id or _descends_from(ctx, item.parent_id, item.product_id):
+        return ["a product cannot move under itself or one of its descendants"]
+    problems = _nesting(parent, product["type"])
+    if product["name"].casefold() in ctx.children_names(item.parent_id):
+        problems.append(f"a product named {product['name']!r} already exists under the new parent")
+    return problems
+
+
+def _update(item: UpdateProduct, product: dict, ctx: RuleContext) -> list[str]:
+    patch = item.product
+    problems = []
+    if patch.type is not None:
+        problems += _nesting(ctx.product(product["parent_id"]) if product.get("parent_id") else None, patch.type.value)
+        for child in ctx.snapshot.children(item.product_id):
+            problems += _nesting({"type": patch.type.value}, child["type"])
+    if patch.name is not None and patch.name.casefold() != product["name"].casefold():
+        if patch.name.casefold() in ctx.children_names(product.get("parent_id")):
+            problems.append(f"a product named {patch.name!r} already exists under the same parent")
+    problems += _operative(patch.assignee, ctx)
+    return problems
+
+
+def assignable_product(item: Assignment, ctx: RuleContext) -> list[str]:
+    problems = _operative(item.assignee, ctx)
+    product = ctx.product(item.product_id)
+    if product is None:
+        problems.append(f"product {item.product_id!r} does not exist")
+    elif product.get("status") in CLOSED_STATUSES:
+        problems.append(f"product {product['name']!r} is {product['status']}; it takes no more work")
+    if not ctx.once("assignment", item.product_id):
+        problems.append("a product gets one assignee per round; it is assigned twice in this answer")
+    for attached in item.attached_context:
+        if ctx.product(attached.product_id) is None:
+            problems.append(f"attachedContext names unknown product {attached.product_id!r}")
+    return problems
+
+
+def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
+    snapshot = ctx.snapshot
+    product = snapshot.products.get(item.product_id)
+    if product is None or product.get("status") == "removed":
+        return [f"product {item.product_id!r} does not exist"]
+    if not item.accepted:
+        return [] if item.rejection_reason else ["a rejection needs a rejectionReason"]
+    if product.get("status") == "accepted":
+        return [f"{product['name']!r} is already accepted"]
+    latest = snapshot.latest_version(item.product_id)
+    if latest is None:
+        return [f"{product['name']!r} has no version to accept"]
+    version_id = item.version_id or latest["id"]
+    if version_id != latest["id"]:
+        return [f"only the latest version can be accepted (v{latest['number']})"]
+    problems = []
+    inspection = snapshot.inspection_of(version_id)
+    if inspection is None:
+        problems.append(f"v{latest['number']} of {product['name']!r} has not been inspected yet")
+    elif inspection["assessment"] != "approved":
+        problems.append(f"v{latest['number']} of {product['name']!r} did not pass inspection ({inspection['assessment']})")
+    blocking = snapshot.blocking_collabs(item.product_id)
+    if blocking:
+        problems.append(f"{len(blocking)} open collab(s) of importance >= 8 block acceptance: "
+                        + "; ".join(c.get("summary", "") for c in blocking))
+    for reflection in snapshot.reflections_in():
+        if reflection.get("product_id") == item.product_id and reflection.get("dod_status") != "met":
+            problems.append(f"its owner reports the definition of done as {reflection['dod_status']}")
+    return problems
+
+
+def open_product(item: ChairVersion, ctx: RuleContext) -> list[str]:
+    product = ctx.snapshot.products.get(item.product_id)
+    if product is None or product.get("status") in CLOSED_STATUSES:
+        return [f"product {item.product_id!r} is not open for new versions"]
+    if not ctx.once("version", item.product_id):
+        return ["one new version per product per answer"]
+    return []
+
+
+def known_recipients(item: Remark, ctx: RuleContext) -> list[str]:
+    known = set(ctx.team.ids()) | {"self"}
+    unknown = [r for r in item.recipients if r not in known and not r.startswith("u:")]
+    return [f"unknown recipient(s) {', '.join(unknown)}; use agent ids, self or u:all"] if unknown else []
+
+
+def owned_product(item: Reflection, ctx: RuleContext) -> list[str]:
+    product = ctx.product(item.refers_to_product)
+    if product is None:
+        return [f"product {item.refers_to_product!r} does not exist"]
+    problems = []
+    if product.get("owner") != ctx.agent_id:
+        problems.append(f"you reflect only on products you own; {product['name']!r} is owned by {product.get('owner')}")
+    open_ids = {c["id"] for c in ctx.snapshot.open_collabs(item.refers_to_product)}
+    for response in item.feedback_responses:
+        if response.collab_id not in open_ids:
+            problems.append(f"collab {response.collab_id!r} is not open feedback on this product")
+    if not ctx.once("reflection", item.refers_to_product):
+        problems.append("one reflection per product")
+    return problems
+
+
+def known_product(item: Collab, ctx: RuleContext) -> list[str]:
+    product = ctx.product(item.refers_to_product)
+    if product is None:
+        return [f"product {item.refers_to_product!r} does not exist"]
+    problems = []
+    if item.refers_to_version:
+        version = ctx.snapshot.version(item.refers_to_version)
+        if version is None or version["product_id"] != item.refers_to_product:
+            problems.append("refersToVersion is not a version of that product")
+    known_collabs = {c["id"] for c in ctx.snapshot.collabs}
+    problems += [f"respondingToCollabIds: unknown collab {c!r}" for c in item.responding_to_collab_ids
+                 if c not in known_collabs]
+    problems += [f"addresseeIds: unknown agent {a!r}" for a in item.addressee_ids
+                 if a not in ctx.team.ids() and a != USER_ID]
+    problems += [f"referencesProductIds: unknown product {p!r}" for p in item.references_product_ids
+                 if ctx.product(p) is None]
+    return problems
+
+
+def assigned_product(item: VersionWrite, ctx: RuleContext) -> list[str]:
+    assigned = {a["product_id"] for a in ctx.snapshot.assignments_in() if a.get("assignee") == ctx.agent_id}
+    product = ctx.snapshot.products.get(item.product_id)
+    name = product["name"] if product else item.product_id
+    if item.product_id not in assigned:
+        mine = ", ".join(ctx.snapshot.products[p]["name"] for p in sorted(assigned) if p in ctx.snapshot.products)
+        return [f"you may write versions only of products assigned to you this round "
+                f"({mine or 'none'}); {name!r} is not one of them"]
+    if not ctx.once("version", item.product_id):
+        return ["one new version per product per answer"]
+    return []
+
+
+def peer_version(item: Review, ctx: RuleContext) -> list[str]:
+    version = ctx.snapshot.version(item.version_id)
+    if version is None or version["product_id"] != item.product_id:
+        return ["versionId is not a version of that product"]
+    if version.get("round") != ctx.snapshot.round:
+        return ["review only versions written this round"]
+    product = ctx.snapshot.products.get(item.product_id, {})
+    if product.get("owner") == ctx.agent_id or version.get("author") == ctx.agent_id:
+        return ["you review other operatives' products, not your own"]
+    if not ctx.once("review", item.version_id):
+        return ["one review per version"]
+    return []
+
+
+def new_version(item: Inspection, ctx: RuleContext) -> list[str]:
+    version = ctx.snapshot.version(item.version_id)
+    if version is None or version["product_id"] != item.product_id:
+        return ["versionId is not a version of that product"]
+    problems = list(item.verdict_problems())
+    if version.get("round") != ctx.snapshot.round:
+        problems.append("inspect only versions written this round")
+    if not ctx.once("inspection", item.version_id):
+        problems.append("one inspection per version")
+    return problems
+
+
+def team_speaker(item: Message, ctx: RuleContext) -> list[str]:
+    allowed = ctx.team.speakers(ctx.agent_id)
+    if item.as_agent not in allowed:
+        return [f"asAgent {item.as_agent!r} may not speak; speakers are {', '.join(allowed)}"]
+    return []
+
+
+ABOUT_RULES: dict[str, Rule] = {
+    "team_owner": team_owner,
+    "product_tree": product_tree,
+    "assignable_product": assignable_product,
+    "acceptable_version": acceptable_version,
+    "open_product": open_product,
+    "known_recipients": known_recipients,
+    "owned_product": owned_product,
+    "known_product": known_product,
+    "assigned_product": assigned_product,
+    "peer_version": peer_version,
+    "new_version": new_version,
+    "team_speaker": team_speaker,
+}
+
+
+def step_problems(step: str, answer: Any, ctx: RuleContext) -> list[tuple[str, str]]:
+    """Rules about a whole answer rather than one item: (path, problem) pairs."""
+    if step == "inspect":
+        inspected = {i.version_id for i in answer.inspections}
+        missing = [v for v in ctx.snapshot.new_versions() if v["id"] not in inspected]
+        return [("inspections", f"every new version must be inspected; missing: "
+                 + ", ".join(f"{ctx.snapshot.products[v['product_id']]['name']} v{v['number']}" for v in missing))] if missing else []
+    return []

@@ -1,0 +1,187 @@
+"""A read of one mission's state, taken once per step and shared by every agent in it.
+
+What the round protocols write (the fields read here), one node type per mechanism:
+
+- mission: name, request, charter, objectives, constraints, status, stop_reason, round, spec
+- agent: type = role, name, persona, responsibility, area
+- product: type = Content|Decision|Collection|Orchestration, name, dod, description, owner,
+  parent_id, status (open, accepted, removed), round
+- version: product_id, number, title, content, change_summary, author, round
+- collab: type, product_id, version_id, importance, comment, summary, author, round
+- reflection: ..., addressed (the collab ids its feedback responses answer)
+- remark: type, recipients, content, is_blocker, author, round, step
+- assignment: product_id, assignee, round; directive: assignment_id, objective, dod, why,
+  context, importance, attached (JSON)
+- reflection: product_id, dod_status, dod_gaps, next_version_delta, blockers, author, round
+- review / inspection: product_id, version_id, assessment, round (+ findings: inspection_id,
+  category, severity, issue, recommendation)
+- acceptance: product_id, version_id, accepted, rejection_reason, round
+- halt: type, message, options, status (pending, answered), answer, round, step
+- message: content, as_agent, round, position
+- moment type "turn": round, step, agent, outcome, usage (the marker of a committed turn)
+
+Lifespans are derived from facts, never kept as status fields that could disagree with them:
+a collab is open until a reflection addresses it; an assignment is active while it is the
+latest for its product and the product is neither accepted nor removed.
+
+Operatives in one step act in parallel on the same snapshot, so none sees another's writes of
+that step: exactly the semantics of a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cabal.entities import BLOCKING_IMPORTANCE
+from cabal.graph import ContextGraph
+
+VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
+
+
+@dataclass
+class Snapshot:
+    round: int
+    mission: dict
+    agents: dict[str, dict]
+    products: dict[str, dict]
+    versions: list[dict]  # metadata only, no content
+    collabs: list[dict]
+    assignments: list[dict]
+    reflections: list[dict]
+    reviews: list[dict]
+    inspections: list[dict]
+    findings: list[dict]
+    acceptances: list[dict]
+    remarks: list[dict]
+    halts: list[dict]
+    messages: list[dict]
+    turns: list[dict]
+    addressed: set[str] = field(default_factory=set)  # collab ids answered by a reflection
+    _latest: dict[str, dict] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for version in sorted(self.versions, key=lambda v: v["number"]):
+            self._latest[version["product_id"]] = version
+
+    # -------------------------------------------------------------------------- products
+
+    def live_products(self) -> list[dict]:
+        return [p for p in self.products.values() if p.get("status") != "removed"]
+
+    def children(self, product_id: str) -> list[dict]:
+        return [p for p in self.live_products() if p.get("parent_id") == product_id]
+
+    def owned_by(self, agent_id: str) -> list[dict]:
+        return [p for p in self.live_products() if p.get("owner") == agent_id]
+
+    def latest_version(self, product_id: str) -> dict | None:
+        return self._latest.get(product_id)
+
+    def version(self, version_id: str) -> dict | None:
+        return next((v for v in self.versions if v["id"] == version_id), None)
+
+    def versions_of(self, product_id: str) -> list[dict]:
+        return sorted((v for v in self.versions if v["product_id"] == product_id), key=lambda v: v["number"])
+
+    def new_versions(self, round_number: int | None = None) -> list[dict]:
+        """Versions written in a round (default: this one), latest per product."""
+        wanted = self.round if round_number is None else round_number
+        return [v for v in self._latest.values() if v.get("round") == wanted]
+
+    # ---------------------------------------------------------------------------- discourse
+
+    def open_collabs(self, product_id: str | None = None) -> list[dict]:
+        return [c for c in self.collabs if c["id"] not in self.addressed
+                and (product_id is None or c.get("product_id") == product_id)]
+
+    def blocking_collabs(self, product_id: str) -> list[dict]:
+        return [c for c in self.open_collabs(product_id) if int(c.get("importance", 0)) >= BLOCKING_IMPORTANCE]
+
+    def remarks_for(self, agent_id: str) -> list[dict]:
+        """Remarks an agent may read now: others' from last round, its own self-notes of this one."""
+        visible = []
+        for remark in self.remarks:
+            recipients = remark.get("recipients") or []
+            to_self = remark.get("author") == agent_id and "self" in recipients
+            if to_self and remark.get("round") == self.round:
+                visible.append(remark)
+            elif remark.get("round") == self.round - 1 and agent_id in recipients:
+                visible.append(remark)
+        return visible
+
+    def remarks_to_users(self) -> list[dict]:
+        """This round's remarks addressed to users (``u:all``, ``u:<id>``), for the Envoy."""
+        return [r for r in self.remarks if r.get("round") == self.round
+                and any(str(to).startswith("u:") for to in r.get("recipients") or [])]
+
+    # ----------------------------------------------------------------------- assignments
+
+    def assignments_in(self, round_number: int | None = None) -> list[dict]:
+        wanted = self.round if round_number is None else round_number
+        return [a for a in self.assignments if a.get("round") == wanted]
+
+    def active_assignments(self, agent_id: str | None = None) -> list[dict]:
+        """The latest assignment of each product not yet accepted (they live until acceptance)."""
+        latest: dict[str, dict] = {}
+        for assignment in sorted(self.assignments, key=lambda a: a.get("round", 0)):
+            latest[assignment["product_id"]] = assignment
+        open_products = {p["id"] for p in self.live_products() if p.get("status") == "open"}
+        return [a for a in latest.values() if a["product_id"] in open_products
+                and (agent_id is None or a.get("assignee") == agent_id)]
+
+    # ------------------------------------------------------------------------ verdicts
+
+    def inspection_of(self, version_id: str) -> dict | None:
+        """The latest inspection of a version (inspections live until the next version)."""
+        found = [i for i in self.inspections if i.get("version_id") == version_id]
+        return max(found, key=lambda i: i.get("round", 0)) if found else None
+
+    def findings_of(self, inspection_id: str) -> list[dict]:
+        return [f for f in self.findings if f.get("inspection_id") == inspection_id]
+
+    def reflections_in(self, round_number: int | None = None) -> list[dict]:
+        wanted = self.round if round_number is None else round_number
+        return [r for r in self.reflections if r.get("round") == wanted]
+
+    def reviews_of(self, version_id: str) -> list[dict]:
+        return [r for r in self.reviews if r.get("version_id") == version_id]
+
+    def acted(self, round_number: int, step: str) -> set[str]:
+        """Agents whose turn in (round, step) is committed."""
+        return {t["agent"] for t in self.turns if t.get("round") == round_number and t.get("step") == step}
+
+    def pending_halt(self) -> dict | None:
+        return next((h for h in self.halts if h.get("status") == "pending"), None)
+
+    def answered_halts(self, round_number: int) -> list[dict]:
+        return [h for h in self.halts if h.get("status") == "answered" and h.get("answered_round") == round_number]
+
+
+def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Snapshot:
+    """Read everything a step's agents may need, with one query per node type."""
+    mission = graph.get(mission_id) or {}
+    recent = [round_number - 1, round_number]
+    directives = {d["assignment_id"]: d for d in graph.find("directive")}
+    assignments = [{**{k: v for k, v in directives.get(a["id"], {}).items() if k not in ("id", "node_type", "type")}, **a}
+                   for a in graph.find("assignment")]
+    addressed = {collab for r in graph.find("reflection", fields=["addressed"]) for collab in r.get("addressed") or []}
+    return Snapshot(
+        round=round_number,
+        mission=mission,
+        agents={a["id"]: a for a in graph.find("agent")},
+        products={p["id"]: p for p in graph.find("product")},
+        versions=graph.find("version", fields=VERSION_META),
+        collabs=graph.find("collab"),
+        assignments=assignments,
+        reflections=graph.find("reflection", {"round": round_number}),
+        reviews=graph.find("review", {"round": recent}),
+        inspections=graph.find("inspection"),
+        findings=graph.find("finding"),
+        acceptances=graph.find("acceptance"),
+        remarks=graph.find("remark", {"round": recent}),
+        halts=graph.find("halt"),
+        messages=graph.find("message", {"round": round_number}),
+        turns=graph.find("moment", {"type": "turn", "round": round_number},
+                         fields=["round", "step", "agent", "outcome"]),
+        addressed=addressed,
+    )
