@@ -1,5 +1,264 @@
-"""Placeholder until this subsystem registers its commands."""
+"""``cabal protocols list|show|check`` and ``cabal doctor``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cabal.errors import ConfigError, ProtocolLoadError, ProtocolProblem
+
+SUFFIXES = (".yaml", ".yml")
 
 
-def register(commands) -> None:
-    """Add this module's subcommands to the cabal parser."""
+def register(commands: Any) -> None:
+    """Add ``protocols`` and ``doctor`` to the cabal parser."""
+    protocols = commands.add_parser("protocols", help="list, show and check membrane protocols")
+    sub = protocols.add_subparsers(dest="protocols_command", metavar="COMMAND", required=True)
+
+    listing = sub.add_parser("list", help="every protocol: built-in ones and those in --protocols folders")
+    _library_options(listing)
+    listing.set_defaults(func=cmd_protocols_list)
+
+    show = sub.add_parser("show", help="a protocol's steps, questions and expected answers")
+    show.add_argument("name", help="protocol name")
+    show.add_argument("--source", action="store_true", help="print the YAML file instead")
+    _library_options(show)
+    show.set_defaults(func=cmd_protocols_show)
+
+    check = sub.add_parser(
+        "check",
+        help="load protocol files and report every problem by file, step and field (exit 1 if any)",
+        description="Load every protocol YAML given (files, or folders of them; default: every protocol "
+        "on the search path) and print each problem located by file, line, step and field.",
+    )
+    check.add_argument("paths", nargs="*", metavar="PATH", help="protocol files or folders")
+    _library_options(check)
+    check.set_defaults(func=cmd_protocols_check)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="find gaps in the context graph; with --fix, close them through the membrane",
+        description="List the gaps of a context graph and the protocol each gap's skill would run. "
+        "With --fix, run those protocols, answered by a scripted answer file (--answers) or a model "
+        "(--model), and report the clusters they created. Exit status 1 if a fix failed or left its gap open.",
+    )
+    doctor.add_argument("--fix", action="store_true", help="run the protocols that close the gaps")
+    doctor.add_argument("--graph", default="cabal", help="the named graph to examine (default: cabal)")
+    doctor.add_argument("--url", help="FalkorDB URL (redis://, rediss://, unix://); default: FALKORDB_URL or embedded")
+    doctor.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
+    answerer = doctor.add_mutually_exclusive_group()
+    answerer.add_argument("--answers", metavar="FILE", help="YAML answers keyed by protocol name (with --fix)")
+    answerer.add_argument("--model", metavar="SPEC", help="a model: claude-..., scripted:PATH or py:MODULE:FACTORY (with --fix)")
+    doctor.add_argument("--gap", action="append", dest="gaps", metavar="KIND", help="only this gap kind (repeatable)")
+    doctor.add_argument("--actor", default=None, help="the actor id the doctor's moments are expressed by")
+    doctor.add_argument("--skills", action="append", default=[], metavar="DIR", help="a folder of extra skills")
+    doctor.add_argument("--json", action="store_true", help="print the result as JSON")
+    _library_options(doctor)
+    doctor.set_defaults(func=cmd_doctor)
+
+
+def _library_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--protocols", action="append", default=[], metavar="DIR",
+        help="a folder of protocols that adds to or overrides the built-in ones (repeatable)",
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- protocols
+
+
+def cmd_protocols_list(args: argparse.Namespace) -> int:
+    from cabal.membrane.library import ProtocolLibrary
+
+    entries = ProtocolLibrary(args.protocols).describe()
+    width = max((len(e["name"]) for e in entries), default=0)
+    for entry in entries:
+        if "error" in entry:
+            print(f"{entry['name']:<{width}}  BROKEN: {entry['error'].splitlines()[0]}")
+        else:
+            description = " ".join((entry["description"] or "").split())
+            print(f"{entry['name']:<{width}}  {description[:100]}")
+    return 0
+
+
+def cmd_protocols_show(args: argparse.Namespace) -> int:
+    from cabal.membrane.library import ProtocolLibrary
+
+    protocol = ProtocolLibrary(args.protocols).get(args.name)
+    if args.source:
+        print(Path(protocol.source).read_text(encoding="utf-8"), end="")
+        return 0
+    print(describe_protocol(protocol))
+    return 0
+
+
+def describe_protocol(protocol: Any) -> str:
+    """A readable outline: header, dependencies, then each step with where it goes next."""
+    from cabal.membrane.protocol import AskStep, BranchStep, CallStep, CreateStep, QueryStep, UpdateStep
+
+    lines = [f"{protocol.name}" + (f" (version {protocol.version})" if protocol.version else ""), f"source: {protocol.source}"]
+    if protocol.description:
+        lines.append(" ".join(protocol.description.split()))
+    for dep in protocol.dependencies:
+        what = f"node {dep.exists}" if dep.exists else f"{dep.query.verb} query"
+        action = f"spawn {dep.protocol}" if dep.action == "spawn" else dep.action
+        lines.append(f"needs {dep.id}: {what}; if missing: {action}")
+    lines.append("steps:")
+    for step in protocol.steps.values():
+        if isinstance(step, AskStep):
+            detail = f"ask -> {step.next}"
+            lines.append(f"  {step.id}: {detail}")
+            if step.question:
+                lines.append(f"      question: {' '.join(step.question.split())}")
+            if step.questions:
+                for question in step.questions:
+                    optional = "" if question.required else " (optional)"
+                    lines.append(f"      - {question.name}{optional}: {question.ask}  expects {_expects(question.expects)}")
+            else:
+                lines.append(f"      expects: {_expects(step.expects)}")
+            if step.moment:
+                lines.append(f"      moment: {step.moment.type} ({', '.join(step.moment.agent_provides)})")
+        elif isinstance(step, QueryStep):
+            lines.append(f"  {step.id}: query {step.query.verb} -> {step.store_as}, then {step.next}")
+        elif isinstance(step, BranchStep):
+            if step.cases is not None:
+                routes = ", ".join(f"{k}: {v}" for k, v in step.cases.items())
+                lines.append(f"  {step.id}: branch on {step.condition!r} ({routes})")
+            else:
+                lines.append(f"  {step.id}: branch if {step.condition!r} then {step.then} else {step.otherwise}")
+        elif isinstance(step, CallStep):
+            lines.append(f"  {step.id}: call_protocol {step.protocol}, then {step.on_complete}")
+        elif isinstance(step, CreateStep):
+            lines.append(f"  {step.id}: create {len(step.nodes)} node spec(s), {len(step.links)} link spec(s) -> {step.next}")
+        elif isinstance(step, UpdateStep):
+            lines.append(f"  {step.id}: update {step.node} ({', '.join(step.fields)}) -> {step.next}")
+    if protocol.summary:
+        lines.append(f"summary: {protocol.summary}")
+    return "\n".join(lines)
+
+
+def _expects(expects: Any) -> str:
+    return json.dumps(expects.public(), ensure_ascii=False)
+
+
+def cmd_protocols_check(args: argparse.Namespace) -> int:
+    from cabal import resources
+    from cabal.membrane.library import ProtocolLibrary
+    from cabal.membrane.loader import load_protocol
+
+    files = _protocol_files(args.paths) if args.paths else sorted(
+        resources.files_by_name("protocols", SUFFIXES, args.protocols).values()
+    )
+    library = ProtocolLibrary(args.protocols)
+    given = {path.stem for path in files}
+
+    def exists(name: str) -> bool:  # a call target may be another file being checked, or any known protocol
+        return name in given or library.exists(name)
+
+    problems: list[ProtocolProblem] = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(ProtocolProblem(str(path), f"cannot read: {exc}"))
+            continue
+        try:
+            load_protocol(text, str(path), protocol_exists=exists, expected_name=path.stem)
+        except ProtocolLoadError as exc:
+            problems += exc.problems
+    for problem in problems:
+        print(problem)
+    broken = len({p.file for p in problems})
+    if problems:
+        print(f"{len(problems)} problem(s) in {broken} of {len(files)} protocol file(s)", file=sys.stderr)
+        return 1
+    print(f"ok: {len(files)} protocol file(s) checked")
+    return 0
+
+
+def _protocol_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.is_file() and p.suffix in SUFFIXES)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ConfigError(f"no such protocol file or folder: {raw}")
+    return files
+
+
+# ------------------------------------------------------------------------------- doctor
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from cabal.graph import ContextGraph
+    from cabal.membrane.doctor import DOCTOR_ACTOR, Doctor
+
+    if not args.fix and (args.answers or args.model):
+        raise ConfigError("--answers and --model answer protocols; they only make sense with --fix")
+    answerer = _answerer(args) if args.fix else None
+    with ContextGraph.open(args.url, name=args.graph, home=args.home) as graph:
+        doctor = Doctor(graph, protocol_dirs=args.protocols, skill_dirs=args.skills, actor_id=args.actor or DOCTOR_ACTOR)
+        gaps = doctor.find_gaps(args.gaps)
+        if answerer is None:
+            treatments = doctor.plan(gaps)
+            if args.json:
+                print(json.dumps([t.to_dict() for t in treatments], indent=2, ensure_ascii=False))
+            else:
+                _print_plan(args.graph, treatments)
+            return 0
+        outcomes = doctor.fix(answerer, gaps)
+    if args.json:
+        print(json.dumps([o.to_dict() for o in outcomes], indent=2, ensure_ascii=False))
+    else:
+        _print_outcomes(args.graph, outcomes)
+    return 0 if all(o.closed for o in outcomes) else 1
+
+
+def _answerer(args: argparse.Namespace) -> Any:
+    from cabal.membrane.answerers import ModelAnswerer, ScriptedAnswers
+
+    if args.answers:
+        return ScriptedAnswers.from_file(args.answers)
+    if args.model:
+        from cabal.llm import make_model
+
+        return ModelAnswerer(make_model(args.model), agent=args.actor or "doctor")
+    raise ConfigError("--fix needs someone to answer the protocols: --answers FILE or --model SPEC")
+
+
+def _print_plan(graph_name: str, treatments: list) -> None:
+    if not treatments:
+        print(f"no gaps in graph {graph_name!r}")
+        return
+    print(f"{len(treatments)} gap(s) in graph {graph_name!r}:")
+    for t in treatments:
+        plan = f"skill {t.skill.name} -> protocol {t.protocol}" if t.protocol else f"no protocol: {t.reason}"
+        print(f"  {t.gap.kind}: {t.gap.node_id} ({t.gap.node_name})")
+        print(f"      {plan}")
+
+
+def _print_outcomes(graph_name: str, outcomes: list) -> None:
+    if not outcomes:
+        print(f"no gaps in graph {graph_name!r}")
+        return
+    closed = sum(o.closed for o in outcomes)
+    print(f"{closed} of {len(outcomes)} gap(s) closed in graph {graph_name!r}:")
+    for o in outcomes:
+        protocol = o.treatment.protocol or "-"
+        print(f"  {o.gap.kind}: {o.gap.node_id} -> {protocol}: {o.status}{'' if o.closed else ', gap still open'}")
+        if o.status == "complete":
+            created = o.created or {}
+            print(f"      created {created.get('nodes', 0)} node(s), {created.get('links', 0)} link(s): {o.summary}")
+            kinds: dict[str, list[str]] = {}
+            for node in o.nodes:
+                kinds.setdefault(f"{node['node_type']}:{node['type']}", []).append(node["id"])
+            for kind, ids in kinds.items():
+                print(f"        {kind} {', '.join(ids)}")
+        elif o.error:
+            print(f"      {o.error}")

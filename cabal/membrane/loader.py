@@ -289,6 +289,10 @@ class _Builder:
         expects, problems = parse_expects(raw_expects)
         for field, message in problems:
             self.fail(message, step=step_id, field=prefix + field, at=at)
+        kind = expects.get("node_type") if expects is not None else None
+        if kind is not None and kind not in schema.NODE_TYPES:  # an id answer could never match it
+            self.fail(f"unknown node_type {kind!r}; known: {', '.join(sorted(schema.NODE_TYPES))}",
+                      step=step_id, field=f"{prefix}expects.node_type", at=at)  # fmt: skip
         return expects
 
     def _questions(self, raw: Mapping, step_id: str) -> list[Question]:

@@ -1,0 +1,305 @@
+"""``cabal mcp``: the membrane and procedure runs as Model Context Protocol tools over stdio.
+
+An outside agent (Claude Code, any MCP client) writes to the context graph the way Cabal's
+own agents do: through membrane protocols, one validated step at a time, and through
+procedure runs whose work lands in a run space. Tools:
+
+- ``membrane_list``, ``membrane_start``, ``membrane_continue``, ``membrane_abort``;
+- ``procedure_start``, ``procedure_record``, ``procedure_continue``, ``procedure_end``.
+
+Results are the runtime's own dicts, sent as structured content (and as JSON text). A
+rejected answer is not a tool error: the session stays on its step and the result lists every
+problem, so the agent fixes them and answers again. Everything the agent cannot fix by
+answering differently (an unknown session or protocol, a missing dependency, a closed run)
+comes back as a tool error whose text is the one-line message the CLI would print.
+
+The server speaks as one actor (``--actor``, default ``actor-mcp``): moments it records are
+expressed by that actor, registered in the graph on the first call that needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from cabal.errors import CabalError
+
+MCP_ACTOR = "actor-mcp"
+SERVER_NAME = "cabal"
+
+INSTRUCTIONS = """Cabal keeps a project's shared context in a graph (modules, objectives, behaviors,
+validations, health checks, goals, escalations, decisions). Every write goes through a membrane
+protocol: a short, validated dialogue that ends by committing one linked cluster of nodes plus the
+moments that record who said what and why.
+
+To write: membrane_list to see the protocols, membrane_start with a protocol name and the context
+it needs (ids such as space_id), then answer each ask step with membrane_continue until the status
+is "complete". Each step says exactly what it expects in step.answer_schema. A rejected answer
+changes nothing: the same step comes back with "errors"; fix those and answer again.
+
+Procedures are longer guides: procedure_start returns step 1's guide; do the work, write it with
+procedure_record, then procedure_continue to reach the next step (its entry gate checks your work)."""
+
+
+def _call(produce: Callable[[], dict]) -> dict:
+    """Run a tool body; a CabalError becomes a tool error with its one-line message (and hint)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        return produce()
+    except CabalError as exc:
+        raise ToolError(str(exc) + (f" (hint: {exc.hint})" if exc.hint else "")) from None
+
+
+def _membrane_result(result: dict) -> dict:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    if result.get("status") == "error":
+        raise ToolError(result.get("error") or "the membrane refused the call")
+    return result
+
+
+class CabalTools:
+    """The tool bodies, over one graph: plain methods, testable without a transport."""
+
+    def __init__(
+        self,
+        graph: Any,
+        *,
+        protocol_dirs: Iterable[str | Path] = (),
+        procedure_dirs: Iterable[str | Path] = (),
+        actor_id: str = MCP_ACTOR,
+    ) -> None:
+        from cabal.membrane import Membrane
+        from cabal.procedures import Procedures
+
+        self.graph = graph
+        self.membrane = Membrane(graph, protocol_dirs)
+        self.procedures = Procedures(graph, procedure_dirs)
+        self.actor_id = actor_id
+        self._actor_known = False
+
+    def ensure_actor(self) -> None:
+        if self._actor_known:
+            return
+        if not self.graph.exists(self.actor_id):
+            self.graph.create_cluster([{"id": self.actor_id, "node_type": "actor", "type": "agent", "name": "MCP client"}])
+        self._actor_known = True
+
+    # ----------------------------------------------------------------------- membrane
+
+    def membrane_list(self) -> dict:
+        return {"protocols": self.membrane.list_protocols()}
+
+    def membrane_start(self, protocol: str, context: dict[str, Any] | None = None) -> dict:
+        def start() -> dict:
+            given = dict(context or {})
+            if "actor_id" not in given:
+                self.ensure_actor()
+                given["actor_id"] = self.actor_id
+            return _membrane_result(self.membrane.start(protocol, given))
+
+        return _call(start)
+
+    def membrane_continue(self, session_id: str, answer: Any) -> dict:
+        return _call(lambda: _membrane_result(self.membrane.continue_session(session_id, answer)))
+
+    def membrane_abort(self, session_id: str) -> dict:
+        return _call(lambda: _membrane_result(self.membrane.abort(session_id)))
+
+    # --------------------------------------------------------------------- procedures
+
+    def _actor(self, actor_id: str | None) -> str:
+        if actor_id:
+            return actor_id
+        self.ensure_actor()
+        return self.actor_id
+
+    def procedure_start(self, procedure: str, actor_id: str | None = None, run_id: str | None = None) -> dict:
+        return _call(lambda: self.procedures.start_procedure(procedure, self._actor(actor_id), run_id=run_id))
+
+    def procedure_record(
+        self, run_id: str, nodes: list[dict[str, Any]], links: list[dict[str, Any]] | None = None,
+        actor_id: str | None = None,
+    ) -> dict:  # fmt: skip
+        return _call(lambda: self.procedures.record(run_id, self._actor(actor_id), nodes, links or []))
+
+    def procedure_continue(self, run_id: str, from_step: str | None = None) -> dict:
+        return _call(lambda: self.procedures.continue_procedure(run_id, from_step=from_step))
+
+    def procedure_end(self, run_id: str) -> dict:
+        return _call(lambda: self.procedures.end_procedure(run_id))
+
+
+# ---------------------------------------------------------------------------- descriptions
+
+_STEP_RESULT = (
+    "Returns a JSON object with `status` and `session_id`. "
+    "status \"active\": the session waits on the ask step in `step` (id, question, expects, answer_schema, "
+    "and where present questions, items, moment, context_enrichment); `protocol` names the protocol the step "
+    "belongs to (a called sub-protocol's steps have ids like \"call_step.step\"). step.answer_schema is the exact "
+    "JSON Schema of the answer to send with membrane_continue. When `step.moment` is present the answer is an "
+    "object {\"answer\": <the value>, \"description\": <what you did or decided>, \"reasoning\": <why>}: the prose "
+    "is recorded in the graph as a moment. When `step.questions` is present, the value is an object with one "
+    "field per question name. When `step.items` is present, send a list with one answer per item. "
+    "status \"complete\": nothing is left to ask; the protocol's cluster is committed: `created` "
+    "({nodes, links} as the graph counted them) and `summary`."
+)
+
+DESCRIPTIONS = {
+    "membrane_list": (
+        "List the membrane protocols this server can run. Returns {\"protocols\": [{name, description, version, "
+        "source}]} (a protocol file that does not load has `error` instead). Read a protocol's description to "
+        "learn which context it needs (for example space_id for a module, validation_id, escalation_id, target_id)."
+    ),
+    "membrane_start": (
+        "Start a membrane protocol: a guided, validated write to the Cabal context graph. `protocol` is a name "
+        "from membrane_list; `context` holds the values the protocol refers to, such as {\"space_id\": "
+        "\"mod-billing\"}. `context.actor_id` says who is speaking (an existing actor node); it defaults to this "
+        "server's actor. Automatic steps (graph queries, branches, called sub-protocols) run by themselves; the "
+        "call returns at the first question. " + _STEP_RESULT + " Errors that answering cannot fix (unknown "
+        "protocol, a missing dependency such as a space that does not exist) are returned as a tool error with "
+        "a one-line message."
+    ),
+    "membrane_continue": (
+        "Answer the ask step a membrane session waits on. `answer` must satisfy step.answer_schema from the "
+        "previous result (text, a list, or an object, as the schema says). " + _STEP_RESULT + " An invalid "
+        "answer changes nothing: the result has status \"active\", the SAME step, `errors` (every problem at "
+        "once, as [{path, message}], the path pointing into your answer) and `error` (the same as text); fix "
+        "exactly those and call membrane_continue again. An unknown, aborted or completed session_id is a tool "
+        "error."
+    ),
+    "membrane_abort": (
+        "Abandon a membrane session that is still active. Nothing it prepared is written: no nodes, no links, "
+        "no moments. Returns {\"status\": \"aborted\", \"session_id\"}. An unknown or finished session is a tool error."
+    ),
+    "procedure_start": (
+        "Start a run of a procedure: a step-by-step guide whose work is kept in its own run space in the graph. "
+        "`procedure` is a procedure name (e.g. write_adr) or an installed template id; `actor_id` (optional, an "
+        "existing actor) defaults to this server's actor; `run_id` (optional) makes a retried start return the "
+        "same run. Returns {run_id, step_id, step_content, status: \"active\", validation_error: null}: "
+        "step_content is the complete guide of the first step (what, why, how, watch out). Do what it says, "
+        "write the result with procedure_record, then call procedure_continue. Unknown procedures or actors are "
+        "a tool error."
+    ),
+    "procedure_record": (
+        "Write your work for the current step into the run space: `nodes` (each {\"id\", \"node_type\", "
+        "\"type\", \"name\", ...fields}; node_type is one of the graph's node types such as narrative or thing) "
+        "and `links` (each {\"type\", \"from\", \"to\"}, from and to being node ids, new or existing). Every new "
+        "node is contained by the run space, and a moment records who created what. Returns {run_id, step_id, "
+        "moment_id, created: {nodes, links}}. Refused with a tool error, nothing written: writes into the "
+        "procedure's template, links of the run's own bookkeeping types, ids that already exist outside this run, "
+        "or a completed run."
+    ),
+    "procedure_continue": (
+        "Move a procedure run to its next step once the current step's work is recorded. The next step's entry "
+        "gate checks the run space for the nodes and links it requires. Returns {run_id, step_id, step_content, "
+        "status, validation_error}: status \"active\" with the next step's full guide; \"validation_failed\" "
+        "when the gate is not met: you stay on the current step (its guide is returned again) and "
+        "validation_error says exactly what is missing: record it and call again; \"completed\" after the last "
+        "step (step_id and step_content null). Pass `from_step` (the step id you believe is current) so a "
+        "retried call never advances twice."
+    ),
+    "procedure_end": (
+        "Finish a procedure run now, whichever step it is on (a run that passed its last step is already "
+        "finished). Returns {run_id, status: \"completed\", step_id: null, step_content: null, "
+        "validation_error: null}. An unknown run is a tool error."
+    ),
+}
+
+
+def build_server(tools: CabalTools) -> Any:
+    """An MCPServer exposing ``tools``; every parameter carries its own description."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer(name=SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def membrane_list() -> dict[str, Any]:
+        return tools.membrane_list()
+
+    def membrane_start(
+        protocol: Annotated[str, Field(description="protocol name, from membrane_list")],
+        context: Annotated[
+            dict[str, Any] | None, Field(description="values the protocol refers to, e.g. {\"space_id\": \"mod-x\"}")
+        ] = None,
+    ) -> dict[str, Any]:
+        return tools.membrane_start(protocol, context)
+
+    def membrane_continue(
+        session_id: Annotated[str, Field(description="session_id from membrane_start")],
+        answer: Annotated[Any, Field(description="the answer to the current step, shaped as step.answer_schema says")],
+    ) -> dict[str, Any]:
+        return tools.membrane_continue(session_id, answer)
+
+    def membrane_abort(session_id: Annotated[str, Field(description="the session to abandon")]) -> dict[str, Any]:
+        return tools.membrane_abort(session_id)
+
+    def procedure_start(
+        procedure: Annotated[str, Field(description="procedure name (e.g. write_adr) or installed template id")],
+        actor_id: Annotated[str | None, Field(description="an existing actor; default: this server's actor")] = None,
+        run_id: Annotated[str | None, Field(description="optional id for the run; a retry with it returns the same run")] = None,
+    ) -> dict[str, Any]:
+        return tools.procedure_start(procedure, actor_id, run_id)
+
+    def procedure_record(
+        run_id: Annotated[str, Field(description="run_id from procedure_start")],
+        nodes: Annotated[list[dict[str, Any]], Field(description="new nodes: {id, node_type, type, name, ...}")],
+        links: Annotated[
+            list[dict[str, Any]] | None, Field(description="links: {type, from, to}; ends are node ids")
+        ] = None,
+        actor_id: Annotated[str | None, Field(description="who did the work; default: this server's actor")] = None,
+    ) -> dict[str, Any]:
+        return tools.procedure_record(run_id, nodes, links, actor_id)
+
+    def procedure_continue(
+        run_id: Annotated[str, Field(description="run_id from procedure_start")],
+        from_step: Annotated[str | None, Field(description="the step id you believe is current (makes retries safe)")] = None,
+    ) -> dict[str, Any]:
+        return tools.procedure_continue(run_id, from_step)
+
+    def procedure_end(run_id: Annotated[str, Field(description="run_id from procedure_start")]) -> dict[str, Any]:
+        return tools.procedure_end(run_id)
+
+    read_only = ToolAnnotations(read_only_hint=True)
+    for function in (membrane_list, membrane_start, membrane_continue, membrane_abort,
+                     procedure_start, procedure_record, procedure_continue, procedure_end):  # fmt: skip
+        annotations = read_only if function is membrane_list else None
+        server.add_tool(function, name=function.__name__, description=DESCRIPTIONS[function.__name__],
+                        annotations=annotations)  # fmt: skip
+    return server
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def register(commands: Any) -> None:
+    """Add ``cabal mcp`` to the cabal parser."""
+    mcp = commands.add_parser(
+        "mcp",
+        help="run an MCP server over stdio (membrane and procedure tools)",
+        description="Serve the membrane (membrane_*) and procedure runs (procedure_*) as Model Context "
+        "Protocol tools over stdio, for an MCP client such as Claude Code.",
+    )
+    mcp.add_argument("--graph", default="cabal", help="the named graph to write to (default: cabal)")
+    mcp.add_argument("--url", help="FalkorDB URL (redis://, rediss://, unix://); default: FALKORDB_URL or embedded")
+    mcp.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
+    mcp.add_argument("--actor", default=MCP_ACTOR, help=f"the actor the client speaks as (default: {MCP_ACTOR})")
+    mcp.add_argument("--protocols", action="append", default=[], metavar="DIR", help="a folder of extra protocols")
+    mcp.add_argument("--procedures", action="append", default=[], metavar="DIR", help="a folder of extra procedures")
+    mcp.set_defaults(func=cmd_mcp)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    import anyio
+
+    from cabal.graph import ContextGraph
+
+    with ContextGraph.open(args.url, name=args.graph, home=args.home) as graph:
+        tools = CabalTools(graph, protocol_dirs=args.protocols, procedure_dirs=args.procedures, actor_id=args.actor)
+        anyio.run(build_server(tools).run_stdio_async)
+    return 0

@@ -1,0 +1,171 @@
+"""``cabal mcp`` over stdio, driven by the official MCP SDK client (stdio_client + ClientSession)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+REPO = Path(__file__).resolve().parents[1]
+TOOLS = {
+    "membrane_list", "membrane_start", "membrane_continue", "membrane_abort",
+    "procedure_start", "procedure_record", "procedure_continue", "procedure_end",
+}  # fmt: skip
+
+
+def said(answer):
+    return {"answer": answer, "description": "I read the module first", "reasoning": "the rule guards this behavior"}
+
+
+def serve(graph, graph_server, tmp_path, scenario):
+    """Start ``cabal mcp`` for the test graph and run ``scenario(session)`` against it."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "cabal.cli", "mcp", "--graph", graph.name, "--home", str(graph_server.home)],
+        env={"CABAL_HOME": str(graph_server.home), "PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
+        cwd=str(REPO),
+    )
+    errors = tmp_path / "server-stderr.txt"
+
+    async def main():
+        with errors.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    with anyio.fail_after(30):
+                        await scenario(session)
+
+    try:
+        anyio.run(main)
+    except BaseException:
+        print(errors.read_text(), file=sys.stderr)
+        raise
+
+
+def data(result):
+    """A tool result as the dict the runtime returned: structured content, matching its JSON text."""
+    assert not result.is_error, result.content
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+def error_text(result):
+    assert result.is_error
+    return result.content[0].text
+
+
+@pytest.fixture
+def seeded(graph):
+    graph.create_cluster(
+        [
+            {"id": "mod-refunds", "node_type": "space", "type": "module", "name": "refunds"},
+            {"id": "obj-refunds", "node_type": "narrative", "type": "objective", "name": "refund settled charges"},
+            {"id": "beh-refund", "node_type": "narrative", "type": "behavior", "name": "refund request"},
+        ],
+        [
+            {"type": "contains", "from": "mod-refunds", "to": "obj-refunds"},
+            {"type": "contains", "from": "mod-refunds", "to": "beh-refund"},
+        ],
+    )
+    return graph
+
+
+def test_membrane_tools_list_run_a_protocol_and_recover_from_a_validation_error(seeded, graph_server, tmp_path):
+    graph = seeded
+
+    async def scenario(session):
+        listed = await session.list_tools()
+        tools = {tool.name: tool for tool in listed.tools}
+        assert set(tools) == TOOLS
+        for tool in tools.values():
+            assert "Returns" in tool.description and len(tool.description) > 150, tool.name
+        continue_schema = tools["membrane_continue"].input_schema
+        assert continue_schema["required"] == ["session_id", "answer"]
+        assert "answer_schema" in continue_schema["properties"]["answer"]["description"]
+        assert "errors" in tools["membrane_continue"].description and "tool error" in tools["membrane_continue"].description
+
+        protocols = data(await session.call_tool("membrane_list", {}))["protocols"]
+        assert {"add_invariant", "add_objectives", "record_work"} <= {p["name"] for p in protocols}
+
+        started = data(await session.call_tool("membrane_start", {"protocol": "add_invariant",
+                                                                   "context": {"space_id": "mod-refunds"}}))  # fmt: skip
+        sid = started["session_id"]
+        assert (started["status"], started["step"]["id"]) == ("active", "guarded_behaviors")
+        assert "beh-refund" in started["step"]["question"]  # the protocol queried the graph before asking
+        assert started["step"]["answer_schema"]["required"] == ["answer", "description", "reasoning"]
+
+        # a wrong answer: not a tool error; same step, every problem listed
+        rejected = data(await session.call_tool("membrane_continue", {"session_id": sid, "answer": said(["obj-refunds"])}))
+        assert (rejected["status"], rejected["step"]["id"]) == ("active", "guarded_behaviors")
+        assert rejected["errors"] == [
+            {"path": "guarded_behaviors.answer.0", "message": "node 'obj-refunds' has type='objective', expected type='behavior'"}
+        ]
+        # recover
+        step = data(await session.call_tool("membrane_continue", {"session_id": sid, "answer": said(["beh-refund"])}))
+        assert (step["status"], step["step"]["id"], "errors" in step) == ("active", "rule", False)
+        assert [q["name"] for q in step["step"]["questions"]] == ["name", "statement", "check"]
+        done = data(await session.call_tool("membrane_continue", {"session_id": sid, "answer": said({
+            "name": "Refunds never exceed capture",
+            "statement": "For every charge, the sum of confirmed refunds never exceeds the captured amount.",
+            "check": "A property test over generated refund sequences.",
+        })}))  # fmt: skip
+        assert done["status"] == "complete" and done["created"] == {"nodes": 3, "links": 6}
+        assert done["summary"] == "validation Refunds never exceed capture added to mod-refunds"
+
+        # errors an answer cannot fix are tool errors with a one-line message
+        assert "is complete, not active" in error_text(
+            await session.call_tool("membrane_continue", {"session_id": sid, "answer": "again"})
+        )
+        assert "session not found: 'session-nope'" in error_text(
+            await session.call_tool("membrane_continue", {"session_id": "session-nope", "answer": "x"})
+        )
+        assert "space mod-nowhere does not exist" in error_text(
+            await session.call_tool("membrane_start", {"protocol": "add_invariant", "context": {"space_id": "mod-nowhere"}})
+        )
+        assert "protocol not found: 'no_such'" in error_text(await session.call_tool("membrane_start", {"protocol": "no_such"}))
+
+        # abort: nothing the session prepared is written
+        other = data(await session.call_tool("membrane_start", {"protocol": "record_work", "context": {"space_id": "mod-refunds"}}))
+        aborted = data(await session.call_tool("membrane_abort", {"session_id": other["session_id"]}))
+        assert aborted == {"status": "aborted", "session_id": other["session_id"]}
+
+    serve(graph, graph_server, tmp_path, scenario)
+    validation = "validation-mod-refunds-refunds-never-exceed-capture"
+    assert graph.get(validation)["type"] == "validation"
+    assert [link["to"] for link in graph.links_from(validation, "ensures")] == ["beh-refund"]
+    assert graph.get("actor-mcp")["node_type"] == "actor"  # the server's actor speaks the moments
+    moments = graph.related_to("actor-mcp", "expresses", "from")
+    assert sorted(m["type"] for m in moments) == ["invariant", "selection"]
+
+
+def test_procedure_tools_run_a_procedure_through_its_gate(graph, graph_server, tmp_path):
+    async def scenario(session):
+        started = data(await session.call_tool("procedure_start", {"procedure": "write_adr", "run_id": "run-adr-1"}))
+        assert (started["run_id"], started["step_id"], started["status"]) == ("run-adr-1", "frame", "active")
+        assert "Frame the decision" in started["step_content"]
+
+        gated = data(await session.call_tool("procedure_continue", {"run_id": "run-adr-1", "from_step": "frame"}))
+        assert (gated["status"], gated["step_id"]) == ("validation_failed", "frame")
+        assert "question" in gated["validation_error"]
+
+        recorded = data(await session.call_tool("procedure_record", {"run_id": "run-adr-1", "nodes": [
+            {"id": "q-sessions", "node_type": "narrative", "type": "question", "name": "How do we store sessions?",
+             "content": "Sessions live in memory and vanish on deploy; we need a store that survives restarts."}
+        ]}))  # fmt: skip
+        assert recorded["created"]["nodes"] == 2  # the question and the moment saying who wrote it
+
+        moved = data(await session.call_tool("procedure_continue", {"run_id": "run-adr-1", "from_step": "frame"}))
+        assert (moved["status"], moved["step_id"]) == ("active", "options")
+        ended = data(await session.call_tool("procedure_end", {"run_id": "run-adr-1"}))
+        assert ended["status"] == "completed"
+        assert "not found" in error_text(await session.call_tool("procedure_continue", {"run_id": "run-nope"}))
+        assert "not found: 'no_such'" in error_text(await session.call_tool("procedure_start", {"procedure": "no_such"}))
+
+    serve(graph, graph_server, tmp_path, scenario)
+    assert graph.get("run-adr-1")["status"] == "completed"
+    assert [n["id"] for n in graph.contents_of("run-adr-1", "narrative")] == ["q-sessions"]
