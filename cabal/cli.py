@@ -24,22 +24,29 @@ def _graph_options(parser: argparse.ArgumentParser) -> None:
 def cmd_graph_status(args: argparse.Namespace) -> int:
     from cabal.config import resolve_server
     from cabal.graph import ContextGraph, EmbeddedServer
+    from cabal.graph.context_graph import connect
 
     address = resolve_server(args.url, args.home)
     if address.embedded:
         server = EmbeddedServer(address.home)
-        state = f"running (pid {server.pid()})" if server.is_running() else "not running (starts on first use)"
+        if args.start:
+            server.start()
+        running = server.is_running()
+        state = f"running (pid {server.pid()})" if running else "not running (starts on first use)"
         print(f"server: embedded, {server.address}, {state}")
-        if not server.is_running() and not args.start:
+        if not running:
             return 0
     else:
         print(f"server: {address.describe()}")
-    with ContextGraph.open(args.url, home=args.home) as graph:
-        names = graph.list_graphs()
+    db, server = connect(address)
+    try:
+        names = sorted(db.list_graphs())  # listing selects no graph, so status creates none
         print(f"graphs: {len(names)}")
         for name in names:
-            counts = graph.select(name).counts()
+            counts = ContextGraph(db, name, address, server).counts()
             print(f"  {name}: {counts['nodes']} nodes, {counts['links']} links")
+    finally:
+        db.connection.close()
     return 0
 
 

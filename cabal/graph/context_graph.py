@@ -64,6 +64,16 @@ def _plain(value: object) -> object:
     return value
 
 
+class _EmptyResult:
+    """What a read of a graph that does not exist yet returns."""
+
+    result_set: list = []
+    header: list = []
+
+
+_EMPTY = _EmptyResult()
+
+
 class ContextGraph:
     """A named FalkorDB graph (one per mission) with the schema-checked API of Cabal.
 
@@ -77,7 +87,6 @@ class ContextGraph:
         self.name = name
         self.address = address
         self.server = server
-        self._ensure_indexes()
 
     @classmethod
     def open(
@@ -103,13 +112,18 @@ class ContextGraph:
     # ------------------------------------------------------------------------- plumbing
 
     def _run(self, text: str, params: dict[str, object] | None = None, *, read_only: bool = False):
+        """One query. A graph comes into being (with its indexes) at its first write; reading a
+        graph that does not exist yet reads as empty instead of creating it."""
         try:
             if read_only:
                 return self._graph.ro_query(text, params)
+            self._ensure_indexes()
             return self._graph.query(text, params)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise GraphUnavailable(self.address.describe(), str(exc)) from None
         except redis.ResponseError as exc:
+            if read_only and "empty key" in str(exc):
+                return _EMPTY
             raise GraphError(f"graph {self.name!r} refused a query: {exc}") from None
 
     def _nodes(self, text: str, params: dict[str, object]) -> list[dict]:
@@ -123,7 +137,7 @@ class ContextGraph:
         wanted = [(schema.BASE_LABEL, f) for f in schema.ALWAYS_INDEXED]
         wanted += [(t.label, f) for t in schema.NODE_TYPES.values() for f in t.indexed]
         for label, field in wanted:
-            try:
+            try:  # straight to the client: _run would come back here
                 self._graph.query(f"CREATE INDEX FOR (n:{label}) ON (n.{schema.field_name(field)})")
             except redis.ResponseError as exc:
                 if "already indexed" not in str(exc):

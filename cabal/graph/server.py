@@ -26,8 +26,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import redis
-
 from cabal.errors import GraphUnavailable
 
 # sun_path is 108 bytes on Linux, including the terminating NUL.
@@ -69,15 +67,18 @@ class EmbeddedServer:
         return f"unix://{self.socket_path}"
 
     def is_running(self) -> bool:
+        """A raw PING on the socket: redis-py would retry a refused connection with backoff,
+        turning every "is it up?" on a dead socket into seconds."""
         if not self.socket_path.exists():
             return False
-        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
         try:
-            return bool(client.ping())
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+                raw.settimeout(1)
+                raw.connect(str(self.socket_path))
+                raw.sendall(b"*1\r\n$4\r\nPING\r\n")
+                return raw.recv(64).startswith(b"+PONG")
+        except OSError:
             return False
-        finally:
-            client.close()
 
     def pid(self) -> int | None:
         try:

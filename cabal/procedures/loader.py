@@ -11,10 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cabal.errors import ProtocolLoadError, ProtocolProblem, ResourceNotFound, SchemaError
 from cabal.graph import schema
+from cabal.membrane.yaml_reader import LineDict, read_yaml
 from cabal.procedures.model import Guide, LinkRequirement, NodeRequirement, Procedure, Selector, Step, Validation
 from cabal.resources import files_by_name
 
@@ -30,44 +29,6 @@ LINK_KEYS = ("type", "from", "to", "min")
 SELECTOR_KEYS = ("node_type", "type")
 
 
-# ------------------------------------------------------------------------------ YAML
-
-
-class _Mapping(dict):
-    """A YAML mapping that knows its own line and the line of each key (1-based)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.line: int | None = None
-        self.lines: dict[Any, int] = {}
-        self.repeated: list[tuple[Any, int]] = []
-
-    def line_of(self, key: str | None = None) -> int | None:
-        return self.lines.get(key, self.line)
-
-
-class _Reader(yaml.SafeLoader):
-    pass
-
-
-def _mapping(reader: _Reader, node: yaml.MappingNode):
-    mapping = _Mapping()
-    mapping.line = node.start_mark.line + 1
-    yield mapping
-    reader.flatten_mapping(node)
-    for key_node, value_node in node.value:
-        key = reader.construct_object(key_node, deep=True)
-        if not isinstance(key, (str, int, float, bool)):
-            raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value", key_node.start_mark)
-        if key in mapping:
-            mapping.repeated.append((key, key_node.start_mark.line + 1))
-        mapping[key] = reader.construct_object(value_node, deep=True)
-        mapping.lines[key] = key_node.start_mark.line + 1
-
-
-_Reader.add_constructor("tag:yaml.org,2002:map", _mapping)
-
-
 # --------------------------------------------------------------------------- problems
 
 
@@ -78,15 +39,15 @@ class _Problems:
 
     def add(self, message: str, *, at: Any = None, key: str | None = None, step: str | None = None,
             field: str | None = None) -> None:  # fmt: skip
-        line = at.line_of(key) if isinstance(at, _Mapping) else None
+        line = at.line_of(key) if isinstance(at, LineDict) else None
         self.found.append(ProtocolProblem(self.source, message, step=step, field=field, line=line))
 
-    def unknown_keys(self, mapping: _Mapping, allowed: tuple[str, ...], *, step: str | None, prefix: str = "") -> None:
+    def unknown_keys(self, mapping: LineDict, allowed: tuple[str, ...], *, step: str | None, prefix: str = "") -> None:
         for key in mapping:
             if key not in allowed:
                 self.add(f"unknown field {key!r}; allowed: {', '.join(allowed)}", at=mapping, key=key, step=step,
                          field=f"{prefix}{key}")  # fmt: skip
-        for key, line in mapping.repeated:
+        for key, line in mapping.duplicates:
             self.found.append(ProtocolProblem(self.source, f"{key!r} is given twice", step=step,
                                               field=f"{prefix}{key}", line=line))  # fmt: skip
 
@@ -101,14 +62,8 @@ def _text(value: Any) -> str | None:
 def parse_procedure(text: str, source: str = "<string>", *, expected_name: str | None = None) -> Procedure:
     """Parse and check one procedure; raises ``ProtocolLoadError`` listing every problem."""
     problems = _Problems(source)
-    try:
-        data = yaml.load(text, Loader=_Reader)  # noqa: S506 - _Reader is a SafeLoader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        line = mark.line + 1 if mark is not None else None
-        raise ProtocolLoadError([ProtocolProblem(source, f"invalid YAML: {problem}", line=line)]) from None
-    if not isinstance(data, _Mapping):
+    data = read_yaml(text, source)  # the membrane's reader: YAML 1.2 scalars, lines, repeated keys
+    if not isinstance(data, LineDict):
         raise ProtocolLoadError([ProtocolProblem(source, "a procedure file must be a mapping with procedure, description, steps")])
     problems.unknown_keys(data, TOP_KEYS, step=None)
 
@@ -146,7 +101,7 @@ def parse_procedure(text: str, source: str = "<string>", *, expected_name: str |
 
 def _parse_step(raw: Any, position: int, problems: _Problems, seen: set[str]) -> Step | None:
     label = f"#{position}"
-    if not isinstance(raw, _Mapping):
+    if not isinstance(raw, LineDict):
         problems.add(f"step {label} must be a mapping with id, title, guide", step=label)
         return None
     step_id = raw.get("id")
@@ -167,7 +122,7 @@ def _parse_step(raw: Any, position: int, problems: _Problems, seen: set[str]) ->
 
     guide = raw.get("guide")
     texts: dict[str, str | None] = {}
-    if not isinstance(guide, _Mapping):
+    if not isinstance(guide, LineDict):
         problems.add("missing 'guide' with what, why and how: an agent must be able to do the step from it alone",
                      at=raw, key="guide", step=where, field="guide")  # fmt: skip
     else:
@@ -189,13 +144,13 @@ def _parse_step(raw: Any, position: int, problems: _Problems, seen: set[str]) ->
     if "validation" in raw:
         validation = _parse_validation(raw["validation"], raw, "validation", where, problems)
 
-    if len(problems.found) > count or step_id is None or title is None or not isinstance(guide, _Mapping):
+    if len(problems.found) > count or step_id is None or title is None or not isinstance(guide, LineDict):
         return None
     return Step(step_id, title, Guide(texts["what"], texts["why"], texts["how"], texts["watch_out"]), validation)
 
 
-def _parse_validation(raw: Any, parent: _Mapping, key: str, step: str | None, problems: _Problems) -> Validation | None:
-    if not isinstance(raw, _Mapping) or not (raw.get("requires") or raw.get("links")):
+def _parse_validation(raw: Any, parent: LineDict, key: str, step: str | None, problems: _Problems) -> Validation | None:
+    if not isinstance(raw, LineDict) or not (raw.get("requires") or raw.get("links")):
         problems.add(f"'{key}' must be a mapping with 'requires' and/or 'links' lists", at=parent, key=key, step=step,
                      field=key)  # fmt: skip
         return None
@@ -209,7 +164,7 @@ def _parse_validation(raw: Any, parent: _Mapping, key: str, step: str | None, pr
             continue
         for index, item in enumerate(items):
             where = f"{key}.{part}.{index}"
-            if not isinstance(item, _Mapping):
+            if not isinstance(item, LineDict):
                 problems.add("must be a mapping", at=raw, key=part, step=step, field=where)
                 continue
             if part == "requires":
@@ -223,7 +178,7 @@ def _parse_validation(raw: Any, parent: _Mapping, key: str, step: str | None, pr
     return Validation(tuple(requires), tuple(links))
 
 
-def _parse_min(item: _Mapping, where: str, step: str | None, problems: _Problems) -> int | None:
+def _parse_min(item: LineDict, where: str, step: str | None, problems: _Problems) -> int | None:
     value = item.get("min", 1)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         problems.add("'min' must be a whole number of at least 1", at=item, key="min", step=step, field=f"{where}.min")
@@ -231,7 +186,7 @@ def _parse_min(item: _Mapping, where: str, step: str | None, problems: _Problems
     return value
 
 
-def _parse_selector(item: _Mapping, where: str, step: str | None, problems: _Problems, *, required: bool) -> Selector | None:
+def _parse_selector(item: LineDict, where: str, step: str | None, problems: _Problems, *, required: bool) -> Selector | None:
     node_type, subtype, ok = item.get("node_type"), item.get("type"), True
     if node_type is None and required:
         problems.add("'node_type' is required", at=item, step=step, field=f"{where}.node_type")
@@ -248,7 +203,7 @@ def _parse_selector(item: _Mapping, where: str, step: str | None, problems: _Pro
     return Selector(node_type, subtype) if ok else None
 
 
-def _parse_requirement(item: _Mapping, where: str, step: str | None, problems: _Problems) -> NodeRequirement | None:
+def _parse_requirement(item: LineDict, where: str, step: str | None, problems: _Problems) -> NodeRequirement | None:
     problems.unknown_keys(item, REQUIRE_KEYS, step=step, prefix=f"{where}.")
     selector = _parse_selector(item, where, step, problems, required=True)
     minimum = _parse_min(item, where, step, problems)
@@ -261,7 +216,7 @@ def _parse_requirement(item: _Mapping, where: str, step: str | None, problems: _
     return NodeRequirement(selector, minimum, tuple(fields))
 
 
-def _parse_link(item: _Mapping, where: str, step: str | None, problems: _Problems) -> LinkRequirement | None:
+def _parse_link(item: LineDict, where: str, step: str | None, problems: _Problems) -> LinkRequirement | None:
     problems.unknown_keys(item, LINK_KEYS, step=step, prefix=f"{where}.")
     kind = item.get("type")
     try:
@@ -271,8 +226,8 @@ def _parse_link(item: _Mapping, where: str, step: str | None, problems: _Problem
         kind = None
     ends: list[Selector | None] = []
     for end in ("from", "to"):
-        raw = item.get(end, _Mapping())
-        if not isinstance(raw, _Mapping):
+        raw = item.get(end, LineDict())
+        if not isinstance(raw, LineDict):
             problems.add(f"'{end}' must be a mapping with node_type and/or type", at=item, key=end, step=step,
                          field=f"{where}.{end}")  # fmt: skip
             ends.append(None)
