@@ -5,7 +5,7 @@ The round engine calls models only through ``call_model``; tests and offline run
 """
 
 from cabal.llm.call import ModelReply, call_model
-from cabal.llm.keys import AGENT_KEY, ROUND_KEY, STEP_KEY, CallKey, call_metadata
+from cabal.llm.keys import AGENT_KEY, ROUND_KEY, STEP_KEY, TURN_KEY, CallKey, call_metadata
 from cabal.llm.models import DEFAULT_MODEL, make_model, model_name
 from cabal.llm.scripted import FunctionChatModel, ModelCall, ScriptedChatModel, ScriptEntry
 from cabal.llm.usage import Budget, Usage
@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "ROUND_KEY",
     "STEP_KEY",
+    "TURN_KEY",
     "Budget",
     "CallKey",
     "FunctionChatModel",

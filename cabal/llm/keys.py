@@ -13,11 +13,19 @@ from typing import Any
 ROUND_KEY = "cabal_round"
 STEP_KEY = "cabal_step"
 AGENT_KEY = "cabal_agent"
+TURN_KEY = "cabal_turn"
 
 
-def call_metadata(*, round: int, step: str, agent: str) -> dict[str, Any]:  # noqa: A002
-    """The metadata the engine passes with every model call."""
-    return {ROUND_KEY: round, STEP_KEY: step, AGENT_KEY: agent}
+def call_metadata(*, round: int, step: str, agent: str, turn: int = 0) -> dict[str, Any]:  # noqa: A002
+    """The metadata the engine passes with every model call.
+
+    ``turn`` counts the agent's earlier turns in this round and step (a Chair turn that
+    follows the user's n-th answer is turn n); it is left out when 0.
+    """
+    metadata: dict[str, Any] = {ROUND_KEY: round, STEP_KEY: step, AGENT_KEY: agent}
+    if turn:
+        metadata[TURN_KEY] = turn
+    return metadata
 
 
 @dataclass(frozen=True)

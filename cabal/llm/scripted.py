@@ -26,11 +26,12 @@ from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
 from cabal.errors import ModelError
-from cabal.llm.keys import CallKey
+from cabal.llm.keys import TURN_KEY, CallKey
 
 Wildcard = Literal["*"]
 _CHARS_PER_TOKEN = 4
 _ENTRY_FIELDS = {"round", "step", "agent", "tool", "args", "repeat"}
+_HALT_TOOL = "halt"  # the envelope that ends a turn and starts the next after the user answers
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,10 @@ class ScriptedChatModel(_FakeChatModel):
     Entries with the same key are used in order, one per call, so a retry gets the next one.
     The most specific entry wins (each exact round, step or agent beats ``"*"``; ties go to
     the earlier entry). A call with no entry left raises ``ModelError``.
+
+    A call whose metadata says it is the key's turn n (``cabal_turn``: the Chair asking again
+    after the user's n-th answer) starts after the key's n-th ``halt`` entry, so a mission
+    resumed in another process, with a fresh script cursor, does not replay the question.
     """
 
     source: str = "<entries>"
@@ -223,6 +228,7 @@ class ScriptedChatModel(_FakeChatModel):
     def _take(self, call: ModelCall) -> ScriptEntry:
         with self._lock:
             matching = [i for i, entry in enumerate(self._entries) if entry.matches(call.key)]
+            self._skip_earlier_turns(matching, int(call.metadata.get(TURN_KEY) or 0))
             available = [i for i in matching if self._entries[i].repeat or not self._used[i]]
             if available:
                 chosen = min(available, key=lambda i: (-self._entries[i].specificity, i))
@@ -238,6 +244,18 @@ class ScriptedChatModel(_FakeChatModel):
             f"no scripted answer for {call.key} (attempt {call.attempt}) in {self.source}: {why}",
             provider="scripted",
         )
+
+    def _skip_earlier_turns(self, matching: list[int], turn: int) -> None:
+        """Mark used the entries of the key's earlier turns: up to its ``turn``-th halt entry."""
+        halts = 0
+        for index in sorted(matching, key=lambda i: (-self._entries[i].specificity, i)):
+            if halts >= turn:
+                return
+            entry = self._entries[index]
+            if entry.repeat:
+                continue
+            self._used[index] = True
+            halts += entry.tool == _HALT_TOOL
 
 
 class FunctionChatModel(_FakeChatModel):

@@ -11,6 +11,7 @@ position is checkpointed in ``<workspace>/checkpoints.sqlite``, so any process c
 
 from __future__ import annotations
 
+import fcntl
 import json
 import secrets
 import sqlite3
@@ -74,6 +75,22 @@ class Workspace:
             yield SqliteSaver(connection)
         finally:
             connection.close()
+
+    @contextmanager
+    def driving(self, mission_id: str):
+        """Only one process drives a mission at a time (two would race for the same turns)."""
+        lock_path = self.home / "missions" / mission_id / "lock"
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path, "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise MissionError(f"mission {mission_id} is being run by another process",
+                                   hint="wait for it to pause or finish, then resume") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def transcript_path(self, mission_id: str) -> Path:
         return self.home / "missions" / mission_id / "transcript.md"
@@ -179,7 +196,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
 
 def _drive(workspace: Workspace, runtime: Runtime, answer: str | None) -> MissionResult:
     config = {"configurable": {"thread_id": runtime.mission_id}, "recursion_limit": 10_000}
-    with workspace.checkpointer() as saver:
+    with workspace.driving(runtime.mission_id), workspace.checkpointer() as saver:
         app = build_graph(runtime, saver)
         started = app.get_state(config).values
         if answer is not None:

@@ -1,4 +1,8 @@
-"""Mission commands: run, resume, chat, say, status, transcript, stop, schema."""
+"""Mission commands: run, resume, chat, say, status, transcript, stop, schema.
+
+The engine (LangGraph, the model clients) is imported when a command runs, not when the
+parser is built, so `cabal --help` and the graph commands start in a blink.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,20 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cabal.rounds import api
-from cabal.rounds.transcript import conversation, product_tree
+if TYPE_CHECKING:
+    from cabal.rounds import api as api_module
+
+
+class _LazyApi:
+    def __getattr__(self, name: str) -> Any:
+        from cabal.rounds import api
+
+        return getattr(api, name)
+
+
+api: api_module = _LazyApi()  # type: ignore[assignment]
 
 
 class Progress:
@@ -64,6 +78,7 @@ class Progress:
 
 def print_conversation(mission_id: str, home: str | None, url: str | None) -> None:
     from cabal.graph import ContextGraph
+    from cabal.rounds.transcript import conversation, product_tree
 
     with ContextGraph.open(url, name=mission_id, home=home) as graph:
         current = None
@@ -73,9 +88,9 @@ def print_conversation(mission_id: str, home: str | None, url: str | None) -> No
                 print(f"\n── round {current} ──")
             if entry["kind"] == "halt:question":
                 options = f"  [{' / '.join(entry['options'])}]" if entry.get("options") else ""
-                print(f"chair-1 asks you: {entry['text']}{options}")
+                print(f"{entry['speaker']} asks you: {entry['text']}{options}")
             elif entry["kind"] == "halt:done":
-                print(f"chair-1: {entry['text']} (mission concluded)")
+                print(f"{entry['speaker']}: {entry['text']} (mission concluded)")
             else:
                 print(f"{entry['speaker']}: {entry['text']}")
         accepted = [p for _, p, _ in product_tree(graph) if p.get("status") == "accepted"]
@@ -83,7 +98,7 @@ def print_conversation(mission_id: str, home: str | None, url: str | None) -> No
             print("\naccepted: " + ", ".join(p["name"] for p in accepted))
 
 
-def report(result: api.MissionResult) -> None:
+def report(result: api_module.MissionResult) -> None:
     print(f"\nmission: {result.mission_id}")
     print(f"state: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
           + f", round {result.round}")
@@ -138,6 +153,7 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from cabal.graph import ContextGraph
+    from cabal.rounds.transcript import product_tree
 
     result = api.mission_status(args.mission_id, home=args.home, url=args.url)
     with ContextGraph.open(args.url, name=args.mission_id, home=args.home) as graph:

@@ -147,9 +147,12 @@ class ContextBuilder:
         live = self.snapshot.live_products()
         relevant = self._relevant_products(agent_id, step)
         ordered: list[tuple[dict, int]] = []
+        children: dict[str | None, list[dict]] = {}
+        for product in sorted(live, key=lambda p: p["id"]):
+            children.setdefault(product.get("parent_id"), []).append(product)
 
         def walk(parent: str | None, depth: int) -> None:
-            for product in sorted((p for p in live if p.get("parent_id") == parent), key=lambda p: p["id"]):
+            for product in children.get(parent, []):
                 ordered.append((product, depth))
                 walk(product["id"], depth + 1)
 
@@ -195,7 +198,9 @@ class ContextBuilder:
         return {v["id"]: v.get("content", "") for v in self.graph.get_many([v["id"] for v in versions])}
 
     def _collab_line(self, collab: dict, ids: TempIds) -> str:
-        return (f"{ids.short('c', collab['id'])} on {ids.short('p', collab['product_id'])} "
+        # A user's note may target no product (type user_independent).
+        target = ids.short("p", collab["product_id"]) if collab.get("product_id") else "the mission"
+        return (f"{ids.short('c', collab['id'])} on {target} "
                 f"[{collab['type']}, importance {collab.get('importance')}] by {collab.get('author')}: "
                 f"{clip(ids.text_to_model(collab.get('comment', '')), ITEM_CHARS)}")
 
@@ -218,12 +223,18 @@ class ContextBuilder:
             lines += [f"- {self._collab_line(c, ids)}" for c in feedback[-8:]]
         return "\n".join(lines)
 
-    def _section(self, title: str, blocks: list[str]) -> str:
+    def _section(self, title: str, blocks: list[str], compact: list[str] | None = None) -> str:
+        """Blocks up to the budget. ``compact`` (one short form per block) is for sections whose
+        every item the step must act on: what does not fit is listed in its short form."""
         if not blocks:
             return ""
         text, used = [f"## {title}"], 0
         for index, block in enumerate(blocks):
             if used + len(block) > SECTION_CHARS:
+                if compact:
+                    text.append(f"(+ {len(blocks) - index} more, in short; request full_content to read them)")
+                    text += compact[index:]
+                    break
                 text.append(f"(+ {len(blocks) - index} more not shown; use request_context)")
                 break
             text.append(block)
@@ -239,7 +250,11 @@ class ContextBuilder:
     def _detail_reflect(self, agent_id: str, ids: TempIds) -> list[str]:
         owned = [self._product_detail(p, ids) for p in self.snapshot.owned_by(agent_id)
                  if p.get("status") == "open"]
-        return [self._section("Your products", owned)]
+        # The user's notes left since the last round are read at this Reflect (and at Plan & Assign).
+        notes = [c for c in self.snapshot.open_collabs() if c.get("author") == "user"
+                 and c.get("round") == self.snapshot.round - 1]
+        return [self._section("Your products", owned),
+                self._section("From the user", [f"The user wrote: {clip(c.get('comment'), 1200)}" for c in notes[-3:]])]
 
     def _detail_plan(self, agent_id: str, ids: TempIds) -> list[str]:
         snapshot = self.snapshot
@@ -273,7 +288,7 @@ class ContextBuilder:
         ]
 
     def _detail_write(self, agent_id: str, ids: TempIds) -> list[str]:
-        blocks = []
+        blocks, compact = [], []
         for assignment in self.snapshot.assignments_in():
             if assignment.get("assignee") != agent_id:
                 continue
@@ -284,11 +299,14 @@ class ContextBuilder:
                          f"Done when: {assignment.get('dod')}\nWhy: {assignment.get('why')}"
                          + (f"\nContext: {ids.text_to_model(assignment['context'])}" if assignment.get("context") else ""))
             blocks.append(self._product_detail(product, ids) + "\n" + directive)
+            compact.append(f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}]\n"
+                           f"Directive (importance {assignment.get('importance')}): {clip(assignment.get('objective'), ITEM_CHARS)}")
             for attached in json.loads(assignment.get("attached") or "[]"):
                 other = self.snapshot.products.get(attached.get("productId"))
                 if other:
                     blocks.append("Attached: " + self._product_detail(other, ids, with_content="content" in attached.get("include", [])))
-        return [self._section("Your assignments this round", blocks)]
+                    compact.append(f"Attached: {ids.short('p', other['id'])} {other['name']}")
+        return [self._section("Your assignments this round", blocks, compact)]
 
     def _detail_peer_review(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = [v for v in self.snapshot.new_versions()
@@ -310,7 +328,8 @@ class ContextBuilder:
             blocks.append(f"### {product['name']} [{product['type']}] — DoD: {clip(product.get('dod'), 800)}\n"
                           + self._version_block(version, ids, content=contents.get(version["id"]))
                           + ("\nPeer reviews:\n" + "\n".join(reviews) if reviews else ""))
-        return [self._section("New versions to inspect", blocks)]
+        compact = [self._version_block(v, ids, content=None).split("\n", 1)[0] for v in versions]
+        return [self._section("New versions to inspect", blocks, compact)]
 
     def _detail_presentation(self, agent_id: str, ids: TempIds) -> list[str]:
         snapshot = self.snapshot

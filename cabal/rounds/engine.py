@@ -17,6 +17,8 @@ step (a thread each, one model call each). A Chair ``question`` pauses the missi
 from __future__ import annotations
 
 import json
+import threading
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ from cabal.rounds.writes import TurnPlace, TurnWriter
 CONCLUDED, NO_MORE_ROUNDS, BUDGET, USER_HALT, ERROR, QUESTION = (
     "concluded", "noMoreRounds", "budget", "userHalt", "error", "questionToUser")
 STOP_WORDS = {"stop", "no", "n", "halt", "end", "quit"}
+BUDGET_HALT = re.compile(r"r\d+\.budget\d*")  # ids of the questions a spent budget raises
 ENGINE_ACTOR = "cabal"  # the engine's own writes (mission status) are expressed by this actor
 
 
@@ -73,6 +76,11 @@ class Runtime:
     answers: list[str] = field(default_factory=list)  # unattended replies to the Chair's questions
     on_event: Callable[[Event], None] = lambda event: None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # The view: one snapshot per round, loaded at its first use and kept current by applying
+    # each committed turn at the next step boundary (agents within a step share one view).
+    _view: Snapshot | None = field(default=None, repr=False)
+    _committed: list[dict] = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.on_event({"kind": kind, "mission": self.mission_id, **fields})
@@ -80,7 +88,28 @@ class Runtime:
     # -------------------------------------------------------------------------- queries
 
     def snapshot(self, round_number: int) -> Snapshot:
-        return load_snapshot(self.graph, self.mission_id, round_number)
+        """The mission as of now, for a step of ``round_number``."""
+        with self._lock:
+            if self._view is None or self._view.round != round_number:
+                self._view, self._committed = load_snapshot(self.graph, self.mission_id, round_number), []
+            for cluster in self._committed:
+                self._view.apply(cluster.get("nodes", []), cluster.get("updates", []))
+            self._committed = []
+            return self._view
+
+    def committed(self, clusters: list[dict]) -> None:
+        """Clusters a turn committed; applied to the view at the next step boundary."""
+        with self._lock:
+            self._committed += clusters
+
+    def invalidate(self) -> None:
+        """After a write that is not a turn (status, answers): read the graph again next time."""
+        with self._lock:
+            self._view, self._committed = None, []
+
+    def written_in(self, node_type: str, round_number: int) -> bool:
+        """Whether any node of a type was written in a round: one small query, not a snapshot."""
+        return bool(self.graph.find(node_type, {"round": round_number}, limit=1, fields=["round"]))
 
     def usage(self) -> Usage:
         """The mission's spend so far: the sum over its turn moments (one source of truth)."""
@@ -103,6 +132,7 @@ class Runtime:
             "mission_id": self.mission_id, "actor_id": ENGINE_ACTOR, "status": status, "round": round_number, "stop_reason": stop_reason or "",
             "detail": detail or "", "budget_tokens": self.budget.max_tokens, "budget_cost_usd": self.budget.max_cost_usd,
         }, {})
+        self.invalidate()
         if result["status"] != "complete":
             raise CabalError(f"cannot record mission status: {result.get('error')}")
 
@@ -112,7 +142,7 @@ class Runtime:
         """One agent's turn, committed; None if it was already committed (a replay)."""
         place = TurnPlace(self.mission_id, snapshot.round, step, agent_id,
                           turn_id(snapshot.round, step, agent_id) + (f".after{attempt}" if attempt else ""))
-        if self.graph.exists(place.turn_id):
+        if snapshot.has_turn(place.turn_id):
             return None
         self.emit("turn_start", round=snapshot.round, step=step, agent=agent_id)
         builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
@@ -120,7 +150,7 @@ class Runtime:
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step))
         turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
-                    max_attempts=self.max_attempts)
+                    max_attempts=self.max_attempts, turn_index=attempt)
         result = turn.run()
         cost = result.usage.cost_usd(model_name(self.model))
         record = {
@@ -129,19 +159,22 @@ class Runtime:
             "problems": [str(p) for p in result.problems],
             "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
             "cache_read_tokens": result.usage.cache_read_tokens, "cost_usd": round(cost, 6),
+            "calls": {"input_tokens": [c.input_tokens for c in result.calls],
+                      "output_tokens": [c.output_tokens for c in result.calls],
+                      "cache_read_tokens": [c.cache_read_tokens for c in result.calls]},
         }
         if result.outcome == "halt":
             halt = result.halt
-            extra = {"status": "pending" if halt.type == "question" else "done", "item_id": halt_id(snapshot.round, step)}
+            extra = {"status": "pending" if halt.type == "question" else "done", "item_id": halt_id(snapshot.round, step, attempt)}
             try:
                 prepared_halt = writer.run_protocol("raise_halt", halt.model_dump(mode="json", by_alias=True), extra)
             except AnswerRejected as rejected:  # cannot happen for a schema-valid halt; record, do not crash
                 record.update(outcome="failed", problems=[str(p) for p in rejected.problems])
-                writer.commit(None, record)
+                self.committed(writer.commit(None, record))
                 return result
-            writer.membrane.commit_many([prepared_halt, writer.record(record)])
+            self.committed(writer.commit(None, record, extra=[prepared_halt]))
         else:
-            writer.commit(result.prepared if result.outcome == "final" else None, record)
+            self.committed(writer.commit(result.prepared if result.outcome == "final" else None, record))
         self.emit("turn_done", round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
                   attempts=result.attempts, input_tokens=result.usage.input_tokens,
                   output_tokens=result.usage.output_tokens, cost_usd=cost,
@@ -200,7 +233,7 @@ def build_graph(runtime: Runtime, checkpointer: Any):
         if result.outcome == "halt":
             if result.halt.type == "done":
                 return {"stop": CONCLUDED, "detail": result.halt.message}
-            return {"halt": halt_id(round_number, step), "after": step}
+            return {"halt": halt_id(round_number, step, answered), "after": step}
         return {"halt": None}
 
     def bootstrap(state: RoundState) -> RoundState:
@@ -219,7 +252,7 @@ def build_graph(runtime: Runtime, checkpointer: Any):
                                     "options": halt.get("options") or []})
             answer_halt(rt, state["halt"], str(answer), state.get("round", 0))
             rt.set_status("running", state.get("round", 0))
-        if str(state["halt"]).endswith(".budget"):
+        if BUDGET_HALT.fullmatch(str(state["halt"])):
             return _budget_answer(rt, state, str(rt.graph.get(state["halt"]).get("answer", "")))
         return {"halt": None}
 
@@ -230,7 +263,9 @@ def build_graph(runtime: Runtime, checkpointer: Any):
             return {"stop": USER_HALT, "detail": "the user asked the team to stop"}
         if round_number > int(mission.get("rounds") or rt.spec.rounds):
             return {"stop": NO_MORE_ROUNDS, "detail": f"the round limit ({mission.get('rounds')}) is reached"}
-        spent = rt.budget.exceeded(rt.usage(), model_name(rt.model))
+        limited = rt.budget.max_tokens is not None or rt.budget.max_cost_usd is not None
+        # usage() reads every turn of the mission: only worth it when there is a limit to check.
+        spent = rt.budget.exceeded(rt.usage(), model_name(rt.model)) if limited else None
         if spent:
             return _raise_budget_halt(rt, state.get("round", 0), spent)
         rt.set_status("running", round_number)
@@ -270,16 +305,17 @@ def build_graph(runtime: Runtime, checkpointer: Any):
             return "await_user"
         return "round_start" if state.get("round", 0) == 0 else "after_plan"
 
+    # A version written this round is the latest of its product: "any version of this round"
+    # is the same test as snapshot.new_versions(), at the cost of one query.
     def after_plan(state: RoundState) -> str:
-        snapshot = rt.snapshot(state["round"])
-        if snapshot.assignments_in():
+        if rt.written_in("assignment", state["round"]):
             return "write"
-        return "peer_review" if snapshot.new_versions() else "presentation"
+        return "peer_review" if rt.written_in("version", state["round"]) else "presentation"
 
     def after_write(state: RoundState) -> str:
         if state.get("stop"):
             return "finish"
-        return "peer_review" if rt.snapshot(state["round"]).new_versions() else "presentation"
+        return "peer_review" if rt.written_in("version", state["round"]) else "presentation"
 
     def stop_or(next_step: str) -> Callable[[RoundState], str]:
         return lambda state: "finish" if state.get("stop") else next_step
@@ -327,22 +363,29 @@ def answer_halt(rt: Runtime, halt: str, answer: str, round_number: int) -> None:
     result = rt.membrane.run("answer_halt", {"halt_id": halt, "round": round_number, "actor_id": USER_ID,
                                              "message": node.get("message", "")},
                              {"item": {"answer": answer}}, session_id=f"{halt}.answer")
+    rt.invalidate()
     if result["status"] != "complete":
         raise CabalError(f"cannot record the answer: {result.get('error')}")
 
 
 def _raise_budget_halt(rt: Runtime, round_number: int, spent: str) -> RoundState:
     """A spent budget pauses the mission with a question instead of killing work."""
-    halt = f"r{round_number}.budget"
+    halt, asked = f"r{round_number}.budget", 1
+    # Answered, yet still spent (a number below the spend): ask again rather than replay that answer forever.
+    while (rt.graph.get(halt) or {}).get("status") == "answered":
+        asked += 1
+        halt = f"r{round_number}.budget{asked}"
     if not rt.graph.exists(halt):
-        place = TurnPlace(rt.mission_id, round_number, "budget", "chair-1", f"r{round_number}.budget.turn")
-        writer = TurnWriter(rt.membrane, RuleContext(rt.snapshot(round_number), rt.team, "chair-1"), place, ())
+        # The engine asks this, not the Chair: the halt is authored by the engine's actor.
+        place = TurnPlace(rt.mission_id, round_number, "budget", ENGINE_ACTOR, f"r{round_number}.budget.turn")
+        writer = TurnWriter(rt.membrane, RuleContext(rt.snapshot(round_number), rt.team, ENGINE_ACTOR), place, ())
         message = (f"The {spent}. Continue? Answer 'continue' to double the budget, a number of tokens to "
                    "set a new token budget, or 'stop' to end the mission here.")
         prepared = writer.run_protocol("raise_halt", {"type": "question", "to": ["u:all"], "message": message,
                                                       "options": ["continue", "stop"]},
                                        {"status": "pending", "item_id": halt})
         rt.membrane.commit_many([prepared])
+        rt.invalidate()
     return {"halt": halt, "after": "round_start"}
 
 

@@ -42,8 +42,9 @@ def item_id(turn: str, kind: str, index: int) -> str:
     return f"{turn}.{kind}{index}"
 
 
-def halt_id(round_number: int, step: str) -> str:
-    return f"r{round_number}.{step}.halt"
+def halt_id(round_number: int, step: str, attempt: int = 0) -> str:
+    """The halt of a Chair turn; ``attempt`` n is the turn after the user's n-th answer."""
+    return f"r{round_number}.{step}.halt" + (f".after{attempt}" if attempt else "")
 
 
 @dataclass

@@ -29,7 +29,7 @@ from cabal.entities import (
     UpdateProduct,
     VersionWrite,
 )
-from cabal.rounds.ids import NEW_PRODUCT_PREFIX, USER_ID
+from cabal.rounds.ids import USER_ID
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.team import Team
 
@@ -332,6 +332,7 @@ def step_problems(step: str, answer: Any, ctx: RuleContext) -> list[tuple[str, s
     if step == "inspect":
         inspected = {i.version_id for i in answer.inspections}
         missing = [v for v in ctx.snapshot.new_versions() if v["id"] not in inspected]
-        return [("inspections", f"every new version must be inspected; missing: "
-                 + ", ".join(f"{ctx.snapshot.products[v['product_id']]['name']} v{v['number']}" for v in missing))] if missing else []
+        if missing:
+            names = ", ".join(f"{ctx.snapshot.products[v['product_id']]['name']} v{v['number']}" for v in missing)
+            return [("inspections", f"every new version must be inspected; missing: {names}")]
     return []

@@ -36,6 +36,10 @@ from cabal.entities import BLOCKING_IMPORTANCE
 from cabal.graph import ContextGraph
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
+# Node types kept whole, and those kept for the last two rounds only (as load_snapshot reads them).
+_KEPT = {"collab": "collabs", "inspection": "inspections", "finding": "findings", "acceptance": "acceptances",
+         "halt": "halts"}
+_RECENT = {"review": "reviews", "remark": "remarks", "message": "messages"}
 
 
 @dataclass
@@ -63,6 +67,49 @@ class Snapshot:
         for version in sorted(self.versions, key=lambda v: v["number"]):
             self._latest[version["product_id"]] = version
 
+    # ------------------------------------------------------------------- keeping current
+
+    def apply(self, nodes: list[dict], updates: list[dict]) -> None:
+        """Bring the snapshot up to date with a committed cluster (the exact nodes and field
+        updates written), so the engine does not read the whole mission again every step."""
+        for node in nodes:
+            kind = node.get("node_type")
+            if kind == "product":
+                self.products[node["id"]] = dict(node)
+            elif kind == "version":
+                meta = {k: node.get(k) for k in ("id", *VERSION_META)}
+                self.versions.append(meta)
+                latest = self._latest.get(meta["product_id"])
+                if latest is None or meta["number"] >= latest["number"]:
+                    self._latest[meta["product_id"]] = meta
+            elif kind == "assignment":
+                self.assignments.append(dict(node))
+            elif kind == "directive":  # joined into its assignment, as load_snapshot does
+                for assignment in self.assignments:
+                    if assignment["id"] == node.get("assignment_id"):
+                        assignment.update({k: v for k, v in node.items() if k not in ("id", "node_type", "type")})
+            elif kind == "reflection":
+                self.addressed |= set(node.get("addressed") or [])
+                if node.get("round") == self.round:
+                    self.reflections.append(dict(node))
+            elif kind == "moment" and node.get("type") == "turn":
+                if node.get("round") == self.round:
+                    self.turns.append({k: node.get(k) for k in ("id", "round", "step", "agent", "outcome")})
+            elif kind in _RECENT and node.get("round") in (self.round - 1, self.round):
+                getattr(self, _RECENT[kind]).append(dict(node))
+            elif kind in _KEPT:
+                getattr(self, _KEPT[kind]).append(dict(node))
+        for update in updates:
+            for table in (self.products, {self.mission.get("id"): self.mission}):
+                if update["id"] in table:
+                    table[update["id"]].update(update["fields"])
+            for halt in self.halts:
+                if halt["id"] == update["id"]:
+                    halt.update(update["fields"])
+
+    def has_turn(self, turn_id: str) -> bool:
+        return any(t["id"] == turn_id for t in self.turns)
+
     # -------------------------------------------------------------------------- products
 
     def live_products(self) -> list[dict]:
@@ -86,7 +133,13 @@ class Snapshot:
     def new_versions(self, round_number: int | None = None) -> list[dict]:
         """Versions written in a round (default: this one), latest per product."""
         wanted = self.round if round_number is None else round_number
-        return [v for v in self._latest.values() if v.get("round") == wanted]
+        # Products in the order of their first version: deterministic whatever order parallel
+        # commits arrive in, and the short ids a model sees follow it.
+        first = {}
+        for version in self.versions:
+            key = (version["number"], version["id"])
+            first[version["product_id"]] = min(first.get(version["product_id"], key), key)
+        return sorted((v for v in self._latest.values() if v.get("round") == wanted), key=lambda v: first[v["product_id"]])
 
     # ---------------------------------------------------------------------------- discourse
 

@@ -14,7 +14,7 @@ def conversation(graph: ContextGraph) -> list[dict]:
         entries.append({"round": message.get("round", 0), "order": (1, message.get("position", 0)),
                         "speaker": message.get("as_agent"), "text": message.get("content"), "kind": "message"})
     for halt in graph.find("halt"):
-        entries.append({"round": halt.get("round", 0), "order": (0, 0), "speaker": "chair-1",
+        entries.append({"round": halt.get("round", 0), "order": (0, 0), "speaker": halt.get("author") or "chair-1",
                         "text": halt.get("message"), "kind": f"halt:{halt.get('type')}", "options": halt.get("options") or []})
         if halt.get("answer"):
             entries.append({"round": halt.get("answered_round", halt.get("round", 0)), "order": (0, 1),
@@ -64,7 +64,7 @@ def render_transcript(graph: ContextGraph, mission_id: str) -> str:
         if entry["kind"].startswith("halt"):
             label = "asks you" if entry["kind"] == "halt:question" else "closes the mission"
             options = f" (options: {', '.join(entry['options'])})" if entry.get("options") else ""
-            lines.append(f"**chair-1 {label}:** {entry['text']}{options}")
+            lines.append(f"**{entry['speaker']} {label}:** {entry['text']}{options}")
         else:
             lines.append(f"**{entry['speaker']}:** {entry['text']}")
     lines += ["", "## Products", ""]

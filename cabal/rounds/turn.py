@@ -15,6 +15,8 @@ Within a turn:
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,10 +39,17 @@ TOOL_DESCRIPTIONS = {
 
 def step_tools(step: str) -> list[dict]:
     """The tools of a step, in the Anthropic form {name, description, input_schema}."""
-    return [
+    return json.loads(_step_tools_json(step))  # a fresh copy: callers may adapt what they are given
+
+
+@functools.cache
+def _step_tools_json(step: str) -> str:
+    # Generating the JSON schemas costs ~7 ms a step and they never change within a process;
+    # parsing the cached text back is 4x cheaper than a deepcopy.
+    return json.dumps([
         {"name": name, "description": TOOL_DESCRIPTIONS[name], "input_schema": model.model_json_schema(by_alias=True)}
         for name, model in envelope_models(step).items()
-    ]
+    ])
 
 
 def schema_problems(error: ValidationError, prefix: str = "") -> list[AnswerProblem]:
@@ -64,6 +73,7 @@ class TurnResult:
     prepared: Any = None  # whatever the checker returned: the writes to commit
     halt: BaseModel | None = None
     usage: Usage = field(default_factory=Usage)
+    calls: list[Usage] = field(default_factory=list)  # one per model call, in order
     attempts: int = 0
     context_iterations: int = 0
     problems: list[AnswerProblem] = field(default_factory=list)
@@ -80,16 +90,18 @@ class Turn:
     check: Checker
     serve_context: Callable[[list, Any], str]
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    turn_index: int = 0  # the agent's earlier turns in this round and step (Chair turns after answers)
 
     def run(self) -> TurnResult:
         tools = step_tools(self.step)
         models = envelope_models(self.step)
         messages: list[BaseMessage] = [SystemMessage(self.prompt.system), HumanMessage(self.prompt.user)]
         result = TurnResult(outcome="failed")
-        metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id)
+        metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index)
         while result.attempts < self.max_attempts:
             reply = call_model(self.model, messages, tools, metadata=metadata)
             result.usage = result.usage + reply.usage
+            result.calls.append(reply.usage)
             call = reply.tool_calls[0] if reply.tool_calls else None
             messages.append(reply.raw if call else AIMessage(reply.text or "(no tool call)"))
             if call is None:

@@ -8,22 +8,17 @@ with the engine's own, and commits a turn's runs plus its turn moment as ONE clu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
-from cabal.entities import TreeOperation
 from cabal.errors import AnswerProblem, AnswerRejected, CabalError
 from cabal.membrane import Membrane
 from cabal.refs import parse_refs
 from cabal.rounds.ids import NEW_PRODUCT_PREFIX, item_id
 from cabal.rounds.rules import ABOUT_RULES, RuleContext, step_problems
 from cabal.rounds.team import WriteRule
-
-_TREE_OPERATION = TypeAdapter(TreeOperation)
-
 
 @dataclass(frozen=True)
 class TurnPlace:
@@ -134,7 +129,7 @@ class TurnWriter:
             action = item["action"]
             context["action"] = action
             if action == "ADD":
-                context["product_id"] = new_ids[_original_new_id(item, new_ids)]
+                context["product_id"] = new_ids[item["newId"]]
                 parent = snapshot.products.get(item["parentId"]) or {}
                 context["owner"] = item["product"].get("assignee") or parent.get("owner") or "chair-1"
             else:
@@ -151,14 +146,14 @@ class TurnWriter:
 
     # ---------------------------------------------------------------------------- commit
 
-    def commit(self, prepared: Prepared | None, turn_record: dict) -> dict:
-        """The turn's writes and its turn moment, as one cluster (all or nothing)."""
-        runs = list(prepared.runs) if prepared else []
-        runs.append(self.record(turn_record))
+    def commit(self, prepared: Prepared | None, turn_record: dict, *, extra: list[dict] = ()) -> list[dict]:
+        """The turn's writes, any extra prepared runs and its turn moment, as one cluster (all
+        or nothing). Returns the committed clusters, for the engine's in-memory view."""
+        runs = [*(prepared.runs if prepared else []), *extra, self.record(turn_record)]
         result = self.membrane.commit_many(runs)
         if result["status"] != "complete":
             raise CabalError(f"commit of {self.place.turn_id} failed: {result.get('error')}")
-        return result["created"]
+        return [run["cluster"] for run in runs]
 
     def record(self, turn_record: dict) -> dict:
         context = {"mission_id": self.place.mission_id, "round": self.place.round, "step": self.place.step,
@@ -194,10 +189,6 @@ def _strip_key(path: str) -> str:
     return path.split(".", 1)[1] if "." in path else ""
 
 
-def _original_new_id(item: dict, new_ids: dict[str, str]) -> str:
-    return item["newId"]
-
-
 def _resolve_new_ids(raw: Any, new_ids: dict[str, str]) -> Any:
     """Replace ``new-N`` ids of this answer's ADD operations by their real ids, except newId."""
     if not new_ids:
@@ -209,14 +200,3 @@ def _resolve_new_ids(raw: Any, new_ids: dict[str, str]) -> Any:
     if isinstance(raw, str) and raw.startswith(NEW_PRODUCT_PREFIX):
         return new_ids.get(raw, raw)
     return raw
-
-
-def validate_tree_operation(raw: dict) -> BaseModel:
-    try:
-        return _TREE_OPERATION.validate_python(raw)
-    except ValidationError as error:  # pragma: no cover - the step model validated it already
-        raise AnswerRejected([AnswerProblem("", str(error))]) from None
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)

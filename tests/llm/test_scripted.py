@@ -288,3 +288,27 @@ def test_unusable_specs_are_model_errors(spec: str, message: str) -> None:
         make_model(spec)
 
     assert message in str(caught.value)
+
+
+def test_a_turn_after_the_users_answer_starts_after_the_keys_halt_entries() -> None:
+    # What a process that resumes a mission sees: a fresh cursor, and the Chair's call for the
+    # turn after the user's n-th answer (cabal_turn n) must not replay the question.
+    key = {"round": 0, "step": "bootstrap", "agent": "chair-1"}
+    halt = {"name": "halt", "description": "Ask the user.", "input_schema": {"type": "object"}}
+    entries = [
+        {**key, "tool": "answer", "args": {"try": "rejected"}},
+        {**key, "tool": "halt", "args": {"ask": 1}},
+        {**key, "tool": "halt", "args": {"ask": 2}},
+        {**key, "tool": "answer", "args": {"charter": True}},
+    ]
+
+    def turn(model: ScriptedChatModel, n: int) -> dict:
+        metadata = call_metadata(round=0, step="bootstrap", agent="chair-1", turn=n)
+        return call_model(model, PROMPT, [ANSWER, halt], metadata=metadata).tool_calls[0]["args"]
+
+    assert call_metadata(round=0, step="bootstrap", agent="chair-1", turn=0) == {
+        "cabal_round": 0, "cabal_step": "bootstrap", "cabal_agent": "chair-1"}
+    assert turn(ScriptedChatModel.from_entries(entries), 1) == {"ask": 2}
+    assert turn(ScriptedChatModel.from_entries(entries), 2) == {"charter": True}
+    one_process = ScriptedChatModel.from_entries(entries)  # the same calls in one process
+    assert [turn(one_process, n) for n in (0, 0, 1, 2)] == [{"try": "rejected"}, {"ask": 1}, {"ask": 2}, {"charter": True}]

@@ -1,0 +1,291 @@
+"""The `cabal` mission commands, run as a user runs them: the real console script in a subprocess.
+
+Every command points `--home` at the session's graph server workspace, so the subprocesses
+attach to the server the `graph_server` fixture started instead of starting their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cabal.graph import ContextGraph
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
+CABAL = Path(sys.executable).with_name("cabal")
+LAUNCH = ROOT / "examples" / "launch" / "launch.mission.yaml"
+QUESTION = DATA / "question.mission.yaml"
+QUESTION_TEXT = "Who reads the README first, people installing tally or people contributing to it?"
+ESCAPES = re.compile(r"[\r\x1b]")
+
+
+def cabal(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the console script as a user would, without a terminal (stdin and stdout are not TTYs)."""
+    return cabal_all([list(args)], env=env, timeout=timeout)[0]
+
+
+def cabal_all(commands: list[list[str]], *, env: dict[str, str] | None = None,
+              timeout: float = 60) -> list[subprocess.CompletedProcess[str]]:
+    """Several independent commands at once (each pays the interpreter's start-up; overlap it)."""
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]),
+                   **(env or {})}
+    running = [(args, subprocess.Popen([str(CABAL), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       stdin=subprocess.DEVNULL, text=True, cwd=ROOT, env=environment))
+               for args in commands]
+    results = []
+    for args, process in running:
+        out, err = process.communicate(timeout=timeout)
+        results.append(subprocess.CompletedProcess(args, process.returncode, out, err))
+    return results
+
+
+def mission_id_of(output: str) -> str:
+    found = re.search(r"^mission: (m-\S+)$", output, re.MULTILINE)
+    assert found, output
+    return found.group(1)
+
+
+def assert_plain(result: subprocess.CompletedProcess[str]) -> None:
+    """Not a terminal: plain lines only, no carriage returns or ANSI escapes, no traceback."""
+    assert not ESCAPES.search(result.stdout) and not ESCAPES.search(result.stderr)
+    assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def home(graph_server) -> str:
+    return os.environ["CABAL_HOME"]
+
+
+@pytest.fixture(scope="module")
+def launch(home: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    result = cabal("run", str(LAUNCH), "--home", home)
+    return result, mission_id_of(result.stdout)
+
+
+def start_question(home: str, *extra: str, env: dict[str, str] | None = None) -> str:
+    """`cabal run` the question mission: it pauses at bootstrap with the Chair's question."""
+    result = cabal("run", str(QUESTION), "--home", home, *extra, env=env)
+    assert result.returncode == 0, result.stderr
+    mission_id = mission_id_of(result.stdout)
+    assert "state: halted (questionToUser), round 0" in result.stdout
+    return mission_id
+
+
+# ------------------------------------------------------------------------------- run & read
+
+
+def test_run_prints_the_conversation_and_the_outcome(launch) -> None:
+    result, mission_id = launch
+
+    assert result.returncode == 0, result.stderr
+    assert_plain(result)
+    out = result.stdout
+    # Progress, one plain line per turn; then the conversation; then the report.
+    assert f"mission {mission_id}: 2 operatives, up to 4 rounds, model scripted:" in out
+    assert "round 1 · plan · chair-1 · " in out
+    assert "answer (mission file): Students first" in out
+    assert "── round 1 ──\nchair-1: We chartered the launch for university students" in out
+    assert "you: Students first: university students who take lecture notes." in out
+    assert "(mission concluded)" in out
+    assert "accepted: Launch brief, Pricing decision, Launch-day checklist" in out
+    assert f"\nmission: {mission_id}\nstate: done (concluded), round 4\n" in out
+    transcript = Path(re.search(r"^transcript: (.+)$", out, re.MULTILINE).group(1))
+    assert transcript.is_file()
+    assert transcript.read_text().startswith(f"# launch-plan ({mission_id})")
+
+
+def test_status_json_has_the_exact_product_tree(launch, home: str) -> None:
+    _, mission_id = launch
+
+    result = cabal("status", mission_id, "--json", "--home", home)
+
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert (status["mission"], status["state"], status["stop_reason"], status["round"]) == (
+        mission_id, "done", "concluded", 4)
+    assert status["pending_halt"] is None
+    assert status["usage"]["calls"] == 27 and status["usage"]["cost_usd"] == 0
+    assert [(p["depth"], p["name"], p["type"], p["status"], p["owner"], p["version"]) for p in status["products"]] == [
+        (0, "Launch brief", "Content", "accepted", "operative-1", 1),
+        (0, "Pricing decision", "Decision", "accepted", "operative-2", 2),
+        (0, "Launch-day checklist", "Content", "accepted", "operative-1", 1),
+    ]
+
+
+def test_transcript_and_missions_list_the_mission(launch, home: str) -> None:
+    _, mission_id = launch
+
+    transcript, missions = cabal_all([["transcript", mission_id, "--home", home], ["missions", "--home", home]])
+
+    assert transcript.returncode == 0 and missions.returncode == 0
+    assert_plain(transcript)
+    assert transcript.stdout.startswith(f"# launch-plan ({mission_id})\n\nState: done, round 4, stopped: concluded")
+    assert "**operative-2:** Pricing now compares us with the leading note app and passed inspection." in transcript.stdout
+    assert "- r2 plan chair-1: final, 2 assignments, 2 acceptance [1 attempt(s)]" in transcript.stdout
+    assert f"{mission_id}: done (concluded), round 4" in missions.stdout.splitlines()
+
+
+def test_the_research_example_runs_every_turn_first_time(home: str) -> None:
+    result = cabal("run", str(ROOT / "examples" / "research" / "research.mission.yaml"), "--home", home, "--quiet")
+    mission_id = mission_id_of(result.stdout)
+
+    assert result.returncode == 0, result.stderr
+    assert "state: done (concluded), round 5" in result.stdout
+    assert "answer (mission file): Managed services are fine" in result.stdout
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        turns = graph.find("moment", {"type": "turn"}, fields=["attempts", "outcome"])
+        tree = {p["name"]: (p["type"], p["status"], p.get("parent_id")) for p in graph.find("product")}
+        mission = graph.get(mission_id)
+        chair_versions = graph.find("version", {"author": "chair-1"}, fields=["product_id", "number"])
+    assert [(v["product_id"], v["number"]) for v in chair_versions] == [("r0.bootstrap.chair-1.add_product0", 2)]
+    assert len(turns) == 43 and {t["attempts"] for t in turns} == {1}
+    assert {t["outcome"] for t in turns} == {"final", "halt"}
+    notes, recommendation = "r0.bootstrap.chair-1.add_product2", "r0.bootstrap.chair-1.add_product4"
+    assert tree == {
+        "Evaluation criteria": ("Content", "accepted", None),
+        "Benchmark plan": ("Content", "accepted", None),
+        "Database notes": ("Collection", "open", None),
+        "Vendor shortlist": ("Content", "removed", None),  # removed in round 1
+        "Recommendation": ("Decision", "accepted", None),
+        "Hosting cost sheet": ("Content", "accepted", recommendation),  # moved in round 2
+        "Milvus notes": ("Content", "accepted", notes),  # added in round 1 under the collection
+        "Qdrant notes": ("Content", "accepted", notes),
+        "pgvector notes": ("Content", "accepted", notes),
+    }
+    assert "Data, replicas and backups stay in an EU region; managed services are allowed" in mission["constraints"]
+
+
+# ------------------------------------------------------------------------- the user's part
+
+
+def test_a_question_halts_the_run_and_resume_finishes_it(home: str) -> None:
+    result = cabal("run", str(QUESTION), "--home", home)
+    mission_id = mission_id_of(result.stdout)
+
+    assert result.returncode == 0, result.stderr
+    assert_plain(result)
+    assert f"chair-1 asks you: {QUESTION_TEXT}  [users / contributors]" in result.stdout
+    assert "state: halted (questionToUser), round 0" in result.stdout
+    assert f"waiting for you: {QUESTION_TEXT}" in result.stdout
+    assert f"answer with: cabal resume {mission_id} --answer '...'" in result.stdout
+
+    resumed = cabal("resume", mission_id, "--answer", "People installing it, on any OS.", "--home", home)
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert_plain(resumed)
+    assert "round 1 · write · operative-1 · " in resumed.stdout
+    assert "state: done (concluded), round 3" in resumed.stdout
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        assert [(p["name"], p["status"]) for p in graph.find("product")] == [("README intro", "accepted")]
+
+
+def test_chat_answers_the_pending_question(home: str) -> None:
+    mission_id = start_question(home)
+
+    waiting = cabal("chat", mission_id, "--home", home)  # no TTY and no --answer: says how to answer
+
+    assert waiting.returncode == 0, waiting.stderr
+    assert f"chair-1 asks you: {QUESTION_TEXT}" in waiting.stdout
+    assert f"waiting for your answer: cabal resume {mission_id} --answer '...'" in waiting.stdout
+
+    answered = cabal("chat", mission_id, "--answer", "Contributors first.", "--home", home)
+
+    assert answered.returncode == 0, answered.stderr
+    assert_plain(answered)
+    assert "you: Contributors first." in answered.stdout
+    assert "chair-1: The README's opening paragraph is done. (mission concluded)" in answered.stdout
+    assert "state: done (concluded), round 3" in answered.stdout
+
+
+def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> None:
+    # The recording model writes each prompt it is shown to CABAL_TEST_PROMPTS, in any process.
+    env = {"CABAL_TEST_PROMPTS": str(tmp_path)}
+    mission_id = start_question(home, "--model", "py:recording_factory:question_model", env=env)
+    note = "Mention that tally runs on Windows, macOS and Linux."
+
+    said = cabal("say", mission_id, note, "--home", home)
+    resumed = cabal("resume", mission_id, "--answer", "People installing it.", "--home", home, env=env)
+
+    assert said.returncode == 0, said.stderr
+    assert "left message user.r0.note0" in said.stdout
+    assert resumed.returncode == 0, resumed.stderr
+    assert "state: done (concluded), round 3" in resumed.stdout
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        notes = graph.find("collab", {"author": "user"})
+    assert [(n["id"], n["type"], n["comment"], n["round"]) for n in notes] == [
+        ("user.r0.note0", "user_independent", note, 0)]
+    plan_prompt = (tmp_path / "r1.plan.chair-1.txt").read_text()
+    assert f"The user wrote: {note}" in plan_prompt
+    assert f"The user wrote: {note}" in (tmp_path / "r1.reflect.operative-1.txt").read_text()
+    assert "The user answered: People installing it." in (tmp_path / "r0.bootstrap.chair-1.txt").read_text()
+
+
+def test_stop_ends_the_mission_at_its_next_round(home: str) -> None:
+    mission_id = start_question(home)
+
+    stopped = cabal("stop", mission_id, "--home", home)
+    resumed = cabal("resume", mission_id, "--answer", "People installing it.", "--home", home)
+
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"{mission_id} will stop at the start of its next round (userHalt)" in stopped.stdout
+    assert resumed.returncode == 0, resumed.stderr
+    assert "stopped: userHalt" in resumed.stdout
+    assert "state: done (userHalt), round 0" in resumed.stdout
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        mission = graph.get(mission_id)
+        turns = graph.find("moment", {"type": "turn"}, fields=["round", "step"])
+    assert (mission["status"], mission["stop_reason"]) == ("done", "userHalt")
+    # The answered bootstrap ran (the charter exists) but no round started.
+    assert sorted((t["round"], t["step"]) for t in turns) == [(0, "bootstrap"), (0, "bootstrap")]
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_a_mission_file_with_an_unknown_key_is_a_one_line_error(home: str, tmp_path: Path) -> None:
+    mission = tmp_path / "typo.mission.yaml"
+    mission.write_text("request: Plan a launch.\nrounds: 2\nround_limit: 3\n")
+
+    result = cabal("run", str(mission), "--home", home)
+
+    assert result.returncode == 1
+    assert_plain(result)
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(mission) in lines[0] and "round_limit" in lines[0]
+
+
+def test_an_unknown_mission_id_is_not_found(home: str) -> None:
+    commands = [["status", "m-no-such-mission"], ["resume", "m-no-such-mission"], ["say", "m-no-such-mission", "hello"]]
+    for command, result in zip(commands, cabal_all([[*c, "--home", home] for c in commands])):
+        assert result.returncode == 1, command
+        assert_plain(result)
+        assert "mission not found: 'm-no-such-mission'" in result.stderr
+
+
+def test_schema_prints_the_mission_file_json_schema() -> None:
+    result = cabal("schema")
+
+    assert result.returncode == 0, result.stderr
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "MissionSpec" and schema["additionalProperties"] is False
+    assert "request" in schema["properties"] and "request" in schema["required"]
+    assert {"team", "rounds", "budget", "model", "answers"} <= set(schema["properties"])
+
+
+def test_a_missing_model_script_is_a_clear_error(home: str) -> None:
+    result = cabal("run", str(LAUNCH), "--model", "scripted:missing.yaml", "--home", home)
+
+    assert result.returncode == 1
+    assert_plain(result)
+    assert "cannot read model script" in result.stderr
+    assert str(LAUNCH.parent / "missing.yaml") in result.stderr  # relative to the mission file
+    assert "mission:" not in result.stdout

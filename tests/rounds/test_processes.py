@@ -1,0 +1,183 @@
+"""A mission outlives its process: answered from another process, resumed after a kill -9.
+
+The graph holds the facts and the SQLite checkpoint holds the loop's position, so a second
+process picks a mission up where the first left it, without a lost or doubled write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cabal.graph import ContextGraph
+from cabal import run_mission
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
+CABAL = Path(sys.executable).with_name("cabal")
+LAUNCH = ROOT / "examples" / "launch" / "launch.mission.yaml"
+QUESTION = DATA / "question.mission.yaml"
+
+
+def environment(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]), **extra}
+
+
+def cabal(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CABAL), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          cwd=ROOT, env=environment(**env), timeout=60)
+
+
+def mission_id_of(output: str) -> str:
+    found = re.search(r"^mission:? (m-[\w-]+)", output, re.MULTILINE)
+    assert found, output
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def home(graph_server) -> str:
+    return os.environ["CABAL_HOME"]
+
+
+def test_a_question_asked_in_one_process_is_answered_in_another(home: str) -> None:
+    asked = cabal("run", str(QUESTION), "--home", home)  # process A: runs until the Chair asks
+    mission_id = mission_id_of(asked.stdout)
+
+    assert asked.returncode == 0, asked.stderr
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        assert graph.get(mission_id)["status"] == "halted"
+        assert graph.get("r0.bootstrap.halt")["status"] == "pending"
+        assert not graph.exists("r0.bootstrap.chair-1.after1")
+
+    answered = cabal("resume", mission_id, "--answer", "People installing it.", "--home", home)  # process B
+
+    assert answered.returncode == 0, answered.stderr
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        halt = graph.get("r0.bootstrap.halt")
+        second = graph.get("r0.bootstrap.chair-1.after1")
+        mission = graph.get(mission_id)
+        products = graph.find("product")
+    assert (halt["status"], halt["answer"], halt["answered_round"]) == ("answered", "People installing it.", 0)
+    assert (second["type"], second["outcome"]) == ("turn", "final")  # the Chair's second bootstrap turn
+    assert (mission["status"], mission["stop_reason"], mission["round"]) == ("done", "concluded", 3)
+    assert [(p["name"], p["status"]) for p in products] == [("README intro", "accepted")]
+
+
+def test_two_questions_in_a_row_are_each_asked_and_answered_across_processes(home: str) -> None:
+    # The Chair asks, is answered (process B), asks again, is answered (process C): each
+    # question is its own halt, and each new process's script cursor starts at the right entry.
+    asked = cabal("run", str(QUESTION), "--model", "scripted:two_questions.script.yaml", "--home", home)
+    mission_id = mission_id_of(asked.stdout)
+    again = cabal("resume", mission_id, "--answer", "People installing it.", "--home", home)
+    done = cabal("resume", mission_id, "--answer", "Yes, say so.", "--home", home)
+
+    assert "waiting for you: Who reads the README first" in asked.stdout
+    assert "state: halted (questionToUser), round 0" in again.stdout
+    assert "waiting for you: Should the paragraph mention that tally runs on Windows too?" in again.stdout
+    assert "state: done (concluded), round 3" in done.stdout, done.stdout + done.stderr
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        halts = [(h["id"], h["status"], h.get("answer")) for h in graph.find("halt")]
+        turns = sorted(t["id"] for t in graph.find("moment", {"type": "turn", "round": 0}, fields=[]))
+        products = graph.find("product")
+    assert halts == [("r0.bootstrap.halt", "answered", "People installing it."),
+                     ("r0.bootstrap.halt.after1", "answered", "Yes, say so."),
+                     ("r3.plan.halt", "done", None)]
+    assert turns == ["r0.bootstrap.chair-1", "r0.bootstrap.chair-1.after1", "r0.bootstrap.chair-1.after2"]
+    assert [(p["name"], p["status"]) for p in products] == [("README intro", "accepted")]
+
+
+# --------------------------------------------------------------------------- kill -9, resume
+
+
+def facts(graph: ContextGraph, mission_id: str) -> tuple[list[str], set[tuple[str, str, str]]]:
+    """Every node id (the mission's own id made generic) and every link, leaving out the
+    engine's mission-status moments: one is written per status change, so a resumed
+    mission has a few more of them than a clean run, by design."""
+    nodes = graph.read_cypher("MATCH (n) RETURN n.id AS id, n.node_type AS node_type, n.type AS type")
+    skipped = {n["id"] for n in nodes if n["node_type"] == "moment" and n["type"] == "mission_status"}
+    ids = sorted("MISSION" if n["id"] == mission_id else n["id"] for n in nodes if n["id"] not in skipped)
+    links = graph.read_cypher("MATCH (a)-[r]->(b) RETURN type(r) AS type, a.id AS source, b.id AS target")
+    generic = {(link["type"], "MISSION" if link["source"] == mission_id else link["source"],
+                "MISSION" if link["target"] == mission_id else link["target"])
+               for link in links if link["source"] not in skipped and link["target"] not in skipped}
+    return ids, generic
+
+
+def turn_counts(graph: ContextGraph) -> Counter:
+    return Counter((t["round"], t["step"], t["agent"])
+                   for t in graph.find("moment", {"type": "turn"}, fields=["round", "step", "agent"]))
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_kill_9_mid_round_then_resume_leaves_the_graph_of_a_clean_run(home: str, tmp_path: Path) -> None:
+    clean = run_mission(LAUNCH, home=home)  # the reference: the same mission, uninterrupted
+    assert (clean.state, clean.stop_reason) == ("done", "concluded")
+
+    # A slow model (0.3 s a call) keeps round 2's parallel Write turns in flight for a while.
+    log = tmp_path / "run.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(CABAL), "run", str(LAUNCH), "--home", home, "--quiet",
+                                    "--model", "py:slow_factory:launch_model"],
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                                   env=environment(CABAL_TEST_LATENCY="0.3"), start_new_session=True)
+    try:
+        mission_id = wait_for(lambda: re.search(r"^mission (m-[\w-]+):", log.read_text(), re.MULTILINE),
+                              30, "the mission to start").group(1)
+        with ContextGraph.open(name=mission_id, home=home) as graph:
+            wait_for(lambda: graph.exists("r2.plan.chair-1"), 30, "round 2's plan")
+            time.sleep(0.15)  # both operatives' round-2 Write calls are now mid-flight
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+            killed_at = {t["step"] for t in graph.find("moment", {"type": "turn", "round": 2}, fields=["step"])}
+            assert graph.get(mission_id)["status"] == "running"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    assert process.returncode == -signal.SIGKILL
+    assert "presentation" not in killed_at and "plan" in killed_at  # it died inside round 2
+
+    resumed = cabal("resume", mission_id, "--home", home, CABAL_TEST_LATENCY="0.02")
+
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "state: done (concluded), round 4" in resumed.stdout
+    # It continued from the checkpoint: nothing before round 2 ran again, round 2 was finished.
+    assert "round 1 · " not in resumed.stdout and "round 2 · presentation · envoy-1" in resumed.stdout
+    with ContextGraph.open(name=mission_id, home=home) as graph, \
+            ContextGraph.open(name=clean.mission_id, home=home) as reference:
+        mission = graph.get(mission_id)
+        assert (mission["status"], mission["stop_reason"]) == ("done", "concluded")
+        turns = turn_counts(graph)
+        assert turns == turn_counts(reference)
+        # One turn per (round, step, agent); the Chair's bootstrap has two: the question, then
+        # the charter it wrote after the answer (r0.bootstrap.chair-1 and ...chair-1.after1).
+        assert turns.pop((0, "bootstrap", "chair-1")) == 2
+        assert set(turns.values()) == {1} and len(turns) == 25
+        duplicated = graph.read_cypher("MATCH (n) WITH n.id AS id, count(*) AS copies WHERE copies > 1 RETURN id")
+        assert duplicated == []
+        for node_type in ("product", "version", "inspection", "acceptance", "message", "collab", "review",
+                          "reflection", "assignment", "halt"):
+            mine = sorted(n["id"] for n in graph.find(node_type, fields=[]))
+            theirs = sorted(n["id"] for n in reference.find(node_type, fields=[]))
+            assert mine == theirs, node_type
+        ids, links = facts(graph, mission_id)
+        reference_ids, reference_links = facts(reference, clean.mission_id)
+    assert ids == reference_ids
+    assert links == reference_links
