@@ -107,10 +107,6 @@ class Runtime:
         with self._lock:
             self._view, self._committed = None, []
 
-    def written_in(self, node_type: str, round_number: int) -> bool:
-        """Whether any node of a type was written in a round: one small query, not a snapshot."""
-        return bool(self.graph.find(node_type, {"round": round_number}, limit=1, fields=["round"]))
-
     def usage(self) -> Usage:
         """The mission's spend so far: the sum over its turn moments (one source of truth)."""
         total = Usage()
@@ -305,17 +301,17 @@ def build_graph(runtime: Runtime, checkpointer: Any):
             return "await_user"
         return "round_start" if state.get("round", 0) == 0 else "after_plan"
 
-    # A version written this round is the latest of its product: "any version of this round"
-    # is the same test as snapshot.new_versions(), at the cost of one query.
+    # The view is current at a step boundary, so these read no graph.
     def after_plan(state: RoundState) -> str:
-        if rt.written_in("assignment", state["round"]):
+        snapshot = rt.snapshot(state["round"])
+        if snapshot.assignments_in():
             return "write"
-        return "peer_review" if rt.written_in("version", state["round"]) else "presentation"
+        return "peer_review" if snapshot.new_versions() else "presentation"
 
     def after_write(state: RoundState) -> str:
         if state.get("stop"):
             return "finish"
-        return "peer_review" if rt.written_in("version", state["round"]) else "presentation"
+        return "peer_review" if rt.snapshot(state["round"]).new_versions() else "presentation"
 
     def stop_or(next_step: str) -> Callable[[RoundState], str]:
         return lambda state: "finish" if state.get("stop") else next_step
