@@ -175,7 +175,7 @@ class ContextBuilder:
 
     def _relevant_products(self, agent_id: str, step: str) -> set[str]:
         snapshot = self.snapshot
-        relevant = {p["id"] for p in snapshot.owned_by(agent_id)}
+        relevant = {p["id"] for p in snapshot.owned_by(agent_id) if p.get("status") == "open"}
         relevant |= {a["product_id"] for a in snapshot.active_assignments(agent_id)}
         if step in ("peer_review", "inspect", "plan", "presentation"):
             relevant |= {v["product_id"] for v in snapshot.new_versions()}

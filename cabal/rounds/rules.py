@@ -209,9 +209,14 @@ def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
     if blocking:
         problems.append(f"{len(blocking)} open collab(s) of importance >= 8 block acceptance: "
                         + "; ".join(c.get("summary", "") for c in blocking))
-    for reflection in snapshot.reflections_in():
-        if reflection.get("product_id") == item.product_id and reflection.get("dod_status") != "met":
-            problems.append(f"its owner reports the definition of done as {reflection['dod_status']}")
+    # "The DoD met" is the owner's judgement, made at this round's Reflect on the version the
+    # Chair would accept; the Watchdog's passed inspection is a separate condition above.
+    verdicts = [r.get("dod_status") for r in snapshot.reflections_in() if r.get("product_id") == item.product_id]
+    if not verdicts:
+        problems.append(f"its owner ({product.get('owner')}) has not reflected on it this round, so its "
+                        "definition of done is not reported met")
+    elif any(status != "met" for status in verdicts):
+        problems.append(f"its owner reports the definition of done as {', '.join(s for s in verdicts if s != 'met')}")
     return problems
 
 

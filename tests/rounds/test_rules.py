@@ -1,0 +1,130 @@
+"""The engine's rules, as pure functions of a snapshot: exact problems, no graph needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from cabal.entities import (
+    Acceptance, AddProduct, Assignment, Inspection, Message, MoveProduct, Reflection, RemoveProduct,
+    UpdateProduct, VersionWrite,
+)
+from cabal.rounds.rules import ABOUT_RULES, RuleContext
+from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.team import Team, load_role_cards
+
+TEAM = Team.build(2, load_role_cards())
+
+
+def product(pid, name, type_="Content", parent=None, owner="operative-1", status="open"):
+    return {"id": pid, "name": name, "type": type_, "parent_id": parent, "owner": owner, "status": status}
+
+
+def snapshot(**tables) -> Snapshot:
+    base = dict(round=2, mission={"id": "m"}, agents={}, products={}, versions=[], collabs=[], assignments=[],
+                reflections=[], reviews=[], inspections=[], findings=[], acceptances=[], remarks=[], halts=[],
+                messages=[], turns=[])
+    base.update(tables)
+    return Snapshot(**base)
+
+
+TREE = {p["id"]: p for p in [
+    product("root", "Plan", "Orchestration", owner="chair-1"),
+    product("lib", "Library", "Collection", "root"),
+    product("doc", "Brief", "Content", "root"),
+    product("deep", "Deep", "Decision", "root"),
+    product("inner", "Inner", "Decision", "deep"),
+]}
+
+
+def check(rule, item, agent="chair-1", **tables):
+    return ABOUT_RULES[rule](item, RuleContext(snapshot(**tables), TEAM, agent))
+
+
+def add(new_id, parent, name, type_="Content"):
+    return AddProduct(action="ADD", newId=new_id, parentId=parent, product={"name": name, "type": type_, "dod": "done"})
+
+
+@pytest.mark.parametrize(("item", "problems"), [
+    (add("new-1", "lib", "Chapter"), []),
+    (add("new-1", "doc", "Child"), ["a Content product cannot contain a Content product (Content is a leaf)"]),
+    (add("new-1", "lib", "Choice", "Decision"), ["a Collection product cannot contain a Decision product (a Collection holds Content only)"]),
+    (add("new-1", "root", "brief"), ["a product named 'brief' already exists under that parent"]),
+    (add("new-1", "ghost", "X"), ["parent 'ghost' does not exist (use an existing id or an earlier new-N)"]),
+    (MoveProduct(action="MOVE", productId="deep", parentId="inner"), ["a product cannot move under itself or one of its descendants"]),
+    (MoveProduct(action="MOVE", productId="doc", parentId="lib"), []),
+    (RemoveProduct(action="REMOVE", productId="deep", reason="r"), ["remove or move its children first: Inner"]),
+    (UpdateProduct(action="UPDATE", productId="lib", product={"type": "Content"}), []),
+    (UpdateProduct(action="UPDATE", productId="deep", product={"type": "Content"}), ["a Content product cannot contain a Decision product (Content is a leaf)"]),
+])
+def test_product_tree(item, problems):
+    assert check("product_tree", item, products=dict(TREE)) == problems
+
+
+def test_new_ids_chain_within_one_answer():
+    ctx = RuleContext(snapshot(products=dict(TREE)), TEAM, "chair-1")
+    assert ABOUT_RULES["product_tree"](add("new-1", "root", "Notes", "Collection"), ctx) == []
+    assert ABOUT_RULES["product_tree"](add("new-2", "new-1", "Note A"), ctx) == []
+    assert ABOUT_RULES["product_tree"](add("new-3", "new-1", "note a"), ctx) == ["a product named 'note a' already exists under that parent"]
+    directive = {"objective": "o", "dod": "d", "why": "w", "importance": 5}
+    assert ABOUT_RULES["assignable_product"](Assignment(productId="new-2", assignee="operative-2", directive=directive), ctx) == []
+    assert ABOUT_RULES["assignable_product"](Assignment(productId="new-2", assignee="watchdog-1", directive=directive), ctx) == [
+        "'watchdog-1' is not an operative of this team (operative-1, operative-2)",
+        "a product gets one assignee per round; it is assigned twice in this answer",
+    ]
+
+
+VERSION = {"id": "v2", "product_id": "doc", "number": 2, "round": 1, "author": "operative-1"}
+PASSED = {"id": "i1", "version_id": "v2", "product_id": "doc", "assessment": "approved", "round": 1}
+MET = {"id": "r1", "product_id": "doc", "dod_status": "met", "round": 2}
+ACCEPT = Acceptance(productId="doc", accepted=True, versionId="v2")
+
+
+def test_acceptance_when_every_condition_holds():
+    assert check("acceptable_version", ACCEPT, products=dict(TREE), versions=[VERSION], inspections=[PASSED],
+                 reflections=[MET]) == []
+
+
+@pytest.mark.parametrize(("tables", "problem"), [
+    ({"inspections": []}, "v2 of 'Brief' has not been inspected yet"),
+    ({"inspections": [dict(PASSED, assessment="blocked")]}, "v2 of 'Brief' did not pass inspection (blocked)"),
+    ({"reflections": []}, "its owner (operative-1) has not reflected on it this round, so its definition of done is not reported met"),
+    ({"reflections": [dict(MET, dod_status="partially_met")]}, "its owner reports the definition of done as partially_met"),
+    ({"collabs": [{"id": "c1", "product_id": "doc", "importance": 8, "summary": "security hole"}]},
+     "1 open collab(s) of importance >= 8 block acceptance: security hole"),
+])
+def test_acceptance_refused(tables, problem):
+    given = {"products": dict(TREE), "versions": [VERSION], "inspections": [PASSED], "reflections": [MET], **tables}
+    assert check("acceptable_version", ACCEPT, **given) == [problem]
+
+
+def test_an_addressed_blocking_collab_no_longer_blocks():
+    blocking = {"id": "c1", "product_id": "doc", "importance": 9, "summary": "s"}
+    assert check("acceptable_version", ACCEPT, products=dict(TREE), versions=[VERSION], inspections=[PASSED],
+                 reflections=[MET], collabs=[blocking], addressed={"c1"}) == []
+
+
+def test_only_assigned_products_get_versions():
+    write = VersionWrite(productId="doc", newVersion={"contentTitle": "t", "content": "x" * 60, "changeSummary": "c"})
+    assignment = {"id": "a", "product_id": "doc", "assignee": "operative-2", "round": 2}
+    assert check("assigned_product", write, "operative-1", products=dict(TREE), assignments=[assignment]) == [
+        "you may write versions only of products assigned to you this round (none); 'Brief' is not one of them"]
+    assert check("assigned_product", write, "operative-2", products=dict(TREE), assignments=[assignment]) == []
+
+
+def test_reflection_only_on_own_products_and_open_feedback():
+    reflection = Reflection(refersToProduct="doc", dodStatus="met", nextVersionDelta="none",
+                            feedbackResponses=[{"collabId": "c9", "action": "accept", "rationale": "r"}])
+    assert check("owned_product", reflection, "operative-2", products=dict(TREE)) == [
+        "you reflect only on products you own; 'Brief' is owned by operative-1",
+        "collab 'c9' is not open feedback on this product"]
+
+
+def test_verdict_follows_findings_and_speakers():
+    finding = {"category": "security", "severity": 8, "issue": "i", "recommendation": "r"}
+    inspection = Inspection(productId="doc", versionId="v2", assessment="approved", findings=[finding])
+    version = dict(VERSION, round=2)
+    assert check("new_version", inspection, "watchdog-1", products=dict(TREE), versions=[version]) == [
+        "assessment 'approved' is too lenient: a finding has severity 8 (>= 8), which requires 'blocked'"]
+    assert check("team_speaker", Message(content="Done.", asAgent="operative-3"), "envoy-1") == [
+        "asAgent 'operative-3' may not speak; speakers are chair-1, operative-1, operative-2"]
+    assert check("team_speaker", Message(content="Done.", asAgent="operative-2"), "envoy-1") == []
