@@ -143,7 +143,12 @@ class Membrane:
                 return self._state_of(session)
             if session is None:
                 session = self._new_session(protocol, context, session_id)
-            return self._advance(session, answers, mode="run", commit=commit, persist=persist)
+
+            def restart() -> Session:
+                return self._new_session(protocol, context, session_id)
+
+            return self._advance(session, answers, mode="run", commit=commit, persist=persist,
+                                 restart=None if persist else restart)
 
         return self._guarded(go, session_id)
 
@@ -192,7 +197,8 @@ class Membrane:
         return Walk(session, self.library, self.graph, max_depth=self.max_depth, **options)
 
     def _advance(
-        self, session: Session, answers: Mapping[str, Any], *, mode: str, commit: bool = True, persist: bool = True
+        self, session: Session, answers: Mapping[str, Any], *, mode: str, commit: bool = True, persist: bool = True,
+        restart: Callable[[], Session] | None = None,
     ) -> dict:
         """Walk with the answers; keep the result only if every answer was right.
 
@@ -205,7 +211,9 @@ class Membrane:
         # kept when answers are rejected always waits on a question (a stored one already does).
         if self._walk(session).run().reason == "complete":
             return self._complete(session, commit=commit)
-        before = session.copy()
+        # The state to keep if an answer is rejected. A one-shot run that stores nothing can
+        # rebuild it on that (rare) path instead of copying the session on every run.
+        before = session.copy() if restart is None else None
         walk = self._walk(session, answers=answers)
         stop = walk.run()
         problems = list(walk.problems)
@@ -214,7 +222,10 @@ class Membrane:
         if stop.reason == "unresolved" and not problems:  # only a rejected answer is ever PENDING
             raise ProtocolRuntimeError(f"step {stop.key!r} depends on a value the session does not have")
         if problems:
-            if persist and not before.stored:
+            if before is None:
+                before = restart()
+                self._walk(before).run()
+            elif not before.stored:
                 self.sessions.create(before)  # so the same session id can be run again or continued
             return self._active(before, problems)
         if stop.reason == "complete":

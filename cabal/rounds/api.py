@@ -205,7 +205,10 @@ def _drive(workspace: Workspace, runtime: Runtime, answer: str | None) -> Missio
             payload = None  # continue from the last checkpoint (after a crash)
         else:
             payload = {"round": 0}
-        app.invoke(payload, config)
+        try:
+            app.invoke(payload, config)
+        finally:
+            runtime.close()
     path = workspace.transcript_path(runtime.mission_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_transcript(runtime.graph, runtime.mission_id))

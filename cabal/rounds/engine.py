@@ -38,7 +38,7 @@ from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot
 from cabal.rounds.team import Team
 from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
-from cabal.rounds.writes import TurnPlace, TurnWriter
+from cabal.rounds.writes import GroupCommitter, TurnPlace, TurnWriter
 
 # Why a mission stopped (cabal-rounds.md).
 CONCLUDED, NO_MORE_ROUNDS, BUDGET, USER_HALT, ERROR, QUESTION = (
@@ -81,6 +81,18 @@ class Runtime:
     _view: Snapshot | None = field(default=None, repr=False)
     _committed: list[dict] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _committer: GroupCommitter | None = field(default=None, repr=False)
+    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._committer = GroupCommitter(self.membrane)
+        # One pool for the run: operatives of every parallel step, without starting threads anew.
+        self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.team.ids("operative"))),
+                                        thread_name_prefix="cabal-turn")
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.on_event({"kind": kind, "mission": self.mission_id, **fields})
@@ -88,10 +100,16 @@ class Runtime:
     # -------------------------------------------------------------------------- queries
 
     def snapshot(self, round_number: int) -> Snapshot:
-        """The mission as of now, for a step of ``round_number``."""
+        """The mission as of now, for a step of ``round_number``.
+
+        Read from the graph once per run (or after ``invalidate``), then kept current from what
+        this process commits; ``refresh`` adds what the user writes from elsewhere.
+        """
         with self._lock:
-            if self._view is None or self._view.round != round_number:
+            if self._view is None:
                 self._view, self._committed = load_snapshot(self.graph, self.mission_id, round_number), []
+            elif self._view.round != round_number:
+                self._view.advance(round_number)
             for cluster in self._committed:
                 self._view.apply(cluster.get("nodes", []), cluster.get("updates", []))
             self._committed = []
@@ -103,9 +121,28 @@ class Runtime:
             self._committed += clusters
 
     def invalidate(self) -> None:
-        """After a write that is not a turn (status, answers): read the graph again next time."""
+        """Read the graph again next time (after a write the view cannot follow)."""
         with self._lock:
             self._view, self._committed = None, []
+
+    def refresh(self, round_number: int) -> dict:
+        """At a round start: the mission node and the user's notes, which another process may
+        have written (cabal say, cabal stop). Returns the mission node."""
+        mission = self.graph.get(self.mission_id) or {}
+        notes = self.graph.find("collab", {"author": USER_ID})
+        self.snapshot(round_number).refresh(mission, notes)
+        return mission
+
+    def write(self, protocol: str, context: dict, answers: dict, *, session_id: str | None = None) -> None:
+        """An engine-side write through the membrane (status, answers, budget questions),
+        committed, and kept in the view like a turn's."""
+        result = self.membrane.run(protocol, context, answers, session_id=session_id, commit=False, persist=False)
+        if result["status"] != "complete":
+            raise CabalError(f"cannot write {protocol}: {result.get('error') or result.get('errors')}")
+        committed = self.membrane.commit_many([result])
+        if committed["status"] != "complete":
+            raise CabalError(f"cannot write {protocol}: {committed.get('error')}")
+        self.committed([result["cluster"]])
 
     def usage(self) -> Usage:
         """The mission's spend so far: the sum over its turn moments (one source of truth)."""
@@ -124,13 +161,11 @@ class Runtime:
     # --------------------------------------------------------------------------- writes
 
     def set_status(self, status: str, round_number: int, stop_reason: str | None = None, detail: str | None = None) -> None:
-        result = self.membrane.run("mission_status", {
-            "mission_id": self.mission_id, "actor_id": ENGINE_ACTOR, "status": status, "round": round_number, "stop_reason": stop_reason or "",
-            "detail": detail or "", "budget_tokens": self.budget.max_tokens, "budget_cost_usd": self.budget.max_cost_usd,
-        }, {})
-        self.invalidate()
-        if result["status"] != "complete":
-            raise CabalError(f"cannot record mission status: {result.get('error')}")
+        self.write("mission_status", {
+            "mission_id": self.mission_id, "actor_id": ENGINE_ACTOR, "status": status, "round": round_number,
+            "stop_reason": stop_reason or "", "detail": detail or "", "budget_tokens": self.budget.max_tokens,
+            "budget_cost_usd": self.budget.max_cost_usd,
+        }, {}, session_id=f"status.{status}.r{round_number}")  # deterministic: a replay writes it once
 
     # ---------------------------------------------------------------------------- turns
 
@@ -144,7 +179,7 @@ class Runtime:
         builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
         prompt = builder.build(agent_id, step)
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
-                            self.team.writes(agent_id, step))
+                            self.team.writes(agent_id, step), self._committer)
         turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt)
         result = turn.run()
@@ -181,8 +216,7 @@ class Runtime:
         """The agents of one step, at the same time: one thread and one model call each."""
         if len(agent_ids) <= 1:
             return [self.take_turn(snapshot, step, a) for a in agent_ids]
-        with ThreadPoolExecutor(max_workers=len(agent_ids), thread_name_prefix=f"cabal-{step}") as pool:
-            return list(pool.map(lambda agent: self.take_turn(snapshot, step, agent), agent_ids))
+        return list(self._pool.map(lambda agent: self.take_turn(snapshot, step, agent), agent_ids))
 
 
 def _summary_of(result: TurnResult) -> str:
@@ -254,7 +288,7 @@ def build_graph(runtime: Runtime, checkpointer: Any):
 
     def round_start(state: RoundState) -> RoundState:
         round_number = state.get("round", 0) + 1
-        mission = rt.graph.get(rt.mission_id) or {}
+        mission = rt.refresh(round_number)
         if mission.get("halt_requested"):
             return {"stop": USER_HALT, "detail": "the user asked the team to stop"}
         if round_number > int(mission.get("rounds") or rt.spec.rounds):
@@ -356,12 +390,9 @@ def build_graph(runtime: Runtime, checkpointer: Any):
 
 def answer_halt(rt: Runtime, halt: str, answer: str, round_number: int) -> None:
     node = rt.graph.get(halt) or {}
-    result = rt.membrane.run("answer_halt", {"halt_id": halt, "round": round_number, "actor_id": USER_ID,
-                                             "message": node.get("message", "")},
-                             {"item": {"answer": answer}}, session_id=f"{halt}.answer")
-    rt.invalidate()
-    if result["status"] != "complete":
-        raise CabalError(f"cannot record the answer: {result.get('error')}")
+    rt.write("answer_halt", {"halt_id": halt, "round": round_number, "actor_id": USER_ID,
+                             "message": node.get("message", "")},
+             {"item": {"answer": answer}}, session_id=f"{halt}.answer")
 
 
 def _raise_budget_halt(rt: Runtime, round_number: int, spent: str) -> RoundState:
@@ -381,7 +412,7 @@ def _raise_budget_halt(rt: Runtime, round_number: int, spent: str) -> RoundState
                                                       "options": ["continue", "stop"]},
                                        {"status": "pending", "item_id": halt})
         rt.membrane.commit_many([prepared])
-        rt.invalidate()
+        rt.committed([prepared["cluster"]])
     return {"halt": halt, "after": "round_start"}
 
 

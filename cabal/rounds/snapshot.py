@@ -36,10 +36,14 @@ from cabal.entities import BLOCKING_IMPORTANCE
 from cabal.graph import ContextGraph
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
-# Node types kept whole, and those kept for the last two rounds only (as load_snapshot reads them).
+# Node types kept whole, and those kept for a window of rounds (as load_snapshot reads them).
 _KEPT = {"collab": "collabs", "inspection": "inspections", "finding": "findings", "acceptance": "acceptances",
          "halt": "halts"}
-_RECENT = {"review": "reviews", "remark": "remarks", "message": "messages"}
+_WINDOWED = {
+    "review": ("reviews", lambda r: (r - 1, r)),
+    "remark": ("remarks", lambda r: (r - 1, r)),
+    "message": ("messages", lambda r: (r,)),
+}
 
 
 @dataclass
@@ -71,20 +75,29 @@ class Snapshot:
 
     def apply(self, nodes: list[dict], updates: list[dict]) -> None:
         """Bring the snapshot up to date with a committed cluster (the exact nodes and field
-        updates written), so the engine does not read the whole mission again every step."""
-        for node in nodes:
+        updates written), so the engine does not read the whole mission again every step.
+
+        Tables stay in id order, as a load returns them: short ids follow this order, and
+        parallel turns commit in any order.
+        """
+        touched: set[str] = set()
+        # Directives join their assignment, so assignments go first whatever the cluster's order.
+        for node in sorted(nodes, key=lambda n: n.get("node_type") == "directive"):
             kind = node.get("node_type")
             if kind == "product":
                 self.products[node["id"]] = dict(node)
+                touched.add("products")
             elif kind == "version":
                 meta = {k: node.get(k) for k in ("id", *VERSION_META)}
                 self.versions.append(meta)
+                touched.add("versions")
                 latest = self._latest.get(meta["product_id"])
                 if latest is None or meta["number"] >= latest["number"]:
                     self._latest[meta["product_id"]] = meta
             elif kind == "assignment":
                 self.assignments.append(dict(node))
-            elif kind == "directive":  # joined into its assignment, as load_snapshot does
+                touched.add("assignments")
+            elif kind == "directive":
                 for assignment in self.assignments:
                     if assignment["id"] == node.get("assignment_id"):
                         assignment.update({k: v for k, v in node.items() if k not in ("id", "node_type", "type")})
@@ -92,13 +105,17 @@ class Snapshot:
                 self.addressed |= set(node.get("addressed") or [])
                 if node.get("round") == self.round:
                     self.reflections.append(dict(node))
+                    touched.add("reflections")
             elif kind == "moment" and node.get("type") == "turn":
                 if node.get("round") == self.round:
                     self.turns.append({k: node.get(k) for k in ("id", "round", "step", "agent", "outcome")})
-            elif kind in _RECENT and node.get("round") in (self.round - 1, self.round):
-                getattr(self, _RECENT[kind]).append(dict(node))
+                    touched.add("turns")
+            elif kind in _WINDOWED and node.get("round") in _WINDOWED[kind][1](self.round):
+                getattr(self, _WINDOWED[kind][0]).append(dict(node))
+                touched.add(_WINDOWED[kind][0])
             elif kind in _KEPT:
                 getattr(self, _KEPT[kind]).append(dict(node))
+                touched.add(_KEPT[kind])
         for update in updates:
             for table in (self.products, {self.mission.get("id"): self.mission}):
                 if update["id"] in table:
@@ -106,6 +123,31 @@ class Snapshot:
             for halt in self.halts:
                 if halt["id"] == update["id"]:
                     halt.update(update["fields"])
+        if "products" in touched:
+            self.products = dict(sorted(self.products.items()))
+            touched.discard("products")
+        for name in touched:
+            getattr(self, name).sort(key=lambda row: row["id"])
+        if "versions" in touched:
+            self._latest.clear()
+            self.__post_init__()
+
+    def advance(self, round_number: int) -> None:
+        """Move the view to a later round: the round-scoped tables keep what load_snapshot would."""
+        self.round = round_number
+        self.reflections = [r for r in self.reflections if r.get("round") == round_number]
+        self.turns = [t for t in self.turns if t.get("round") == round_number]
+        for kind, (table, window) in _WINDOWED.items():
+            setattr(self, table, [row for row in getattr(self, table) if row.get("round") in window(round_number)])
+
+    def refresh(self, mission: dict, user_notes: list[dict]) -> None:
+        """What the user may write from another process while the mission runs: the mission
+        node (a stop request) and notes. Read at each round start."""
+        self.mission = dict(mission)
+        known = {c["id"] for c in self.collabs}
+        added = [note for note in user_notes if note["id"] not in known]
+        if added:
+            self.collabs = sorted(self.collabs + added, key=lambda row: row["id"])
 
     def has_turn(self, turn_id: str) -> bool:
         return any(t["id"] == turn_id for t in self.turns)

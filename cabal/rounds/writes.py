@@ -8,6 +8,7 @@ with the engine's own, and commits a turn's runs plus its turn moment as ONE clu
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,56 @@ class TurnPlace:
     step: str
     agent_id: str
     turn_id: str
+
+
+class GroupCommitter:
+    """Commits turns; the turns that finish while a commit is in flight go together in the next.
+
+    The graph has one writer, so parallel operatives that finish at once would queue for it a
+    round trip each; grouped, they share one. A turn is never split across groups and a group
+    is one atomic query, so each turn still commits whole or not at all. A turn alone (the
+    usual case with a real model's latency) commits at once, exactly as without grouping.
+    """
+
+    def __init__(self, membrane: Membrane) -> None:
+        self._membrane = membrane
+        self._changed = threading.Condition()
+        self._waiting: list[_Waiting] = []
+        self._writing = False
+
+    def commit(self, runs: list[dict], *, what: str) -> None:
+        mine = _Waiting(runs)
+        with self._changed:
+            self._waiting.append(mine)
+            while self._writing and not mine.done:
+                self._changed.wait()
+            if mine.done:  # another thread wrote it in its group
+                if mine.error is not None:
+                    raise mine.error
+                return
+            self._writing = True
+            group, self._waiting = self._waiting, []
+        error: BaseException | None = None
+        try:
+            result = self._membrane.commit_many([run for waiting in group for run in waiting.runs])
+            if result["status"] != "complete":
+                error = CabalError(f"commit of {what} (with {len(group) - 1} other turn(s)) failed: {result.get('error')}")
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiting turn, then raised
+            error = exc
+        with self._changed:
+            for waiting in group:
+                waiting.done, waiting.error = True, error
+            self._writing = False
+            self._changed.notify_all()
+        if error is not None:
+            raise error
+
+
+@dataclass
+class _Waiting:
+    runs: list[dict]
+    done: bool = False
+    error: BaseException | None = None
 
 
 @dataclass
@@ -67,8 +118,10 @@ def _raw_items(raw: dict, rule: WriteRule) -> list[Any]:
 class TurnWriter:
     """Checks one answer against the rules and the membrane, and commits it."""
 
-    def __init__(self, membrane: Membrane, rules: RuleContext, place: TurnPlace, writes: tuple[WriteRule, ...]) -> None:
+    def __init__(self, membrane: Membrane, rules: RuleContext, place: TurnPlace, writes: tuple[WriteRule, ...],
+                 committer: GroupCommitter | None = None) -> None:
         self.membrane = membrane
+        self.committer = committer
         self.rules = rules
         self.place = place
         self.writes = writes
@@ -150,9 +203,12 @@ class TurnWriter:
         """The turn's writes, any extra prepared runs and its turn moment, as one cluster (all
         or nothing). Returns the committed clusters, for the engine's in-memory view."""
         runs = [*(prepared.runs if prepared else []), *extra, self.record(turn_record)]
-        result = self.membrane.commit_many(runs)
-        if result["status"] != "complete":
-            raise CabalError(f"commit of {self.place.turn_id} failed: {result.get('error')}")
+        if self.committer is not None:
+            self.committer.commit(runs, what=self.place.turn_id)
+        else:
+            result = self.membrane.commit_many(runs)
+            if result["status"] != "complete":
+                raise CabalError(f"commit of {self.place.turn_id} failed: {result.get('error')}")
         return [run["cluster"] for run in runs]
 
     def record(self, turn_record: dict) -> dict:

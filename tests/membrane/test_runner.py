@@ -357,6 +357,18 @@ def test_run_reports_every_problem_at_once_and_keeps_the_session(membrane, graph
     assert graph.get("s-run")["status"] == "complete"
 
 
+def test_a_one_shot_run_that_persists_nothing_reports_the_same_problems_and_writes_nothing(membrane, graph):
+    before = graph.counts()
+    r = membrane.run("record_note", NOTE_CONTEXT, {"title": "x", "body": {"answer": "tiny"}}, session_id="s-pure",
+                     commit=False, persist=False)
+    assert r["status"] == "active" and r["session_id"] == "s-pure" and r["step"]["id"] == "title"
+    assert [e["path"] for e in r["errors"]] == ["title", "body.answer", "body.description", "body.reasoning"]
+    assert graph.counts() == before and graph.get("s-pure") is None
+    done = membrane.run("record_note", NOTE_CONTEXT, NOTE_ANSWERS, session_id="s-pure", commit=False, persist=False)
+    assert done["status"] == "complete" and done["cluster"]["nodes"]
+    assert graph.counts() == before and graph.get("s-pure") is None
+
+
 class CountingGraph:
     """The real graph, with its write calls counted."""
 
