@@ -98,16 +98,15 @@ def test_two_questions_in_a_row_are_each_asked_and_answered_across_processes(hom
 
 
 def facts(graph: ContextGraph, mission_id: str) -> tuple[list[str], set[tuple[str, str, str]]]:
-    """Every node id (the mission's own id made generic) and every link, leaving out the
-    engine's mission-status moments: one is written per status change, so a resumed
-    mission has a few more of them than a clean run, by design."""
-    nodes = graph.read_cypher("MATCH (n) RETURN n.id AS id, n.node_type AS node_type, n.type AS type")
-    skipped = {n["id"] for n in nodes if n["node_type"] == "moment" and n["type"] == "mission_status"}
-    ids = sorted("MISSION" if n["id"] == mission_id else n["id"] for n in nodes if n["id"] not in skipped)
+    """Every node id and every link, the mission's own id made generic. Nothing is left out:
+    even the engine's status moments have deterministic ids, so a resumed mission writes
+    exactly what a clean run does."""
+    nodes = graph.read_cypher("MATCH (n) RETURN n.id AS id")
+    ids = sorted("MISSION" if n["id"] == mission_id else n["id"] for n in nodes)
     links = graph.read_cypher("MATCH (a)-[r]->(b) RETURN type(r) AS type, a.id AS source, b.id AS target")
     generic = {(link["type"], "MISSION" if link["source"] == mission_id else link["source"],
                 "MISSION" if link["target"] == mission_id else link["target"])
-               for link in links if link["source"] not in skipped and link["target"] not in skipped}
+               for link in links}
     return ids, generic
 
 
