@@ -16,9 +16,12 @@ from cabal.errors import CabalError
 Command = Callable[[argparse.Namespace], int]
 
 
-def _graph_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help="FalkorDB URL (redis://, rediss://, unix://); default: FALKORDB_URL or embedded")
+def add_graph_options(parser: argparse.ArgumentParser, *, url: bool = True) -> argparse.ArgumentParser:
+    """--home (and --url): where the graph is. Every command that touches a graph takes these."""
+    if url:
+        parser.add_argument("--url", help="FalkorDB URL (redis://, rediss://, unix://); default: FALKORDB_URL or embedded")
     parser.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
+    return parser
 
 
 def cmd_graph_status(args: argparse.Namespace) -> int:
@@ -68,11 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     graph = commands.add_parser("graph", help="the context graph server")
     graph_commands = graph.add_subparsers(dest="graph_command", metavar="COMMAND", required=True)
     status = graph_commands.add_parser("status", help="show the server, its graphs and their sizes")
-    _graph_options(status)
+    add_graph_options(status)
     status.add_argument("--start", action="store_true", help="start the embedded server if it is not running")
     status.set_defaults(func=cmd_graph_status)
     stop = graph_commands.add_parser("stop", help="stop the embedded server of a workspace")
-    stop.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
+    add_graph_options(stop, url=False)
     stop.set_defaults(func=cmd_graph_stop)
 
     for module in COMMAND_MODULES:

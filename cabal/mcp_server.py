@@ -26,6 +26,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from cabal.cli import add_graph_options
 from cabal.errors import CabalError
 
 MCP_ACTOR = "actor-mcp"
@@ -286,8 +287,7 @@ def register(commands: Any) -> None:
         "Protocol tools over stdio, for an MCP client such as Claude Code.",
     )
     mcp.add_argument("--graph", default="cabal", help="the named graph to write to (default: cabal)")
-    mcp.add_argument("--url", help="FalkorDB URL (redis://, rediss://, unix://); default: FALKORDB_URL or embedded")
-    mcp.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
+    add_graph_options(mcp)
     mcp.add_argument("--actor", default=MCP_ACTOR, help=f"the actor the client speaks as (default: {MCP_ACTOR})")
     mcp.add_argument("--protocols", action="append", default=[], metavar="DIR", help="a folder of extra protocols")
     mcp.add_argument("--procedures", action="append", default=[], metavar="DIR", help="a folder of extra procedures")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cabal.cli import add_graph_options
 from cabal.errors import ConfigError, ProtocolLoadError, ProtocolProblem
 
 SUFFIXES = (".yaml", ".yml")
@@ -47,8 +48,7 @@ def register(commands: Any) -> None:
     )
     doctor.add_argument("--fix", action="store_true", help="run the protocols that close the gaps")
     doctor.add_argument("--graph", default="cabal", help="the named graph to examine (default: cabal)")
-    doctor.add_argument("--url", help="FalkorDB URL (redis://, rediss://, unix://); default: FALKORDB_URL or embedded")
-    doctor.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
+    add_graph_options(doctor)
     answerer = doctor.add_mutually_exclusive_group()
     answerer.add_argument("--answers", metavar="FILE", help="YAML answers keyed by protocol name (with --fix)")
     answerer.add_argument("--model", metavar="SPEC", help="a model: claude-..., scripted:PATH or py:MODULE:FACTORY (with --fix)")

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from cabal.cli import add_graph_options
+
 if TYPE_CHECKING:
     from cabal.rounds import api as api_module
 
@@ -212,8 +214,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     def common(parser: argparse.ArgumentParser, *, model: bool = False) -> argparse.ArgumentParser:
-        parser.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
-        parser.add_argument("--url", help="FalkorDB URL; default: FALKORDB_URL or the embedded server")
+        add_graph_options(parser)
         if model:
             parser.add_argument("--model", help="Claude model name, scripted:PATH or py:module:factory")
         return parser
