@@ -103,7 +103,7 @@ class ContextBuilder:
         persona = stored.get("persona") or card.persona
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
                                             persona=persona, step=step)
-        ids = TempIds()
+        ids = TempIds(agents=frozenset(self.team.ids()))
         sections = [self._charter(agent_id, stored)]
         if step != "bootstrap":
             sections.append(self._tree(agent_id, step, ids))

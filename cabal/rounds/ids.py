@@ -10,12 +10,11 @@ the order the context shows things, and its answer is mapped back before anythin
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cabal.errors import AnswerProblem
-from cabal.refs import Ref, parse_refs, replace_refs
+from cabal.refs import find_malformed, parse_refs, replace_refs
 
 USER_ID = "user"
 
@@ -47,10 +46,15 @@ def halt_id(round_number: int, step: str, attempt: int = 0) -> str:
     return f"r{round_number}.{step}.halt" + (f".after{attempt}" if attempt else "")
 
 
+USER_REFS = frozenset({USER_ID, "all"})  # [[u:user]] the mission's user, [[u:all]] every user
+
+
 @dataclass
 class TempIds:
-    """Short ids for one model call, both ways. Agents keep their own ids (``operative-2``)."""
+    """Short ids for one model call, both ways. Agents keep their own ids (``operative-2``);
+    ``agents`` (the team's ids) lets ``[[a:...]]`` references be checked too."""
 
+    agents: frozenset[str] = frozenset()
     _short: dict[str, str] = field(default_factory=dict)
     _real: dict[str, str] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
@@ -101,15 +105,19 @@ class TempIds:
         return real
 
     def _map_text(self, text: str, path: str, problems: list[AnswerProblem]) -> str:
-        refs = parse_refs(text)
-        if not refs:
+        """A text's references checked (a reference to an unknown id is the model's error to
+        fix, never a dangling link) and their short ids mapped back."""
+        if "[[" not in text:
             return text
-        for ref in refs:
+        for bad in find_malformed(text):
+            problems.append(AnswerProblem(path, f"{bad} is not a reference; write [[p:id]], [[v:id]], [[c:id]], "
+                                                "[[a:agent-id]] or [[u:user]]"))
+        for ref in parse_refs(text):
             if ref.kind in "pvc" and self.real(ref.id) is None:
                 problems.append(AnswerProblem(path, f"reference {ref.render()} names no {ref.kind_name} in your context"))
+            elif ref.kind == "a" and self.agents and ref.id not in self.agents:
+                problems.append(AnswerProblem(path, f"reference {ref.render()} names no agent of this team "
+                                                    f"({', '.join(sorted(self.agents))})"))
+            elif ref.kind == "u" and ref.id not in USER_REFS:
+                problems.append(AnswerProblem(path, f"reference {ref.render()} names no user; use [[u:user]] or [[u:all]]"))
         return replace_refs(text, lambda ref: self._real.get(ref.id, ref.id) if ref.kind in "pvc" else ref.id)
-
-
-def unknown_agent_refs(text: str, is_known: Callable[[str], bool]) -> list[Ref]:
-    """``[[a:x]]`` / ``[[u:x]]`` references to agents or users that do not exist."""
-    return [ref for ref in parse_refs(text) if ref.kind in "au" and not is_known(ref.id)]
