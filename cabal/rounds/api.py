@@ -61,8 +61,13 @@ class Workspace:
     extra_dirs: dict[str, list[Path]] = field(default_factory=dict)
 
     @classmethod
-    def at(cls, home: str | Path | None = None, url: str | None = None) -> Workspace:
-        return cls(resolve_home(home), url)
+    def at(cls, home: str | Path | None = None, url: str | None = None, project: str | Path | None = None) -> Workspace:
+        """A workspace; ``project`` (default: the current directory) may hold the user's own
+        agents/, protocols/, prompts/, skills/ folders, which add to the built-in ones and
+        override them by name."""
+        root = Path(project) if project is not None else Path.cwd()
+        extra = {kind: [root / kind] for kind in ("agents", "protocols", "prompts", "skills") if (root / kind).is_dir()}
+        return cls(resolve_home(home), url, extra)
 
     def graph(self, mission_id: str) -> ContextGraph:
         return ContextGraph.open(self.url, name=mission_id, home=self.home)
@@ -126,7 +131,8 @@ def _runtime(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: M
     return Runtime(
         mission_id=mission_id, spec=spec, graph=graph,
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
-        model=model, team=team, prompts=PromptLibrary(workspace.extra_dirs.get("prompts", [])),
+        model=model, team=team,
+        prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
         budget=budget, answers=list(answers), on_event=on_event or (lambda event: None),
     )
 
@@ -150,6 +156,9 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     graph = workspace.graph(mission_id)
     try:
         runtime = _runtime(workspace, graph, mission_id, spec, chat_model, on_event, spec.answers)
+        for agent in runtime.team.agents:  # an unknown skill is an error now, not at its first prompt
+            for skill in agent.skills:
+                runtime.prompts.skill_text(skill)
         agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": runtime.team.cards[a.role].persona,
                    "skills": list(a.skills)} for a in runtime.team.agents]
         started = runtime.membrane.run("start_mission", {

@@ -49,8 +49,10 @@ def clip(text: str | None, limit: int) -> str:
 class PromptLibrary:
     """The prompt templates: prompts/system.md and prompts/steps/<step>.md (user dirs override)."""
 
-    def __init__(self, extra_dirs: list[Path] | None = None) -> None:
+    def __init__(self, extra_dirs: list[Path] | None = None, *, skill_dirs: list[Path] | None = None) -> None:
         dirs = [Path(d) for d in extra_dirs or []]
+        self.skill_dirs = [Path(d) for d in skill_dirs or []]
+        self._skills: dict[str, str] = {}
         self.system = self._read(files_by_name("prompts", (".md",), dirs), "system")
         found: dict[str, Path] = {}
         for folder in [builtin_dir("prompts") / "steps", *(d / "steps" for d in dirs)]:  # later wins
@@ -64,15 +66,29 @@ class PromptLibrary:
             raise ConfigError(f"prompt template {name!r} not found", hint="prompts/ must hold system.md and steps/*.md")
         return Template(files[name].read_text())
 
-    def system_prompt(self, *, agent_id: str, agent_name: str, role_title: str, persona: str, step: str) -> str:
+    def skill_text(self, name: str) -> str:
+        """A skill's Markdown (skills/NAME.md, user folders first); unknown names are an error."""
+        if name not in self._skills:
+            from cabal.membrane.skills import load_skill
+
+            self._skills[name] = load_skill(name, self.skill_dirs).text.strip()
+        return self._skills[name]
+
+    def system_prompt(self, *, agent_id: str, agent_name: str, role_title: str, persona: str, step: str,
+                      skills: tuple[str, ...] = ()) -> str:
         values = {
             "agent_id": agent_id, "agent_name": agent_name, "role_title": role_title, "persona": persona,
             "step_title": STEP_TITLES[step], "step_instructions": self.steps[step].template.strip(),
         }
         try:
-            return self.system.substitute(values).strip()
+            prompt = self.system.substitute(values).strip()
         except (KeyError, ValueError) as exc:
             raise ConfigError(f"prompts/system.md: unknown placeholder {exc}") from None
+        # An agent's skills are domain knowledge it brings to every step: part of the stable,
+        # cached prefix, not of the per-call context.
+        for name in skills:
+            prompt += f"\n\nYour skill, {name}:\n\n{self.skill_text(name)}"
+        return prompt
 
 
 @dataclass
@@ -102,7 +118,7 @@ class ContextBuilder:
         stored = self.snapshot.agents.get(agent_id, {})
         persona = stored.get("persona") or card.persona
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
-                                            persona=persona, step=step)
+                                            persona=persona, step=step, skills=agent.skills)
         ids = TempIds(agents=frozenset(self.team.ids()))
         sections = [self._charter(agent_id, stored)]
         if step != "bootstrap":
