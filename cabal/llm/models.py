@@ -11,7 +11,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from cabal.errors import ModelError
 from cabal.llm.scripted import ScriptedChatModel
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"  # 4-5 is deprecated by the SDK (end of life 2026-11-30)
 DEFAULT_MAX_TOKENS = 8192
 DEFAULT_MAX_RETRIES = 4
 # ChatAnthropic's default (None) means no timeout at all; this is the SDK's own default.

@@ -13,7 +13,7 @@ from cabal.llm import Usage, call_metadata, call_model, make_model
 from .conftest import DUMMY_API_KEY
 from .fake_anthropic import FakeAnthropic
 
-MODEL = "claude-sonnet-4-6"  # the SDK warns that DEFAULT_MODEL (4-5) is deprecated
+MODEL = "claude-sonnet-4-6"
 SYSTEM = "You are operative-1 of a Cabal team. Answer with the write_answer tool."
 TOOL = {
     "name": "write_answer",
