@@ -33,6 +33,7 @@ from cabal.rounds.context import PromptLibrary
 from cabal.rounds.engine import Event, Runtime, build_graph
 from cabal.rounds.ids import USER_ID, item_id
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
+from cabal.rounds.snapshot import mission_spend
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 
@@ -125,9 +126,10 @@ def _runtime(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: M
              on_event: Callable[[Event], None] | None, answers: list[str]) -> Runtime:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
-    mission = graph.get(mission_id) or {}
-    budget = Budget(max_tokens=mission.get("budget_tokens") or spec.budget.tokens,
-                    max_cost_usd=mission.get("budget_cost_usd") or spec.budget.cost_usd)
+    mission = graph.get(mission_id)
+    # The mission node keeps the budget once it exists (a user may have raised it since).
+    budget = (Budget(max_tokens=mission.get("budget_tokens"), max_cost_usd=mission.get("budget_cost_usd"))
+              if mission else spec.budget.to_budget())
     return Runtime(
         mission_id=mission_id, spec=spec, graph=graph,
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
@@ -240,11 +242,7 @@ def _pending_halt(graph: ContextGraph) -> dict | None:
 
 def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> MissionResult:
     node = graph.get(mission_id) or {}
-    usage, cost = Usage(), 0.0
-    for turn in graph.find("moment", {"type": "turn"}, fields=["input_tokens", "output_tokens", "cache_read_tokens", "cost_usd"]):
-        usage = usage + Usage(input_tokens=int(turn.get("input_tokens") or 0), output_tokens=int(turn.get("output_tokens") or 0),
-                              cache_read_tokens=int(turn.get("cache_read_tokens") or 0), calls=1)
-        cost += float(turn.get("cost_usd") or 0)
+    usage, cost = mission_spend(graph)
     path = workspace.transcript_path(mission_id)
     return MissionResult(
         mission_id=mission_id, state=node.get("status", "unknown"), stop_reason=node.get("stop_reason") or None,

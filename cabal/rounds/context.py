@@ -37,10 +37,6 @@ SECTION_CHARS = 6000  # any one detail section
 ITEM_CHARS = 400  # one collab comment, remark or finding
 
 
-def estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
-
-
 def clip(text: str | None, limit: int) -> str:
     text = " ".join(str(text or "").split()) if limit <= ITEM_CHARS else str(text or "")
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
@@ -96,9 +92,6 @@ class Prompt:
     system: str
     user: str
     ids: TempIds = field(default_factory=TempIds)
-
-    def tokens(self) -> int:
-        return estimate_tokens(self.system) + estimate_tokens(self.user)
 
 
 class ContextBuilder:

@@ -35,7 +35,7 @@ from cabal.rounds.context import ContextBuilder, PromptLibrary
 from cabal.rounds.ids import USER_ID, halt_id, turn_id
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
-from cabal.rounds.snapshot import Snapshot, load_snapshot
+from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
 from cabal.rounds.team import Team
 from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
 from cabal.rounds.writes import GroupCommitter, TurnPlace, TurnWriter
@@ -145,18 +145,7 @@ class Runtime:
         self.committed([result["cluster"]])
 
     def usage(self) -> Usage:
-        """The mission's spend so far: the sum over its turn moments (one source of truth)."""
-        total = Usage()
-        for turn in self.graph.find("moment", {"type": "turn"},
-                                    fields=["input_tokens", "output_tokens", "cache_read_tokens"]):
-            total = total + Usage(input_tokens=int(turn.get("input_tokens") or 0),
-                                  output_tokens=int(turn.get("output_tokens") or 0),
-                                  cache_read_tokens=int(turn.get("cache_read_tokens") or 0),
-                                  calls=1)
-        return total
-
-    def cost(self) -> float:
-        return sum(float(t.get("cost_usd") or 0) for t in self.graph.find("moment", {"type": "turn"}, fields=["cost_usd"]))
+        return mission_spend(self.graph)[0]
 
     # --------------------------------------------------------------------------- writes
 

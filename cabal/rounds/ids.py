@@ -70,9 +70,6 @@ class TempIds:
     def real(self, alias: str) -> str | None:
         return self._real.get(alias)
 
-    def known(self, kind: str, alias: str) -> bool:
-        return alias in self._real and alias.startswith(kind)
-
     def text_to_model(self, text: str) -> str:
         """Stored text (real ids in its references) as this call shows it."""
         return replace_refs(text, lambda ref: self.short(ref.kind, ref.id) if ref.kind in "pvc" else ref.id)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from cabal.entities import BLOCKING_IMPORTANCE
 from cabal.graph import ContextGraph
+from cabal.llm.usage import Usage
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
 # Node types kept whole, and those kept for a window of rounds (as load_snapshot reads them).
@@ -241,15 +242,21 @@ class Snapshot:
     def reviews_of(self, version_id: str) -> list[dict]:
         return [r for r in self.reviews if r.get("version_id") == version_id]
 
-    def acted(self, round_number: int, step: str) -> set[str]:
-        """Agents whose turn in (round, step) is committed."""
-        return {t["agent"] for t in self.turns if t.get("round") == round_number and t.get("step") == step}
-
     def pending_halt(self) -> dict | None:
         return next((h for h in self.halts if h.get("status") == "pending"), None)
 
-    def answered_halts(self, round_number: int) -> list[dict]:
-        return [h for h in self.halts if h.get("status") == "answered" and h.get("answered_round") == round_number]
+
+def mission_spend(graph: ContextGraph) -> tuple[Usage, float]:
+    """What a mission has spent: tokens and dollars summed over its turn moments, the one
+    place usage is recorded."""
+    usage, cost = Usage(), 0.0
+    for turn in graph.find("moment", {"type": "turn"},
+                           fields=["input_tokens", "output_tokens", "cache_read_tokens", "cost_usd"]):
+        usage = usage + Usage(input_tokens=int(turn.get("input_tokens") or 0),
+                              output_tokens=int(turn.get("output_tokens") or 0),
+                              cache_read_tokens=int(turn.get("cache_read_tokens") or 0), calls=1)
+        cost += float(turn.get("cost_usd") or 0)
+    return usage, cost
 
 
 def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Snapshot:

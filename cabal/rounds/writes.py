@@ -88,10 +88,6 @@ class Prepared:
 
     runs: list[dict]  # membrane run results with status complete and a cluster
 
-    @property
-    def count(self) -> int:
-        return len(self.runs)
-
 
 def _parsed_items(answer: BaseModel, rule: WriteRule) -> list[tuple[str, Any]]:
     """(path, parsed item) pairs of a field, or the whole field group as one item."""
