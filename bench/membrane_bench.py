@@ -126,18 +126,18 @@ def main(iterations: int = 300) -> None:
         for i in range(iterations):
             context = {"actor_id": "agent-1", "space_id": "space-1", "prefix": f"s{i}"}
             started = time.perf_counter()
-            sid = membrane.start("bench_note", context)["session_id"]
+            sid = membrane.start("bench_note", context).session_id
             _, wall, io, _, _ = measure(meter, lambda: membrane.continue_session(sid, "Daily ledger"))
             step_overhead.append(wall - io)
             result, wall, io, create_reads, create_writes = measure(meter, lambda: membrane.continue_session(sid, BODY))
             step_overhead.append(wall - io)
             end_to_end.append(time.perf_counter() - started)
-            assert result["status"] == "complete", result
+            assert result.status == "complete", result
 
             answers = {"title": "Daily ledger", "body": BODY}
             context = {**context, "prefix": f"r{i}"}
             result, wall, _, reads, writes = measure(meter, lambda: membrane.run("bench_note", context, answers))
-            assert result["status"] == "complete", result
+            assert result.status == "complete", result
             run_wall.append(wall)
             run_trips = reads + writes
 

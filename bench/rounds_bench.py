@@ -39,10 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from langchain_core.messages import BaseMessage  # noqa: E402
 
 from cabal.graph import ContextGraph, EmbeddedServer  # noqa: E402
-from cabal.llm import FunctionChatModel  # noqa: E402
-from cabal.llm.keys import AGENT_KEY, ROUND_KEY, STEP_KEY  # noqa: E402
+from cabal.llm import FunctionChatModel, ModelRequest  # noqa: E402
 from cabal.rounds.api import run_mission  # noqa: E402
-from cabal.rounds.simulated import SimulatedTeam, message_text  # noqa: E402
+from cabal.rounds.simulated import SimulatedTeam  # noqa: E402
 
 LATENCY_S = 0.5
 REPEATS = 3
@@ -76,14 +75,14 @@ class Recorder:
     failed: int = 0  # turns without a valid answer (the simulated team should have none)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __call__(self, messages: list[BaseMessage], tools: list[Any], metadata: dict) -> dict:
+    def __call__(self, request: ModelRequest) -> dict:
         started = time.perf_counter()
-        answer = self.team(messages, tools, metadata)
+        answer = self.team(request)
         elapsed = time.perf_counter() - started
-        chars = sum(len(message_text(m)) for m in messages)
+        chars = sum(len(m.text) for m in request.messages)
         with self._lock:
-            self.calls.append(Call(int(metadata[ROUND_KEY]), metadata[STEP_KEY], metadata[AGENT_KEY], elapsed, chars,
-                                   len(message_text(messages[0]))))
+            self.calls.append(Call(request.key.round, request.key.step, request.key.agent, elapsed, chars,
+                                   len(request.messages[0].text)))
         return answer
 
     def on_event(self, event: dict) -> None:

@@ -14,6 +14,8 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from cabal.vocabulary import CHAIR_ID, OPERATIVE_PATTERN, Step
+
 # ---------------------------------------------------------------------------------- limits
 
 IMPORTANCE_MIN = 1
@@ -437,7 +439,7 @@ class Message(Entity):
     """One line of team conversation the Envoy presents to the user."""
 
     content: str = Field(min_length=1, max_length=MESSAGE_MAX_CHARS)
-    as_agent: str = Field(pattern=r"^(chair-1|operative-\d+)$")
+    as_agent: str = Field(pattern=rf"^({CHAIR_ID}|{OPERATIVE_PATTERN})$")
 
     @field_validator("content")
     @classmethod
@@ -591,28 +593,28 @@ FINAL_OUTPUT = "final_output"
 REQUEST_CONTEXT = "request_context"
 HALT = "halt"
 
-STEP_OUTPUTS: dict[str, type[Entity]] = {
-    "bootstrap": BootstrapOutput,
-    "reflect": ReflectOutput,
-    "plan": PlanOutput,
-    "write": WriteOutput,
-    "peer_review": PeerReviewOutput,
-    "inspect": InspectOutput,
-    "presentation": PresentationOutput,
+STEP_OUTPUTS: dict[Step, type[Entity]] = {
+    Step.BOOTSTRAP: BootstrapOutput,
+    Step.REFLECT: ReflectOutput,
+    Step.PLAN: PlanOutput,
+    Step.WRITE: WriteOutput,
+    Step.PEER_REVIEW: PeerReviewOutput,
+    Step.INSPECT: InspectOutput,
+    Step.PRESENTATION: PresentationOutput,
 }
 
-ALLOWED_ENVELOPES: dict[str, frozenset[str]] = {
-    "bootstrap": frozenset({FINAL_OUTPUT, HALT}),
-    "reflect": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
-    "plan": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT, HALT}),
-    "write": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
-    "peer_review": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
-    "inspect": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
-    "presentation": frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+ALLOWED_ENVELOPES: dict[Step, frozenset[str]] = {
+    Step.BOOTSTRAP: frozenset({FINAL_OUTPUT, HALT}),
+    Step.REFLECT: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    Step.PLAN: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT, HALT}),
+    Step.WRITE: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    Step.PEER_REVIEW: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    Step.INSPECT: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    Step.PRESENTATION: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
 }
 
 
-def envelope_models(step: str) -> dict[str, type[Entity]]:
+def envelope_models(step: Step) -> dict[str, type[Entity]]:
     """The model of each envelope ``step`` may answer with, keyed by envelope name."""
     models: dict[str, type[Entity]] = {
         FINAL_OUTPUT: STEP_OUTPUTS[step],

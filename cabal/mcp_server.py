@@ -7,8 +7,8 @@ procedure runs whose work lands in a run space. Tools:
 - ``membrane_list``, ``membrane_start``, ``membrane_continue``, ``membrane_abort``;
 - ``procedure_start``, ``procedure_record``, ``procedure_continue``, ``procedure_end``.
 
-Results are the runtime's own dicts, sent as structured content (and as JSON text). A
-rejected answer is not a tool error: the session stays on its step and the result lists every
+Results are the membrane's typed values turned into JSON here (``to_wire``), the one place they
+become dicts, sent as structured content (and as JSON text). A rejected answer is not a tool error: the session stays on its step and the result lists every
 problem, so the agent fixes them and answers again. Everything the agent cannot fix by
 answering differently (an unknown session or protocol, a missing dependency, a closed run)
 comes back as a tool error whose text is the one-line message the CLI would print.
@@ -19,14 +19,12 @@ expressed by that actor, registered in the graph on the first call that needs it
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
 
-from cabal.cli import add_graph_options
 from cabal.errors import CabalError
 
 MCP_ACTOR = "actor-mcp"
@@ -54,14 +52,6 @@ def _call(produce: Callable[[], dict]) -> dict:
         return produce()
     except CabalError as exc:
         raise ToolError(str(exc) + (f" (hint: {exc.hint})" if exc.hint else "")) from None
-
-
-def _membrane_result(result: dict) -> dict:
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    if result.get("status") == "error":
-        raise ToolError(result.get("error") or "the membrane refused the call")
-    return result
 
 
 class CabalTools:
@@ -102,15 +92,15 @@ class CabalTools:
             if "actor_id" not in given:
                 self.ensure_actor()
                 given["actor_id"] = self.actor_id
-            return _membrane_result(self.membrane.start(protocol, given))
+            return self.membrane.start(protocol, given).to_wire()
 
         return _call(start)
 
     def membrane_continue(self, session_id: str, answer: Any) -> dict:
-        return _call(lambda: _membrane_result(self.membrane.continue_session(session_id, answer)))
+        return _call(lambda: self.membrane.continue_session(session_id, answer).to_wire())
 
     def membrane_abort(self, session_id: str) -> dict:
-        return _call(lambda: _membrane_result(self.membrane.abort(session_id)))
+        return _call(lambda: self.membrane.abort(session_id).to_wire())
 
     # --------------------------------------------------------------------- procedures
 
@@ -121,19 +111,19 @@ class CabalTools:
         return self.actor_id
 
     def procedure_start(self, procedure: str, actor_id: str | None = None, run_id: str | None = None) -> dict:
-        return _call(lambda: self.procedures.start_procedure(procedure, self._actor(actor_id), run_id=run_id))
+        return _call(lambda: self.procedures.start_procedure(procedure, self._actor(actor_id), run_id=run_id).to_wire())
 
     def procedure_record(
         self, run_id: str, nodes: list[dict[str, Any]], links: list[dict[str, Any]] | None = None,
         actor_id: str | None = None,
     ) -> dict:  # fmt: skip
-        return _call(lambda: self.procedures.record(run_id, self._actor(actor_id), nodes, links or []))
+        return _call(lambda: self.procedures.record(run_id, self._actor(actor_id), nodes, links or []).to_wire())
 
     def procedure_continue(self, run_id: str, from_step: str | None = None) -> dict:
-        return _call(lambda: self.procedures.continue_procedure(run_id, from_step=from_step))
+        return _call(lambda: self.procedures.continue_procedure(run_id, from_step=from_step).to_wire())
 
     def procedure_end(self, run_id: str) -> dict:
-        return _call(lambda: self.procedures.end_procedure(run_id))
+        return _call(lambda: self.procedures.end_procedure(run_id).to_wire())
 
 
 # ---------------------------------------------------------------------------- descriptions
@@ -273,33 +263,3 @@ def build_server(tools: CabalTools) -> Any:
         server.add_tool(function, name=function.__name__, description=DESCRIPTIONS[function.__name__],
                         annotations=annotations)  # fmt: skip
     return server
-
-
-# ----------------------------------------------------------------------------- the command
-
-
-def register(commands: Any) -> None:
-    """Add ``cabal mcp`` to the cabal parser."""
-    mcp = commands.add_parser(
-        "mcp",
-        help="run an MCP server over stdio (membrane and procedure tools)",
-        description="Serve the membrane (membrane_*) and procedure runs (procedure_*) as Model Context "
-        "Protocol tools over stdio, for an MCP client such as Claude Code.",
-    )
-    mcp.add_argument("--graph", default="cabal", help="the named graph to write to (default: cabal)")
-    add_graph_options(mcp)
-    mcp.add_argument("--actor", default=MCP_ACTOR, help=f"the actor the client speaks as (default: {MCP_ACTOR})")
-    mcp.add_argument("--protocols", action="append", default=[], metavar="DIR", help="a folder of extra protocols")
-    mcp.add_argument("--procedures", action="append", default=[], metavar="DIR", help="a folder of extra procedures")
-    mcp.set_defaults(func=cmd_mcp)
-
-
-def cmd_mcp(args: argparse.Namespace) -> int:
-    import anyio
-
-    from cabal.graph import ContextGraph
-
-    with ContextGraph.open(args.url, name=args.graph, home=args.home) as graph:
-        tools = CabalTools(graph, protocol_dirs=args.protocols, procedure_dirs=args.procedures, actor_id=args.actor)
-        anyio.run(build_server(tools).run_stdio_async)
-    return 0

@@ -5,14 +5,15 @@ The round engine calls models only through ``call_model``; tests and offline run
 """
 
 from cabal.llm.call import ModelReply, call_model
-from cabal.llm.keys import AGENT_KEY, ROUND_KEY, STEP_KEY, TURN_KEY, CallKey, call_metadata
+from cabal.llm.keys import AGENT_KEY, FACTS_KEY, ROUND_KEY, STEP_KEY, TURN_KEY, CallKey, call_metadata
 from cabal.llm.models import DEFAULT_MODEL, make_model, model_name
-from cabal.llm.scripted import FunctionChatModel, ModelCall, ScriptedChatModel, ScriptEntry
+from cabal.llm.scripted import FunctionChatModel, ModelCall, ModelRequest, ScriptedChatModel, ScriptEntry
 from cabal.llm.usage import Budget, Usage
 
 __all__ = [
     "AGENT_KEY",
     "DEFAULT_MODEL",
+    "FACTS_KEY",
     "ROUND_KEY",
     "STEP_KEY",
     "TURN_KEY",
@@ -21,6 +22,7 @@ __all__ = [
     "FunctionChatModel",
     "ModelCall",
     "ModelReply",
+    "ModelRequest",
     "ScriptEntry",
     "ScriptedChatModel",
     "Usage",

@@ -14,17 +14,21 @@ ROUND_KEY = "cabal_round"
 STEP_KEY = "cabal_step"
 AGENT_KEY = "cabal_agent"
 TURN_KEY = "cabal_turn"
+FACTS_KEY = "cabal_facts"
 
 
-def call_metadata(*, round: int, step: str, agent: str, turn: int = 0) -> dict[str, Any]:  # noqa: A002
+def call_metadata(*, round: int, step: str, agent: str, turn: int = 0, facts: Any = None) -> dict[str, Any]:  # noqa: A002
     """The metadata the engine passes with every model call.
 
     ``turn`` counts the agent's earlier turns in this round and step (a Chair turn that
-    follows the user's n-th answer is turn n); it is left out when 0.
+    follows the user's n-th answer is turn n); it is left out when 0. ``facts``: what the
+    turn is about as data (the round engine's ``TurnFacts``), for fake models.
     """
-    metadata: dict[str, Any] = {ROUND_KEY: round, STEP_KEY: step, AGENT_KEY: agent}
+    metadata: dict[str, Any] = {ROUND_KEY: round, STEP_KEY: str(step), AGENT_KEY: agent}
     if turn:
         metadata[TURN_KEY] = turn
+    if facts is not None:
+        metadata[FACTS_KEY] = facts
     return metadata
 
 

@@ -26,7 +26,7 @@ from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
 from cabal.errors import ModelError
-from cabal.llm.keys import TURN_KEY, CallKey
+from cabal.llm.keys import FACTS_KEY, TURN_KEY, CallKey
 
 Wildcard = Literal["*"]
 _CHARS_PER_TOKEN = 4
@@ -258,16 +258,27 @@ class ScriptedChatModel(_FakeChatModel):
             halts += entry.tool == _HALT_TOOL
 
 
-class FunctionChatModel(_FakeChatModel):
-    """Answers with ``fn(messages, tools, metadata)``.
+@dataclass(frozen=True)
+class ModelRequest:
+    """One call as a ``FunctionChatModel`` function sees it (cf. pydantic-ai's ``AgentInfo``)."""
 
-    ``fn`` returns an ``AIMessage`` or ``{"tool": name, "args": {...}}``; ``tools`` are the
-    tool definitions as offered, ``metadata`` the call's metadata (``cabal_round``, ...).
+    messages: tuple[BaseMessage, ...]
+    tools: tuple[Any, ...]  # the tool definitions as offered
+    key: CallKey  # which round, step and agent the call serves
+    attempt: int  # 1 for the key's first call, 2 for its first retry, ...
+    facts: Any = None  # the round engine's TurnFacts: what the turn is about, with its short ids
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # everything else the caller passed
+
+
+class FunctionChatModel(_FakeChatModel):
+    """Answers with ``fn(request: ModelRequest)``.
+
+    ``fn`` returns an ``AIMessage`` or ``{"tool": name, "args": {...}}``.
     """
 
-    fn: Callable[[list[BaseMessage], list[Any], dict[str, Any]], AIMessage | Mapping[str, Any]]
+    fn: Callable[[ModelRequest], AIMessage | Mapping[str, Any]]
 
-    def __init__(self, fn: Callable[..., AIMessage | Mapping[str, Any]], **kwargs: Any) -> None:
+    def __init__(self, fn: Callable[[ModelRequest], AIMessage | Mapping[str, Any]], **kwargs: Any) -> None:
         super().__init__(fn=fn, **kwargs)
 
     @property
@@ -275,7 +286,9 @@ class FunctionChatModel(_FakeChatModel):
         return "cabal-function"
 
     def _reply(self, call: ModelCall, tools: list[Any]) -> AIMessage:
-        answer = self.fn(list(call.messages), tools, dict(call.metadata))
+        metadata = {k: v for k, v in call.metadata.items() if k != FACTS_KEY}
+        answer = self.fn(ModelRequest(call.messages, tuple(tools), call.key, call.attempt,
+                                      call.metadata.get(FACTS_KEY), metadata))
         if isinstance(answer, AIMessage):
             return answer
         if isinstance(answer, Mapping) and isinstance(answer.get("tool"), str):

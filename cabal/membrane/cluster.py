@@ -12,11 +12,12 @@ graph's MERGE on ids writes nothing new.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cabal.errors import ProtocolRuntimeError, TemplateError
 from cabal.membrane.protocol import CreateStep, LinkSpec, MomentSpec, NodeSpec
+from cabal.membrane.results import Cluster
 from cabal.membrane.templates import Scope, evaluate, interpolate, to_text
 
 
@@ -132,7 +133,7 @@ def build(nodes: list[dict], links: list[dict], moments: list[dict], context: di
     """The final nodes and links; refuses a created node that nothing links (P4)."""
     # A moment with no explicit target is about the protocol's first created node: its output.
     default_about = [nodes[0]["id"]] if nodes else []
-    all_nodes = _unique_nodes(nodes)
+    all_nodes = unique_nodes(nodes)
     all_links = list(links)
     for moment in moments:
         node = moment["node"]
@@ -146,10 +147,10 @@ def build(nodes: list[dict], links: list[dict], moments: list[dict], context: di
             f"the protocol would create {', '.join(map(repr, isolated))} linked to nothing; "
             "a protocol creates clusters, never isolated nodes (pattern P4): add a link"
         )
-    return all_nodes, _unique_links(all_links)
+    return all_nodes, unique_links(all_links)
 
 
-def _unique_nodes(nodes: list[dict], *, strict: bool = True) -> list[dict]:
+def unique_nodes(nodes: list[dict], *, strict: bool = True) -> list[dict]:
     """One node per id. Within a protocol two different nodes with one id is a bug in its
     templates (strict); across runs it is a shared node, kept as the first run wrote it, as
     the graph keeps an existing node, unless the kinds disagree."""
@@ -162,16 +163,18 @@ def _unique_nodes(nodes: list[dict], *, strict: bool = True) -> list[dict]:
     return list(seen.values())
 
 
-def _unique_links(links: list[dict]) -> list[dict]:
+def unique_links(links: list[dict]) -> list[dict]:
     seen: dict[tuple[str, str, str], dict] = {}
     for link in links:
         seen.setdefault((link["type"], link["from"], link["to"]), link)
     return list(seen.values())
 
 
-def merge(clusters: list[dict]) -> dict[str, list[dict]]:
-    """Several prepared clusters as one (the round engine commits one agent's step at once)."""
-    nodes = _unique_nodes([n for c in clusters for n in c.get("nodes", [])], strict=False)
-    links = _unique_links([link for c in clusters for link in c.get("links", [])])
-    updates = [u for c in clusters for u in c.get("updates", [])]
-    return {"nodes": nodes, "links": links, "updates": updates}
+def merge(clusters: Iterable[Cluster]) -> Cluster:
+    """Several prepared clusters as one write (the round engine commits a turn's runs together)."""
+    clusters = list(clusters)
+    return Cluster(
+        nodes=tuple(unique_nodes([n for c in clusters for n in c.nodes], strict=False)),
+        links=tuple(unique_links([link for c in clusters for link in c.links])),
+        updates=tuple(u for c in clusters for u in c.updates),
+    )

@@ -6,7 +6,7 @@ points nowhere, unknown expects types, calls to protocols that do not exist, tem
 unknown filters, conditions with forbidden syntax, steps that cannot reach ``$complete``.
 
 YAML 1.1 traps (``on:`` read as ``True``) cannot change a protocol's meaning: files are read
-with YAML 1.2 scalars (``yaml_reader``), so ``on:`` is a field named "on", reported as unknown
+with YAML 1.2 scalars (``cabal.yaml_reader``), so ``on:`` is a field named "on", reported as unknown
 where it means nothing.
 
 Two shapes are read: the format of membrane-patterns.md (``protocol:``, ``steps:`` as a mapping)
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from cabal.errors import ProtocolLoadError, ProtocolProblem
+from cabal.errors import ProtocolLoadError
 from cabal.graph import schema
 from cabal.membrane import templates
 from cabal.membrane.protocol import (
@@ -45,7 +45,7 @@ from cabal.membrane.protocol import (
 )
 from cabal.membrane.queries import ENRICHMENT_KINDS, parse_query
 from cabal.membrane.validation import ExpectsField, object_of, parse_expects
-from cabal.membrane.yaml_reader import LineDict, read_yaml
+from cabal.yaml_reader import LineDict, Problems, read_yaml
 
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 DOC_KEYS = ("description", "comment", "notes", "why")  # allowed anywhere, ignored
@@ -64,22 +64,6 @@ ACTIONS = ("spawn", "prompt", "fail")
 MOMENT_STEPS = ("ask", "query", "update")  # the steps something is said or done in
 
 
-# --------------------------------------------------------------------------- problems
-
-
-class _Problems:
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.items: list[ProtocolProblem] = []
-
-    def add(self, message: str, *, step: str | None = None, field: str | None = None, at: Any = None) -> None:
-        """``at`` is the mapping the field sits in; its line (or the field's) locates the problem."""
-        line = None
-        if isinstance(at, LineDict):
-            line = at.line_of(field.split(".")[0] if field else None)
-        self.items.append(ProtocolProblem(self.source, message, step=step, field=field, line=line))
-
-
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
@@ -93,7 +77,7 @@ class _Builder:
     def __init__(self, source: str, protocol_exists: Callable[[str], bool]) -> None:
         self.source = source
         self.protocol_exists = protocol_exists
-        self.problems = _Problems(source)
+        self.problems = Problems(source)
         self.name = ""
 
     def fail(self, message: str, **where: Any) -> None:
@@ -104,7 +88,7 @@ class _Builder:
     def build(self, data: Any, expected_name: str | None) -> Protocol:
         if not isinstance(data, Mapping):
             self.fail(f"a protocol file must be a mapping, got {type(data).__name__}")
-            raise ProtocolLoadError(self.problems.items)
+            raise ProtocolLoadError(self.problems.found)
         self._duplicates(data)
         for key in data:
             if key not in TOP_KEYS:
@@ -129,10 +113,9 @@ class _Builder:
         output, summary = self._output(data)
         dependencies = self._dependencies(data.get("dependencies"), data)
         self._check_targets(steps, raw_steps)
-        if first in steps and not self.problems.items:
+        if first in steps and not self.problems.found:
             self._check_paths(first, steps)
-        if self.problems.items:
-            raise ProtocolLoadError(self.problems.items)
+        self.problems.raise_if_any()
         return Protocol(
             name=name,
             source=self.source,
@@ -153,10 +136,8 @@ class _Builder:
         if not isinstance(value, LineDict):
             return
         for key, line in value.duplicates:
-            self.problems.items.append(
-                ProtocolProblem(self.source, f"{key!r} is given twice; the second would silently win",
-                                step=step, field=str(key), line=line)  # fmt: skip
-            )
+            self.problems.add(f"{key!r} is given twice; the second would silently win", step=step, field=str(key),
+                              line=line)
         for key, item in value.items():
             inner_step = key if path == ("steps",) and isinstance(key, str) else step
             self._duplicates(item, inner_step, (*path, key))
@@ -183,7 +164,7 @@ class _Builder:
                 self.fail(f"a step must be a mapping, got {type(body).__name__}", step=step_id, at=data)
                 continue
             found[step_id] = body
-        if not found and not self.problems.items:
+        if not found and not self.problems.found:
             self.fail("a protocol needs at least one step", field="steps", at=data)
         return list(found), found
 
@@ -625,9 +606,7 @@ class _Builder:
                     finishing.add(step_id)
                     changed = True
         for step_id in sorted(reachable - finishing, key=list(steps).index):
-            self.problems.items.append(
-                ProtocolProblem(self.source, "no path from this step to $complete", step=step_id, line=steps[step_id].line)
-            )
+            self.problems.add("no path from this step to $complete", step=step_id, line=steps[step_id].line)
 
 
 def _targets(step: Step) -> list[tuple[str, str]]:

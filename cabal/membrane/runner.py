@@ -1,17 +1,12 @@
 """``Membrane``: runs protocols as sessions, one step at a time or as one form, and commits clusters.
 
-Every public call returns a dict with ``status`` (``active``, ``complete``, ``aborted`` or
-``error``) and ``session_id``:
+Every call returns a typed value (``MembraneResult``, ``Form``, ``Cluster``, ``Created``; see
+``results``) or raises a ``CabalError``: an unknown protocol or session (``ResourceNotFound``),
+a session that is not active, a missing dependency, a cluster the graph refuses.
 
-- active: ``step`` (id, type, question, expects, answer_schema, context_enrichment, ...); after
-  rejected answers also ``errors`` (``[{path, message}]``) and ``error`` (the same as text),
-  with the session still on the step it was on. ``prompt`` when a dependency asked for one.
-- complete: ``created`` (``{"nodes": n, "links": m}`` as the graph counted them) and
-  ``summary``; with ``run(..., commit=False)`` the prepared ``cluster`` instead of a write.
-- error: ``error``, a message (``"... not found"`` for an unknown protocol or session).
-
-Answers are all-or-nothing per call: if any answer of a call is wrong, the session stays
-where it was and every problem found comes back at once.
+A rejected answer is not an error. Answers are all-or-nothing per call: if any answer of a call
+is wrong, the session stays where it was and the result's ``problems`` list every problem at
+once, so the agent fixes only what was wrong.
 """
 
 from __future__ import annotations
@@ -20,11 +15,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cabal.errors import AnswerProblem, AnswerRejected, CabalError, ProtocolRuntimeError, ResourceNotFound
+from cabal.errors import AnswerProblem, AnswerRejected, ProtocolRuntimeError, ResourceNotFound
 from cabal.membrane import cluster
 from cabal.membrane.library import ProtocolLibrary
 from cabal.membrane.protocol import Protocol
 from cabal.membrane.queries import ENRICHMENT_KINDS, run_enrichment
+from cabal.membrane.results import Cluster, Created, Form, MembraneResult
 from cabal.membrane.session import ABORTED, ACTIVE, COMPLETE, Session, SessionStore
 from cabal.membrane.steps import MAX_DEPTH, Stop, Walk, current_ask, describe_step, form_schema
 from cabal.membrane.templates import Scope, interpolate, to_text
@@ -51,69 +47,52 @@ class Membrane:
 
     # ----------------------------------------------------------------- step by step
 
-    def start(self, protocol: str, context: Mapping[str, Any] | None = None, *, session_id: str | None = None) -> dict:
+    def start(self, protocol: str, context: Mapping[str, Any] | None = None, *,
+              session_id: str | None = None) -> MembraneResult:
         """Start a session (or, for a ``session_id`` already stored, report where it is)."""
+        existing = self.sessions.load(session_id) if session_id else None
+        if existing is not None:
+            return self._state_of(existing)
+        session = self._new_session(protocol, context, session_id)
+        return self._advance(session, {}, mode="step")
 
-        def go() -> dict:
-            existing = self.sessions.load(session_id) if session_id else None
-            if existing is not None:
-                return self._state_of(existing)
-            session = self._new_session(protocol, context, session_id)
-            return self._advance(session, {}, mode="step")
-
-        return self._guarded(go, session_id)
-
-    def continue_session(self, session_id: str, answer: Any) -> dict:
+    def continue_session(self, session_id: str, answer: Any) -> MembraneResult:
         """Answer the step the session waits on."""
+        session = self._active_session(session_id)
+        key, _ = current_ask(session, self.library)
+        return self._advance(session, {key: answer}, mode="step")
 
-        def go() -> dict:
-            session = self._active_session(session_id)
-            key, _ = current_ask(session, self.library)
-            return self._advance(session, {key: answer}, mode="step")
+    def abort(self, session_id: str) -> MembraneResult:
+        """Abandon a session: nothing it prepared is written."""
+        session = self._active_session(session_id)
+        session.status = ABORTED
+        self.sessions.save(session)
+        return MembraneResult(status=ABORTED, session_id=session.id)
 
-        return self._guarded(go, session_id)
-
-    def abort(self, session_id: str) -> dict:
-        def go() -> dict:
-            session = self._active_session(session_id)
-            session.status = ABORTED
-            self.sessions.save(session)
-            return {"status": ABORTED, "session_id": session.id}
-
-        return self._guarded(go, session_id)
-
-    def enrich(self, session_id: str, kind: str, target: str) -> dict:
+    def enrich(self, session_id: str, kind: str, target: str) -> MembraneResult:
         """Context enrichment (P5): a query around ``target`` while the agent answers an ask step."""
-
-        def go() -> dict:
-            session = self._active_session(session_id)
-            key, step = current_ask(session, self.library)
-            allowed = step.context_enrichment["allows"] if step.context_enrichment else ENRICHMENT_KINDS
-            if kind not in allowed:
-                raise ProtocolRuntimeError(f"step {key!r} allows enrichment {', '.join(allowed)}, not {kind!r}")
-            result = self._active(session)
-            result["enrichment"] = {"type": kind, "target": target, "results": run_enrichment(kind, target, self.graph)}
-            return result
-
-        return self._guarded(go, session_id)
+        session = self._active_session(session_id)
+        key, step = current_ask(session, self.library)
+        allowed = step.context_enrichment["allows"] if step.context_enrichment else ENRICHMENT_KINDS
+        if kind not in allowed:
+            raise ProtocolRuntimeError(f"step {key!r} allows enrichment {', '.join(allowed)}, not {kind!r}")
+        enrichment = {"type": kind, "target": target, "results": run_enrichment(kind, target, self.graph)}
+        return self._active(session, enrichment=enrichment)
 
     # ------------------------------------------------------------------ protocol as form
 
-    def form(self, session_id: str) -> dict:
-        """The JSON Schema of every answer the session needs up to where the path depends on one.
+    def form(self, session_id: str) -> Form:
+        """The JSON Schema of every answer the session needs up to where the path depends on one."""
+        return self._form(self._active_session(session_id))
 
-        ``schema`` is the form; ``steps`` its step keys in order; ``completes`` says whether
-        answering all of it finishes the protocol.
-        """
-        return self._guarded(lambda: self._form(self._active_session(session_id)), session_id)
-
-    def form_for(self, protocol: str, context: Mapping[str, Any] | None = None, *, session_id: str | None = None) -> dict:
+    def form_for(self, protocol: str, context: Mapping[str, Any] | None = None, *,
+                 session_id: str | None = None) -> Form:
         """The form of a protocol not started yet (the tool schema for a ``run`` call)."""
-        return self._guarded(lambda: self._form(self._new_session(protocol, context, session_id)), session_id)
+        return self._form(self._new_session(protocol, context, session_id))
 
-    def submit(self, session_id: str, answers: Mapping[str, Any]) -> dict:
-        """Answer many steps at once (keys: step keys of the form); every error comes back together."""
-        return self._guarded(lambda: self._advance(self._active_session(session_id), answers, mode="submit"), session_id)
+    def submit(self, session_id: str, answers: Mapping[str, Any]) -> MembraneResult:
+        """Answer many steps at once (keys: step keys of the form); every problem comes back together."""
+        return self._advance(self._active_session(session_id), answers, mode="submit")
 
     def run(
         self,
@@ -124,60 +103,47 @@ class Membrane:
         session_id: str | None = None,
         commit: bool = True,
         persist: bool = True,
-    ) -> dict:
+    ) -> MembraneResult:
         """Start and answer a whole protocol in one call.
 
         ``persist=False`` makes it a pure one-shot: no session is read or stored, whatever the
-        outcome (the round engine's dry runs; a deterministic ``session_id`` still makes the
-        moment ids replayable).
+        outcome (a deterministic ``session_id`` still makes the moment ids replayable).
 
         Completing in one go stores no session node: the cluster is the only write (none with
-        ``commit=False``, which returns it as ``cluster`` for ``commit_many``). A missing or
-        wrong answer returns status active with every problem; the session is then stored,
+        ``commit=False``, which returns it as ``cluster`` for ``commit``). A missing or wrong
+        answer returns an active result with every problem; the session is then stored,
         unadvanced, so the same ``session_id`` can be run again or continued.
         """
+        session = self.sessions.load(session_id) if session_id and persist else None
+        if session is not None and session.status != ACTIVE:
+            return self._state_of(session)
+        if session is None:
+            session = self._new_session(protocol, context, session_id)
 
-        def go() -> dict:
-            session = self.sessions.load(session_id) if session_id and persist else None
-            if session is not None and session.status != ACTIVE:
-                return self._state_of(session)
-            if session is None:
-                session = self._new_session(protocol, context, session_id)
+        def restart() -> Session:
+            return self._new_session(protocol, context, session_id)
 
-            def restart() -> Session:
-                return self._new_session(protocol, context, session_id)
+        return self._advance(session, answers, mode="run", commit=commit, persist=persist,
+                             restart=None if persist else restart)
 
-            return self._advance(session, answers, mode="run", commit=commit, persist=persist,
-                                 restart=None if persist else restart)
+    def prepare(self, protocol: str, context: Mapping[str, Any] | None, answers: Mapping[str, Any], *,
+                session_id: str) -> Cluster:
+        """A pure dry run: the cluster the protocol would write with these answers.
 
-        return self._guarded(go, session_id)
+        Reads and stores no session. Raises ``AnswerRejected`` with every problem when an
+        answer is wrong or missing, so the caller can hand them to whoever answered.
+        """
+        result = self.run(protocol, context, answers, session_id=session_id, commit=False, persist=False)
+        if result.problems:
+            raise AnswerRejected(list(result.problems))
+        assert result.cluster is not None  # a complete dry run always carries its cluster
+        return result.cluster
 
-    def commit_many(self, results: Iterable[Mapping[str, Any]]) -> dict:
-        """Commit the prepared clusters of several ``run(..., commit=False)`` calls as ONE write."""
-        results = list(results)
-
-        def go() -> dict:
-            for result in results:
-                if result.get("status") != COMPLETE or "cluster" not in result:
-                    raise ProtocolRuntimeError(
-                        f"commit_many takes completed run(..., commit=False) results; "
-                        f"{result.get('session_id')!r} is {result.get('status')!r}"
-                    )
-            merged = cluster.merge([result["cluster"] for result in results])
-            created = self._commit(merged)
-            return {"status": COMPLETE, "session_id": None, "created": created,
-                    "sessions": [r.get("session_id") for r in results]}  # fmt: skip
-
-        return self._guarded(go, None)
+    def commit(self, clusters: Iterable[Cluster]) -> Created:
+        """Commit prepared clusters as ONE write: all of them or nothing."""
+        return self._commit(cluster.merge(clusters))
 
     # --------------------------------------------------------------------- internals
-
-    def _guarded(self, call: Callable[[], dict], session_id: str | None) -> dict:
-        """Every failure the caller can act on comes back as a status-error dict, never a raise."""
-        try:
-            return call()
-        except CabalError as exc:
-            return {"status": "error", "session_id": session_id, "error": str(exc)}
 
     def _new_session(self, protocol_name: str, context: Mapping[str, Any] | None, session_id: str | None) -> Session:
         protocol = self.library.get(protocol_name)
@@ -199,7 +165,7 @@ class Membrane:
     def _advance(
         self, session: Session, answers: Mapping[str, Any], *, mode: str, commit: bool = True, persist: bool = True,
         restart: Callable[[], Session] | None = None,
-    ) -> dict:
+    ) -> MembraneResult:
         """Walk with the answers; keep the result only if every answer was right.
 
         mode ``step``/``submit``: advance as far as the answers go. ``run``: the answers must
@@ -227,7 +193,7 @@ class Membrane:
                 self._walk(before).run()
             elif not before.stored:
                 self.sessions.create(before)  # so the same session id can be run again or continued
-            return self._active(before, problems)
+            return self._active(before, problems=problems)
         if stop.reason == "complete":
             return self._complete(session, commit=commit)
         if session.stored:
@@ -236,62 +202,47 @@ class Membrane:
             self.sessions.create(session)
         return self._active(session)
 
-    def _form(self, session: Session) -> dict:
+    def _form(self, session: Session) -> Form:
         walk = self._walk(session, form=True)
         stop: Stop = walk.run()
-        return {
-            "status": ACTIVE,
-            "session_id": session.id,
-            "schema": form_schema(session.protocol, walk.asked),
-            "steps": [entry.key for entry in walk.asked],
-            "completes": stop.reason == "complete",
-        }
+        return Form(session_id=session.id, schema=form_schema(session.protocol, walk.asked),
+                    steps=tuple(entry.key for entry in walk.asked), completes=stop.reason == "complete")
 
-    def _active(self, session: Session, problems: list[AnswerProblem] | None = None) -> dict:
+    def _active(self, session: Session, *, problems: list[AnswerProblem] | None = None,
+                enrichment: Mapping[str, Any] | None = None) -> MembraneResult:
         key, step = current_ask(session, self.library)
-        result: dict[str, Any] = {
-            "status": ACTIVE,
-            "session_id": session.id,
-            "protocol": session.frames[-1].protocol,
-            "step": describe_step(session, key, step),
-        }
-        if problems:
-            result["errors"] = [{"path": p.path, "message": p.message} for p in problems]
-            result["error"] = AnswerRejected(problems).feedback()
-        if session.prompt:
-            result["prompt"] = session.prompt
-        return result
+        return MembraneResult(status=ACTIVE, session_id=session.id, protocol=session.frames[-1].protocol,
+                              step=describe_step(session, key, step), problems=tuple(problems or ()),
+                              prompt=session.prompt, enrichment=enrichment)
 
-    def _complete(self, session: Session, *, commit: bool) -> dict:
+    def _complete(self, session: Session, *, commit: bool) -> MembraneResult:
         nodes, links = cluster.build(session.nodes, session.links, session.moments, session.context)
         summary = self._summary(session)
         session.status, session.summary = COMPLETE, summary
         updates = list(session.updates)
         if session.stored:  # "complete" is written in the same round trip as the cluster
             updates.append(self.sessions.update_row(session))
-        prepared = {"nodes": nodes, "links": links, "updates": updates}
-        result: dict[str, Any] = {"status": COMPLETE, "session_id": session.id, "summary": summary}
+        prepared = Cluster(tuple(nodes), tuple(links), tuple(updates))
         if commit:
-            result["created"] = self._commit(prepared)
-        else:
-            result["created"] = {"nodes": 0, "links": 0}
-            result["cluster"] = prepared
-        return result
+            return MembraneResult(status=COMPLETE, session_id=session.id, summary=summary,
+                                  created=self._commit(prepared))
+        return MembraneResult(status=COMPLETE, session_id=session.id, summary=summary, cluster=prepared)
 
-    def _commit(self, prepared: Mapping[str, list]) -> dict:
-        if not (prepared["nodes"] or prepared["links"] or prepared["updates"]):
-            return {"nodes": 0, "links": 0}
-        return self.graph.create_cluster(prepared["nodes"], prepared["links"], updates=prepared["updates"] or None)
+    def _commit(self, prepared: Cluster) -> Created:
+        if not prepared:
+            return Created()
+        counts = self.graph.create_cluster(list(prepared.nodes), list(prepared.links),
+                                           updates=list(prepared.updates) or None)
+        return Created(nodes=counts["nodes"], links=counts["links"])
 
     def _summary(self, session: Session) -> str:
         template = self.library.get(session.protocol).summary
         return to_text(interpolate(template, Scope(session.context))) if template else ""
 
-    def _state_of(self, session: Session) -> dict:
+    def _state_of(self, session: Session) -> MembraneResult:
         """A stored session as a result, without changing it (a replayed start or run)."""
         if session.status == ACTIVE:
             return self._active(session)
-        result: dict[str, Any] = {"status": session.status, "session_id": session.id}
         if session.status == COMPLETE:
-            result.update(summary=session.summary or "", created={"nodes": 0, "links": 0}, replayed=True)
-        return result
+            return MembraneResult(status=COMPLETE, session_id=session.id, summary=session.summary or "", replayed=True)
+        return MembraneResult(status=session.status, session_id=session.id)

@@ -38,6 +38,7 @@ from cabal.membrane.protocol import (
     case_key,
 )
 from cabal.membrane.queries import run_query
+from cabal.membrane.results import AskView
 from cabal.membrane.session import Frame, Session
 from cabal.membrane.templates import PENDING, Scope, Unresolved, evaluate, interpolate, to_text
 from cabal.membrane.validation import Expects, ExpectsField, hoist_defs, list_of, object_of, schema_of, validate
@@ -327,29 +328,25 @@ def current_ask(session: Session, library: ProtocolLibrary) -> tuple[str, AskSte
     return frame.prefix + step.id, step
 
 
-def describe_step(session: Session, key: str, step: AskStep) -> dict[str, Any]:
+def describe_step(session: Session, key: str, step: AskStep) -> AskView:
     """What an agent needs to answer the step: question, expects and the exact answer schema."""
     scope = Scope(session.context)
     items = items_of(step, scope)
     question = render(step.question, scope)
-    shown: dict[str, Any] = {
-        "id": key,
-        "type": "ask",
-        "question": question,
-        "expects": step.expects.public(),
-        "answer_schema": hoist_defs(schema_of(answer_expects(step, items), question or None)),
-        "context_enrichment": _plain(step.context_enrichment) if step.context_enrichment else None,
-    }
-    if step.questions:
-        shown["questions"] = [q.public() for q in step.questions]
-    if items is not None:
-        shown["items"] = [
+    return AskView(
+        id=key,
+        question=question,
+        expects=step.expects.public(),
+        answer_schema=hoist_defs(schema_of(answer_expects(step, items), question or None)),
+        context_enrichment=_plain(step.context_enrichment) if step.context_enrichment else None,
+        questions=tuple(q.public() for q in step.questions) if step.questions else None,
+        items=None if items is None else tuple(
             {"index": i, "item": item, "question": render(step.question, scope.with_locals(item=item, index=i))}
             for i, item in enumerate(items)
-        ]
-    if step.moment is not None:
-        shown["moment"] = {"type": step.moment.type, "agent_provides": list(step.moment.agent_provides)}
-    return shown
+        ),
+        moment={"type": step.moment.type, "agent_provides": list(step.moment.agent_provides)}
+        if step.moment is not None else None,
+    )
 
 
 def _plain(mapping: Mapping[str, Any]) -> dict[str, Any]:

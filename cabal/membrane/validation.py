@@ -314,13 +314,28 @@ def _check_boolean(expects: Expects, value: Any, check: Check, path: str) -> Any
 
 def _check_entity(expects: Expects, value: Any, check: Check, path: str) -> Any:
     model = _model_of(expects)
+    if isinstance(value, model):  # a caller that validated the answer already (the round engine)
+        return value.model_dump(mode="json", by_alias=True)
     try:
         return model.model_validate(value).model_dump(mode="json", by_alias=True)
     except ValidationError as exc:
-        for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"])
-            check.fail(_join(path, where) if where else path, f"{error['msg']} (got {_shown(error.get('input'))})")
+        check.problems += pydantic_problems(exc, path)
         return value
+
+
+def pydantic_problems(error: ValidationError, path: str = "") -> list[AnswerProblem]:
+    """A pydantic validation error as answer problems, each with its path into the answer and
+    what was sent where it helps (a scalar; a whole object or list would only repeat the answer).
+
+    The one formatter of model-validation problems: the membrane's entity checks and the round
+    engine's step answers use it, so a model reads one style whichever refused its answer."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"])
+        got = item.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {_shown(got)})"
+        problems.append(AnswerProblem(_join(path, where) if where else path, item["msg"] + shown))
+    return problems
 
 
 def _entity_list_schema(expects: Expects) -> dict:

@@ -35,7 +35,7 @@ guide in ``content``), chained with ``precedes``. A run is a space of type ``run
 say where it is (``state.py``). ``Procedures`` (``runtime.py``) is the API::
 
     procedures = Procedures(graph, dirs=())
-    procedures.start_procedure("write_adr", "actor:ada")  # {run_id, step_id, step_content, status}
+    procedures.start_procedure("write_adr", "actor:ada")  # RunStep(run_id, status, step_id, step_content, ...)
     procedures.record(run_id, "actor:ada", nodes, links)  # the agent's work, into the run space
     procedures.continue_procedure(run_id)                 # status active | validation_failed | completed
     procedures.end_procedure(run_id)
@@ -43,7 +43,8 @@ say where it is (``state.py``). ``Procedures`` (``runtime.py``) is the API::
 """
 
 from cabal.procedures.loader import list_procedures, load_file, load_procedure, parse_procedure
-from cabal.procedures.model import Guide, LinkRequirement, NodeRequirement, Procedure, Selector, Step, Validation
+from cabal.procedures.model import (Guide, LinkRequirement, NodeRequirement, Procedure, Recorded, RunStep, Selector,
+                                    Step, Validation)
 from cabal.procedures.runtime import Procedures
 from cabal.procedures.state import RunState
 from cabal.procedures.template import Template, template_id
@@ -54,7 +55,9 @@ __all__ = [
     "NodeRequirement",
     "Procedure",
     "Procedures",
+    "Recorded",
     "RunState",
+    "RunStep",
     "Selector",
     "Step",
     "Template",

@@ -13,7 +13,7 @@ from typing import Any
 
 from cabal.errors import ProtocolLoadError, ProtocolProblem, ResourceNotFound, SchemaError
 from cabal.graph import schema
-from cabal.membrane.yaml_reader import LineDict, read_yaml
+from cabal.yaml_reader import LineDict, Problems, read_yaml
 from cabal.procedures.model import Guide, LinkRequirement, NodeRequirement, Procedure, Selector, Step, Validation
 from cabal.resources import files_by_name
 
@@ -29,29 +29,6 @@ LINK_KEYS = ("type", "from", "to", "min")
 SELECTOR_KEYS = ("node_type", "type")
 
 
-# --------------------------------------------------------------------------- problems
-
-
-class _Problems:
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.found: list[ProtocolProblem] = []
-
-    def add(self, message: str, *, at: Any = None, key: str | None = None, step: str | None = None,
-            field: str | None = None) -> None:  # fmt: skip
-        line = at.line_of(key) if isinstance(at, LineDict) else None
-        self.found.append(ProtocolProblem(self.source, message, step=step, field=field, line=line))
-
-    def unknown_keys(self, mapping: LineDict, allowed: tuple[str, ...], *, step: str | None, prefix: str = "") -> None:
-        for key in mapping:
-            if key not in allowed:
-                self.add(f"unknown field {key!r}; allowed: {', '.join(allowed)}", at=mapping, key=key, step=step,
-                         field=f"{prefix}{key}")  # fmt: skip
-        for key, line in mapping.duplicates:
-            self.found.append(ProtocolProblem(self.source, f"{key!r} is given twice", step=step,
-                                              field=f"{prefix}{key}", line=line))  # fmt: skip
-
-
 def _text(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
@@ -61,7 +38,7 @@ def _text(value: Any) -> str | None:
 
 def parse_procedure(text: str, source: str = "<string>", *, expected_name: str | None = None) -> Procedure:
     """Parse and check one procedure; raises ``ProtocolLoadError`` listing every problem."""
-    problems = _Problems(source)
+    problems = Problems(source)
     data = read_yaml(text, source)  # the membrane's reader: YAML 1.2 scalars, lines, repeated keys
     if not isinstance(data, LineDict):
         raise ProtocolLoadError([ProtocolProblem(source, "a procedure file must be a mapping with procedure, description, steps")])
@@ -93,13 +70,12 @@ def parse_procedure(text: str, source: str = "<string>", *, expected_name: str |
     if "completion" in data:
         completion = _parse_validation(data["completion"], data, "completion", None, problems)
 
-    if problems.found:
-        raise ProtocolLoadError(problems.found)
+    problems.raise_if_any()
     assert name is not None and description is not None
     return Procedure(name, description, tuple(steps), completion, source)
 
 
-def _parse_step(raw: Any, position: int, problems: _Problems, seen: set[str]) -> Step | None:
+def _parse_step(raw: Any, position: int, problems: Problems, seen: set[str]) -> Step | None:
     label = f"#{position}"
     if not isinstance(raw, LineDict):
         problems.add(f"step {label} must be a mapping with id, title, guide", step=label)
@@ -149,7 +125,7 @@ def _parse_step(raw: Any, position: int, problems: _Problems, seen: set[str]) ->
     return Step(step_id, title, Guide(texts["what"], texts["why"], texts["how"], texts["watch_out"]), validation)
 
 
-def _parse_validation(raw: Any, parent: LineDict, key: str, step: str | None, problems: _Problems) -> Validation | None:
+def _parse_validation(raw: Any, parent: LineDict, key: str, step: str | None, problems: Problems) -> Validation | None:
     if not isinstance(raw, LineDict) or not (raw.get("requires") or raw.get("links")):
         problems.add(f"'{key}' must be a mapping with 'requires' and/or 'links' lists", at=parent, key=key, step=step,
                      field=key)  # fmt: skip
@@ -178,7 +154,7 @@ def _parse_validation(raw: Any, parent: LineDict, key: str, step: str | None, pr
     return Validation(tuple(requires), tuple(links))
 
 
-def _parse_min(item: LineDict, where: str, step: str | None, problems: _Problems) -> int | None:
+def _parse_min(item: LineDict, where: str, step: str | None, problems: Problems) -> int | None:
     value = item.get("min", 1)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         problems.add("'min' must be a whole number of at least 1", at=item, key="min", step=step, field=f"{where}.min")
@@ -186,7 +162,7 @@ def _parse_min(item: LineDict, where: str, step: str | None, problems: _Problems
     return value
 
 
-def _parse_selector(item: LineDict, where: str, step: str | None, problems: _Problems, *, required: bool) -> Selector | None:
+def _parse_selector(item: LineDict, where: str, step: str | None, problems: Problems, *, required: bool) -> Selector | None:
     node_type, subtype, ok = item.get("node_type"), item.get("type"), True
     if node_type is None and required:
         problems.add("'node_type' is required", at=item, step=step, field=f"{where}.node_type")
@@ -203,7 +179,7 @@ def _parse_selector(item: LineDict, where: str, step: str | None, problems: _Pro
     return Selector(node_type, subtype) if ok else None
 
 
-def _parse_requirement(item: LineDict, where: str, step: str | None, problems: _Problems) -> NodeRequirement | None:
+def _parse_requirement(item: LineDict, where: str, step: str | None, problems: Problems) -> NodeRequirement | None:
     problems.unknown_keys(item, REQUIRE_KEYS, step=step, prefix=f"{where}.")
     selector = _parse_selector(item, where, step, problems, required=True)
     minimum = _parse_min(item, where, step, problems)
@@ -216,7 +192,7 @@ def _parse_requirement(item: LineDict, where: str, step: str | None, problems: _
     return NodeRequirement(selector, minimum, tuple(fields))
 
 
-def _parse_link(item: LineDict, where: str, step: str | None, problems: _Problems) -> LinkRequirement | None:
+def _parse_link(item: LineDict, where: str, step: str | None, problems: Problems) -> LinkRequirement | None:
     problems.unknown_keys(item, LINK_KEYS, step=step, prefix=f"{where}.")
     kind = item.get("type")
     try:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -148,3 +150,41 @@ class Procedure:
             ],
         }
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------ results
+
+RunStatus = Literal["active", "validation_failed", "completed"]
+
+
+@dataclass(frozen=True)
+class RunStep:
+    """Where a run stands after a call: its current step with the step's whole guide
+    (``validation_failed``: the gate of the next step is not met, ``validation_error`` says
+    what is missing), or ``completed`` with no step. ``recovered`` is set by ``recover``."""
+
+    run_id: str
+    status: RunStatus
+    step_id: str | None = None
+    step_content: str | None = None
+    validation_error: str | None = None
+    recovered: bool | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = {"run_id": self.run_id, "step_id": self.step_id, "step_content": self.step_content,
+                "status": self.status, "validation_error": self.validation_error}
+        return wire if self.recovered is None else {**wire, "recovered": self.recovered}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What ``record`` wrote: the moment that says who created what, and the graph's counts."""
+
+    run_id: str
+    step_id: str | None
+    moment_id: str
+    created: Mapping[str, int]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "step_id": self.step_id, "moment_id": self.moment_id,
+                "created": dict(self.created)}

@@ -12,13 +12,14 @@ import json
 import logging
 import uuid
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from cabal.errors import ProcedureError, ResourceNotFound, TemplateWriteRefused
 from cabal.graph import ContextGraph
 from cabal.procedures.loader import load_procedure
-from cabal.procedures.model import Procedure, Validation
+from cabal.procedures.model import Procedure, Recorded, RunStatus, RunStep, Validation
 from cabal.procedures.state import ACTIVE_STEP, COMPLETED_STEP, INHABITING, OCCUPYING, RunState, read_state
 from cabal.procedures.template import Template, install_cluster, is_template_node, read_template
 from cabal.procedures.validation import unmet
@@ -33,8 +34,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _completed(run_id: str) -> dict:
-    return {"run_id": run_id, "step_id": None, "step_content": None, "status": "completed", "validation_error": None}
+def _completed(run_id: str) -> RunStep:
+    return RunStep(run_id=run_id, status="completed")
 
 
 class Procedures:
@@ -75,7 +76,7 @@ class Procedures:
             raise ResourceNotFound("procedure run", run_id)
         return read_state(run, self.graph.links_from(run_id), self.graph.links_to(run_id, "occupies"))
 
-    def start_procedure(self, procedure_id: str, actor_id: str, *, run_id: str | None = None) -> dict:
+    def start_procedure(self, procedure_id: str, actor_id: str, *, run_id: str | None = None) -> RunStep:
         """Create a run space at step 1 (B3). ``run_id`` makes a retried start find its first run."""
         template = self._resolve(procedure_id)
         if self.graph.get(actor_id) is None:
@@ -104,7 +105,7 @@ class Procedures:
         self.graph.create_cluster([run], links)
         return self._at(run_id, template, 0)
 
-    def continue_procedure(self, run_id: str, *, from_step: str | None = None) -> dict:
+    def continue_procedure(self, run_id: str, *, from_step: str | None = None) -> RunStep:
         """Check the gate of the next step (B5) and move on in one atomic flip (A2).
 
         ``from_step``: the step the caller believes is current. If the run has already moved
@@ -154,7 +155,7 @@ class Procedures:
         )
         return self._at(run_id, template, index + 1)
 
-    def end_procedure(self, run_id: str) -> dict:
+    def end_procedure(self, run_id: str) -> RunStep:
         """Mark the run completed and turn its actors' occupies into inhabits."""
         state = self.state(run_id)
         self._end(state, self.template(state.template_id), finished=False)
@@ -182,7 +183,7 @@ class Procedures:
         links += [{"type": "inhabits", "from": actor, "to": run_id, "properties": dict(INHABITING)} for actor in state.occupants]
         self.graph.create_cluster([], links, updates=updates, unlinks=unlinks)
 
-    def recover(self, run_id: str) -> dict:
+    def recover(self, run_id: str) -> RunStep:
         """Repair a run without exactly one active step (E3): heat the step after the last completed one.
 
         Several active steps (two writers raced) keep the furthest one. A run whose steps are
@@ -193,9 +194,9 @@ class Procedures:
         if state.status == "completed":
             repaired = bool(state.active or state.occupants)
             self._end(state, template, finished=True)
-            return _completed(run_id) | {"recovered": repaired}
+            return replace(_completed(run_id), recovered=repaired)
         if not state.orphaned:
-            return self._where(state) | {"recovered": False}
+            return replace(self._where(state), recovered=False)
         if state.active:
             keep = max(map(template.index_of_node, state.active))
             stale = [step for step in state.active if step != template.node_of(keep)]
@@ -206,13 +207,13 @@ class Procedures:
             )
             logger.warning("run %s had %d active steps; kept %s, cooled %s", run_id, len(state.active),
                            template.node_of(keep), ", ".join(stale))  # fmt: skip
-            return self._at(run_id, template, keep) | {"recovered": True}
+            return replace(self._at(run_id, template, keep), recovered=True)
         done = [template.index_of_node(step) for step in state.completed]
         following = max(done, default=-1) + 1
         if following > template.last:
             logger.warning("run %s had no active step and every step completed; ending it", run_id)
             self._end(state, template, finished=True)
-            return _completed(run_id) | {"recovered": True}
+            return replace(_completed(run_id), recovered=True)
         step = template.node_of(following)
         self.graph.create_cluster(
             [],
@@ -220,11 +221,11 @@ class Procedures:
             unlinks=[{"type": "receives_from", "from": run_id, "to": step}],
         )
         logger.warning("run %s had no active step; heated %s after the last completed step", run_id, step)
-        return self._at(run_id, template, following) | {"recovered": True}
+        return replace(self._at(run_id, template, following), recovered=True)
 
     # ------------------------------------------------------------------------ agent work
 
-    def record(self, run_id: str, actor_id: str, nodes: list[dict], links: list[dict] | None = None) -> dict:
+    def record(self, run_id: str, actor_id: str, nodes: list[dict], links: list[dict] | None = None) -> Recorded:
         """Write an agent's work into the run space (B2), with a moment saying who created what.
 
         Every new node is contained by the run space; the actor expresses a moment that is
@@ -290,7 +291,7 @@ class Procedures:
         trace.append({"type": "expresses", "from": actor_id, "to": moment_id})
         trace += [{"type": "about", "from": moment_id, "to": node_id} for node_id in new_ids]
         counts = self.graph.create_cluster([*nodes, moment], [*links, *trace])
-        return {"run_id": run_id, "step_id": step, "moment_id": moment_id, "created": counts}
+        return Recorded(run_id=run_id, step_id=step, moment_id=moment_id, created=counts)
 
     def _in_template(self, node: dict) -> bool:
         if is_template_node(node):
@@ -312,16 +313,12 @@ class Procedures:
             nodes.update({node["id"]: node for node in self.graph.get_many(missing)})
         return unmet(gate, contents, links, nodes)
 
-    def _at(self, run_id: str, template: Template, index: int, *, status: str = "active", error: str | None = None) -> dict:
-        return {
-            "run_id": run_id,
-            "step_id": template.procedure.steps[index].id,
-            "step_content": template.contents[index],
-            "status": status,
-            "validation_error": error,
-        }
+    def _at(self, run_id: str, template: Template, index: int, *, status: RunStatus = "active",
+            error: str | None = None) -> RunStep:
+        return RunStep(run_id=run_id, status=status, step_id=template.procedure.steps[index].id,
+                       step_content=template.contents[index], validation_error=error)
 
-    def _where(self, state: RunState) -> dict:
+    def _where(self, state: RunState) -> RunStep:
         """Where a run stands, without changing it."""
         if state.status == "completed":
             return _completed(state.run_id)

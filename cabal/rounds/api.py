@@ -25,17 +25,20 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from cabal.config import resolve_home
-from cabal.errors import MissionError, ResourceNotFound
+from cabal.entities import USER_COLLAB_TYPE
+from cabal.errors import AnswerRejected, MissionError, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.llm import DEFAULT_MODEL, Budget, Usage, make_model, model_name
 from cabal.membrane import Membrane
 from cabal.rounds.context import PromptLibrary
-from cabal.rounds.engine import Event, Runtime, build_graph
-from cabal.rounds.ids import USER_ID, item_id
+from cabal.rounds.engine import build_graph
+from cabal.rounds.ids import item_id
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
+from cabal.rounds.run import Event, MissionRun
 from cabal.rounds.snapshot import mission_spend
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
+from cabal.vocabulary import USER_ID, MissionState, StopReason
 
 MISSION_PREFIX = "m-"
 
@@ -43,8 +46,8 @@ MISSION_PREFIX = "m-"
 @dataclass(frozen=True)
 class MissionResult:
     mission_id: str
-    state: str  # running, halted, done, failed
-    stop_reason: str | None
+    state: MissionState
+    stop_reason: StopReason | None
     round: int
     usage: Usage
     cost_usd: float
@@ -122,15 +125,15 @@ def _resolve_model(model: Any, spec: MissionSpec, base: Path | None) -> tuple[An
     return make_model(chosen), chosen
 
 
-def _runtime(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
-             on_event: Callable[[Event], None] | None, answers: list[str]) -> Runtime:
+def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
+                 on_event: Callable[[Event], None] | None, answers: list[str]) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
     # The mission node keeps the budget once it exists (a user may have raised it since).
     budget = (Budget(max_tokens=mission.get("budget_tokens"), max_cost_usd=mission.get("budget_cost_usd"))
               if mission else spec.budget.to_budget())
-    return Runtime(
+    return MissionRun(
         mission_id=mission_id, spec=spec, graph=graph,
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
         model=model, team=team,
@@ -157,21 +160,19 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     mission_id = _new_mission_id(spec)
     graph = workspace.graph(mission_id)
     try:
-        runtime = _runtime(workspace, graph, mission_id, spec, chat_model, on_event, spec.answers)
-        for agent in runtime.team.agents:  # an unknown skill is an error now, not at its first prompt
+        run = _mission_run(workspace, graph, mission_id, spec, chat_model, on_event, spec.answers)
+        for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
-                runtime.prompts.skill_text(skill)
-        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": runtime.team.cards[a.role].persona,
-                   "skills": list(a.skills)} for a in runtime.team.agents]
-        started = runtime.membrane.run("start_mission", {
+                run.prompts.skill_text(skill)
+        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": run.team.cards[a.role].persona,
+                   "skills": list(a.skills)} for a in run.team.agents]
+        run.write("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "agents": agents,
             "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
         }, {}, session_id=f"{mission_id}.start")
-        if started["status"] != "complete":
-            raise MissionError(f"cannot start the mission: {started.get('error')}")
-        runtime.emit("start", name=spec.name, operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec)
-        return _drive(workspace, runtime, None)
+        run.emit("start", name=spec.name, operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec)
+        return _drive(workspace, run, None)
     finally:
         graph.close()
 
@@ -185,30 +186,30 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
     try:
         node = graph.get(mission_id)
         spec = parse_mission(json.loads(node["spec"]), source=mission_id)
-        if node.get("status") == "done" or node.get("status") == "failed":
+        if node.get("status") in (MissionState.DONE, MissionState.FAILED):
             return status_of(workspace, graph, mission_id)
         stored = node.get("model") or ""
         chosen = model if model is not None else (None if stored.startswith("object:") else stored)
         if chosen is None:
             raise MissionError(f"mission {mission_id} ran with an in-process model; pass model= to resume it")
         chat_model, _ = _resolve_model(chosen, spec, None)
-        runtime = _runtime(workspace, graph, mission_id, spec, chat_model, on_event, [])
+        run = _mission_run(workspace, graph, mission_id, spec, chat_model, on_event, [])
         pending = _pending_halt(graph)
         if pending is not None and answer is None:
             raise MissionError(f"mission {mission_id} is waiting for an answer: {pending.get('message')}",
                                hint=f"cabal resume {mission_id} --answer '...'")
         if pending is None and answer is not None:
             raise MissionError(f"mission {mission_id} has no pending question to answer")
-        runtime.emit("resume", answer=answer)
-        return _drive(workspace, runtime, answer)
+        run.emit("resume", answer=answer)
+        return _drive(workspace, run, answer)
     finally:
         graph.close()
 
 
-def _drive(workspace: Workspace, runtime: Runtime, answer: str | None) -> MissionResult:
-    config = {"configurable": {"thread_id": runtime.mission_id}, "recursion_limit": 10_000}
-    with workspace.driving(runtime.mission_id), workspace.checkpointer() as saver:
-        app = build_graph(runtime, saver)
+def _drive(workspace: Workspace, run: MissionRun, answer: str | None) -> MissionResult:
+    config = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
+    with workspace.driving(run.mission_id), workspace.checkpointer() as saver:
+        app = build_graph(saver)
         started = app.get_state(config).values
         if answer is not None:
             payload: Any = Command(resume=answer)
@@ -217,13 +218,13 @@ def _drive(workspace: Workspace, runtime: Runtime, answer: str | None) -> Missio
         else:
             payload = {"round": 0}
         try:
-            app.invoke(payload, config)
+            app.invoke(payload, config, context=run)
         finally:
-            runtime.close()
-    path = workspace.transcript_path(runtime.mission_id)
+            run.close()
+    path = workspace.transcript_path(run.mission_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_transcript(runtime.graph, runtime.mission_id))
-    return status_of(workspace, runtime.graph, runtime.mission_id)
+    path.write_text(render_transcript(run.graph, run.mission_id))
+    return status_of(workspace, run.graph, run.mission_id)
 
 
 def _mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
@@ -245,7 +246,8 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
     usage, cost = mission_spend(graph)
     path = workspace.transcript_path(mission_id)
     return MissionResult(
-        mission_id=mission_id, state=node.get("status", "unknown"), stop_reason=node.get("stop_reason") or None,
+        mission_id=mission_id, state=MissionState(node["status"]),
+        stop_reason=StopReason(node["stop_reason"]) if node.get("stop_reason") else None,
         round=int(node.get("round") or 0), usage=usage, cost_usd=round(cost, 6), pending_halt=_pending_halt(graph),
         transcript_path=path if path.exists() else None, detail=node.get("detail") or None,
     )
@@ -265,12 +267,15 @@ def say(mission_id: str, text: str, *, product: str | None = None, home: str | P
         node = graph.get(mission_id)
         notes = len(graph.find("collab", {"author": "user"}))
         note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
-        result = Membrane(graph).run("user_message", {
-            "mission_id": mission_id, "round": int(node.get("round") or 0), "item_id": note_id, "actor_id": USER_ID,
-            "collab_type": "feedback" if product else "user_independent",
-        }, {"item": {"content": text, "productId": product}}, session_id=note_id)
-        if result["status"] != "complete":
-            raise MissionError(f"cannot leave the message: {result.get('error')}")
+        membrane = Membrane(graph)
+        try:  # the user's text is checked by the protocol like any answer
+            note = membrane.prepare("user_message", {
+                "mission_id": mission_id, "round": int(node.get("round") or 0), "item_id": note_id,
+                "actor_id": USER_ID, "collab_type": "feedback" if product else USER_COLLAB_TYPE,
+            }, {"item": {"content": text, "productId": product}}, session_id=note_id)
+        except AnswerRejected as rejected:
+            raise MissionError(f"cannot leave the message: {rejected}") from None
+        membrane.commit([note])
         return note_id
 
 
@@ -278,10 +283,8 @@ def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | 
     """Ask the team to stop at the next round (stop reason userHalt)."""
     workspace = Workspace.at(home, url)
     with _mission_graph(workspace, mission_id) as graph:
-        result = Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
-                                     session_id=f"{mission_id}.stop")
-        if result["status"] != "complete":
-            raise MissionError(f"cannot stop the mission: {result.get('error')}")
+        Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
+                            session_id=f"{mission_id}.stop")
 
 
 def transcript(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> str:

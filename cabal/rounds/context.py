@@ -17,24 +17,19 @@ from string import Template
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
+from cabal.rounds.facts import Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts, VersionRef
+from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.ids import TempIds
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.team import Team
+from cabal.vocabulary import CHAIR_ID, USER_ID, Role, Step
 
-STEP_TITLES = {
-    "bootstrap": "Bootstrap (round 0)",
-    "reflect": "Reflect",
-    "plan": "Plan & Assign",
-    "write": "Write",
-    "peer_review": "Peer Review",
-    "inspect": "Inspect",
-    "presentation": "Presentation",
-}
 # Character budgets per section (about 4 characters per token).
 TREE_LINES = 24
 CONTENT_CHARS = 2400  # one version's content, beyond which it is cut (full_content shows it all)
 SECTION_CHARS = 6000  # any one detail section
 ITEM_CHARS = 400  # one collab comment, remark or finding
+OPEN_FEEDBACK_SHOWN = 8  # a product's latest open collabs shown with it
 
 
 def clip(text: str | None, limit: int) -> str:
@@ -54,7 +49,7 @@ class PromptLibrary:
         for folder in [builtin_dir("prompts") / "steps", *(d / "steps" for d in dirs)]:  # later wins
             if folder.is_dir():
                 found.update({p.stem: p for p in sorted(folder.glob("*.md"))})
-        self.steps = {step: self._read(found, step) for step in STEP_TITLES}
+        self.steps = {step: self._read(found, step) for step in Step}
 
     @staticmethod
     def _read(files: dict[str, Path], name: str) -> Template:
@@ -65,7 +60,7 @@ class PromptLibrary:
     def skill_text(self, name: str) -> str:
         """A skill's Markdown (skills/NAME.md, user folders first); unknown names are an error."""
         if name not in self._skills:
-            from cabal.membrane.skills import load_skill
+            from cabal.skills import load_skill
 
             self._skills[name] = load_skill(name, self.skill_dirs).text.strip()
         return self._skills[name]
@@ -74,7 +69,7 @@ class PromptLibrary:
                       skills: tuple[str, ...] = ()) -> str:
         values = {
             "agent_id": agent_id, "agent_name": agent_name, "role_title": role_title, "persona": persona,
-            "step_title": STEP_TITLES[step], "step_instructions": self.steps[step].template.strip(),
+            "step_title": step.heading, "step_instructions": self.steps[step].template.strip(),
         }
         try:
             prompt = self.system.substitute(values).strip()
@@ -92,6 +87,7 @@ class Prompt:
     system: str
     user: str
     ids: TempIds = field(default_factory=TempIds)
+    facts: TurnFacts | None = None  # the same turn as data, for fake models
 
 
 class ContextBuilder:
@@ -113,15 +109,19 @@ class ContextBuilder:
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
                                             persona=persona, step=step, skills=agent.skills)
         ids = TempIds(agents=frozenset(self.team.ids()))
+        self._facts = FactsDraft()
         sections = [self._charter(agent_id, stored)]
-        if step != "bootstrap":
+        if step != Step.BOOTSTRAP:
             sections.append(self._tree(agent_id, step, ids))
         detail = getattr(self, f"_detail_{step}")(agent_id, ids)
         sections += [s for s in detail if s]
         sections.append(self._since_last_turn(agent_id, step, ids))
         sections.append(self._remarks(agent_id))
         sections += extra or []
-        return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids)
+        facts = self._facts.freeze(round=self.snapshot.round, step=step, agent=agent_id,
+                                   request=str(self.snapshot.mission.get("request") or ""),
+                                   team=tuple((a.id, a.role) for a in self.team.agents))
+        return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts)
 
     # ---------------------------------------------------------------------------- sections
 
@@ -175,6 +175,11 @@ class ContextBuilder:
             shown = [(p, d) for p, d in ordered if p["id"] in keep]
             hidden = [p for p, _ in ordered if p["id"] not in keep]
         lines = ["## Product tree"] + [self._tree_line(p, ids, d) for p, d in shown]
+        for product, depth in shown:
+            latest = self.snapshot.latest_version(product["id"])
+            self._facts.tree.append(TreeProduct(ids.short("p", product["id"]), product["name"], product["type"],
+                                                product.get("owner"), product.get("status", "open"),
+                                                latest["number"] if latest else None, depth))
         if hidden:
             by_status: dict[str, int] = {}
             for product in hidden:
@@ -186,9 +191,14 @@ class ContextBuilder:
         snapshot = self.snapshot
         relevant = {p["id"] for p in snapshot.owned_by(agent_id) if p.get("status") == "open"}
         relevant |= {a["product_id"] for a in snapshot.active_assignments(agent_id)}
-        if step in ("peer_review", "inspect", "plan", "presentation"):
+        if step in (Step.PEER_REVIEW, Step.INSPECT, Step.PLAN, Step.PRESENTATION):
             relevant |= {v["product_id"] for v in snapshot.new_versions()}
         return relevant
+
+    @staticmethod
+    def _version_ref(version: dict, ids: TempIds) -> VersionRef:
+        return VersionRef(ids.short("v", version["id"]), ids.short("p", version["product_id"]), version["number"],
+                          version.get("author"))
 
     def _version_block(self, version: dict, ids: TempIds, *, content: str | None) -> str:
         head = (f"{ids.short('v', version['id'])}: v{version['number']} of "
@@ -213,6 +223,18 @@ class ContextBuilder:
                 f"[{collab['type']}, importance {collab.get('importance')}] by {collab.get('author')}: "
                 f"{clip(ids.text_to_model(collab.get('comment', '')), ITEM_CHARS)}")
 
+    def _product_fact(self, product: dict, ids: TempIds) -> ProductDetail:
+        """The facts ``_product_detail`` shows: its latest version, the verdict, the open feedback."""
+        latest = self.snapshot.latest_version(product["id"])
+        inspection = self.snapshot.inspection_of(latest["id"]) if latest else None
+        return ProductDetail(
+            ids.short("p", product["id"]), product["name"], product["type"], str(product.get("dod") or ""),
+            VersionRef(ids.short("v", latest["id"]), ids.short("p", product["id"]), latest["number"],
+                       latest.get("author")) if latest else None,
+            inspection["assessment"] if inspection else None,
+            tuple(ids.short("c", c["id"]) for c in self.snapshot.open_collabs(product["id"])[-OPEN_FEEDBACK_SHOWN:]),
+        )
+
     def _product_detail(self, product: dict, ids: TempIds, *, with_content: bool = True) -> str:
         snapshot = self.snapshot
         lines = [f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}]",
@@ -229,7 +251,7 @@ class ContextBuilder:
         feedback = snapshot.open_collabs(product["id"])
         if feedback:
             lines.append("Open feedback:")
-            lines += [f"- {self._collab_line(c, ids)}" for c in feedback[-8:]]
+            lines += [f"- {self._collab_line(c, ids)}" for c in feedback[-OPEN_FEEDBACK_SHOWN:]]
         return "\n".join(lines)
 
     def _section(self, title: str, blocks: list[str], compact: list[str] | None = None) -> str:
@@ -257,10 +279,11 @@ class ContextBuilder:
         return ["## The team\n" + "\n".join(team), self._answered_halts()]
 
     def _detail_reflect(self, agent_id: str, ids: TempIds) -> list[str]:
-        owned = [self._product_detail(p, ids) for p in self.snapshot.owned_by(agent_id)
-                 if p.get("status") == "open"]
+        mine = [p for p in self.snapshot.owned_by(agent_id) if p.get("status") == "open"]
+        owned = [self._product_detail(p, ids) for p in mine]
+        self._facts.products += [self._product_fact(p, ids) for p in mine]
         # The user's notes left since the last round are read at this Reflect (and at Plan & Assign).
-        notes = [c for c in self.snapshot.open_collabs() if c.get("author") == "user"
+        notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID
                  and c.get("round") == self.snapshot.round - 1]
         return [self._section("Your products", owned),
                 self._section("From the user", [f"The user wrote: {clip(c.get('comment'), 1200)}" for c in notes[-3:]])]
@@ -271,6 +294,8 @@ class ContextBuilder:
             f"- {r.get('author')} on {ids.short('p', r['product_id'])}: DoD {r['dod_status']}; next: "
             f"{clip(r.get('next_version_delta'), ITEM_CHARS)}" for r in snapshot.reflections_in()
         ]
+        self._facts.reflections += [Reflection(r.get("author"), ids.short("p", r["product_id"]), r["dod_status"])
+                                    for r in snapshot.reflections_in()]
         candidates = []
         for product in snapshot.live_products():
             latest = snapshot.latest_version(product["id"])
@@ -278,15 +303,18 @@ class ContextBuilder:
                 inspection = snapshot.inspection_of(latest["id"])
                 verdict = inspection["assessment"] if inspection else "not inspected"
                 blocking = len(snapshot.blocking_collabs(product["id"]))
-                candidates.append(f"- {ids.short('p', product['id'])} {product['name']}: latest "
-                                  f"{ids.short('v', latest['id'])} (v{latest['number']}), inspection {verdict}"
+                candidate = Candidate(ids.short("p", product["id"]), product["name"], ids.short("v", latest["id"]),
+                                      latest["number"], verdict, blocking)
+                self._facts.candidates.append(candidate)
+                candidates.append(f"- {candidate.product} {candidate.name}: latest {candidate.version} "
+                                  f"(v{candidate.number}), inspection {verdict}"
                                   + (f", {blocking} blocking collab(s)" if blocking else ""))
         feedback = [f"- {self._collab_line(c, ids)}" for c in snapshot.open_collabs()
-                    if int(c.get("importance", 0)) >= 5 or c.get("author") == "user"]
+                    if int(c.get("importance", 0)) >= 5 or c.get("author") == USER_ID]
         assignments = [f"- {ids.short('p', a['product_id'])} → {a['assignee']} (since round {a['round']})"
                        for a in snapshot.active_assignments()]
         operatives = [f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)" for a in self.team.agents
-                      if a.role == "operative"]
+                      if a.role == Role.OPERATIVE]
         return [
             self._section("Reflections this round", reflections),
             self._section("Versions awaiting a decision", candidates),
@@ -308,6 +336,9 @@ class ContextBuilder:
                          f"Done when: {assignment.get('dod')}\nWhy: {assignment.get('why')}"
                          + (f"\nContext: {ids.text_to_model(assignment['context'])}" if assignment.get("context") else ""))
             blocks.append(self._product_detail(product, ids) + "\n" + directive)
+            self._facts.assignments.append(AssignmentFact(self._product_fact(product, ids),
+                                                          str(assignment.get("objective") or ""),
+                                                          assignment.get("importance")))
             compact.append(f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}]\n"
                            f"Directive (importance {assignment.get('importance')}): {clip(assignment.get('objective'), ITEM_CHARS)}")
             for attached in json.loads(assignment.get("attached") or "[]"):
@@ -324,6 +355,7 @@ class ContextBuilder:
         blocks = [f"### {self.snapshot.products[v['product_id']]['name']} — DoD: "
                   f"{clip(self.snapshot.products[v['product_id']].get('dod'), 600)}\n"
                   + self._version_block(v, ids, content=contents.get(v["id"])) for v in versions]
+        self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
         return [self._section("New versions to review", blocks)]
 
     def _detail_inspect(self, agent_id: str, ids: TempIds) -> list[str]:
@@ -338,33 +370,48 @@ class ContextBuilder:
                           + self._version_block(version, ids, content=contents.get(version["id"]))
                           + ("\nPeer reviews:\n" + "\n".join(reviews) if reviews else ""))
         compact = [self._version_block(v, ids, content=None).split("\n", 1)[0] for v in versions]
+        self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
         return [self._section("New versions to inspect", blocks, compact)]
 
     def _detail_presentation(self, agent_id: str, ids: TempIds) -> list[str]:
+        events = self._round_events()
+        self._facts.events += events
+        self._facts.speakers += self.team.speakers(agent_id)
+        return [self._section("What happened this round", [e.text for e in events] or ["- nothing was written this round"]),
+                f"You may speak as: {', '.join(self.team.speakers(agent_id))}."]
+
+    def _round_events(self) -> list[Event]:
+        """What happened this round, one line each: versions, decisions, assignments, remarks to
+        the user, questions asked."""
         snapshot = self.snapshot
         events = []
         for version in snapshot.new_versions():
             inspection = snapshot.inspection_of(version["id"])
-            events.append(f"- {version.get('author')} wrote v{version['number']} of "
-                          f"{snapshot.products[version['product_id']]['name']}: {clip(version.get('change_summary'), 200)}"
-                          + (f" (inspection: {inspection['assessment']})" if inspection else ""))
+            name = snapshot.products[version["product_id"]]["name"]
+            events.append(Event(version.get("author"), "wrote", name,
+                                f"- {version.get('author')} wrote v{version['number']} of {name}: "
+                                f"{clip(version.get('change_summary'), 200)}"
+                                + (f" (inspection: {inspection['assessment']})" if inspection else "")))
         for acceptance in snapshot.acceptances:
             if acceptance.get("round") == snapshot.round:
                 name = snapshot.products.get(acceptance["product_id"], {}).get("name")
-                events.append(f"- chair-1 {'accepted' if acceptance['accepted'] else 'rejected'} {name}"
-                              + (f": {clip(acceptance.get('rejection_reason'), 200)}" if acceptance.get("rejection_reason") else ""))
+                verb = "accepted" if acceptance["accepted"] else "rejected"
+                events.append(Event(CHAIR_ID, verb, name, f"- {CHAIR_ID} {verb} {name}"
+                                    + (f": {clip(acceptance.get('rejection_reason'), 200)}"
+                                       if acceptance.get("rejection_reason") else "")))
         for assignment in snapshot.assignments_in():
             name = snapshot.products.get(assignment["product_id"], {}).get("name")
-            events.append(f"- chair-1 assigned {name} to {assignment['assignee']}: {clip(assignment.get('objective'), 160)}")
+            events.append(Event(CHAIR_ID, "assigned", name, f"- {CHAIR_ID} assigned {name} to {assignment['assignee']}: "
+                                                            f"{clip(assignment.get('objective'), 160)}"))
         for remark in snapshot.remarks_to_users():
-            events.append(f"- {remark.get('author')} to the user: {clip(remark.get('content'), ITEM_CHARS)}")
+            content = clip(remark.get("content"), ITEM_CHARS)
+            events.append(Event(remark.get("author"), "told_user", content, f"- {remark.get('author')} to the user: {content}"))
         for halt in snapshot.halts:
             if halt.get("round") == snapshot.round:
-                events.append(f"- chair-1 asked the user: {clip(halt.get('message'), ITEM_CHARS)}"
-                              + (f" (answer: {clip(halt.get('answer'), 200)})" if halt.get("answer") else ""))
-        speakers = ", ".join(self.team.speakers(agent_id))
-        return [self._section("What happened this round", events or ["- nothing was written this round"]),
-                f"You may speak as: {speakers}."]
+                message = clip(halt.get("message"), ITEM_CHARS)
+                events.append(Event(CHAIR_ID, "asked", message, f"- {CHAIR_ID} asked the user: {message}"
+                                    + (f" (answer: {clip(halt.get('answer'), 200)})" if halt.get("answer") else "")))
+        return events
 
     # ------------------------------------------------------------------- shared pieces
 
@@ -373,13 +420,13 @@ class ContextBuilder:
         answered = sorted(answered, key=lambda h: h.get("answered_round", 0))[-3:]
         lines = [f"You asked: {clip(h.get('message'), 600)}\nThe user answered: {clip(h.get('answer'), 1200)}"
                  for h in answered]
-        user_notes = [c for c in self.snapshot.open_collabs() if c.get("author") == "user"]
+        user_notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID]
         lines += [f"The user wrote: {clip(c.get('comment'), 1200)}" for c in user_notes[-3:]]
         return self._section("From the user", lines)
 
     def _since_last_turn(self, agent_id: str, step: str, ids: TempIds) -> str:
         """Delta loading: acceptances and verdicts since the agent's previous round."""
-        if self.snapshot.round <= 1 or step == "bootstrap":
+        if self.snapshot.round <= 1 or step == Step.BOOTSTRAP:
             return ""
         previous = self.snapshot.round - 1
         lines = []

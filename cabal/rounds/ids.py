@@ -15,8 +15,7 @@ from typing import Any
 
 from cabal.errors import AnswerProblem
 from cabal.refs import find_malformed, parse_refs, replace_refs
-
-USER_ID = "user"
+from cabal.vocabulary import USER_ID
 
 # Answer keys (camelCase, as the model writes them) that hold ids, and the kind of id.
 ID_KEYS: dict[str, str] = {

@@ -18,7 +18,6 @@ answers: ["Students first; teachers later."]   # optional: replies to the Chair'
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import yaml
@@ -26,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cabal.errors import ConfigError
 from cabal.llm.usage import Budget
+from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
 
-OPERATIVE_ID = re.compile(r"^operative-\d+$")
 
 
 class TeamSpec(BaseModel):
@@ -43,8 +42,9 @@ class TeamSpec(BaseModel):
     @classmethod
     def _known_agents(cls, value: dict) -> dict:
         for agent_id in value:
-            if agent_id not in ("chair-1", "watchdog-1", "envoy-1") and not OPERATIVE_ID.match(agent_id):
-                raise ValueError(f"unknown agent id {agent_id!r}: use chair-1, watchdog-1, envoy-1 or operative-N")
+            if not is_agent_id(agent_id):
+                raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID} "
+                                 "or operative-N")
         return value
 
 
@@ -72,13 +72,6 @@ class MissionSpec(BaseModel):
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
-
-    def operative_ids(self) -> list[str]:
-        return [f"operative-{n}" for n in range(1, self.team.operatives + 1)]
-
-    def agent_ids(self) -> list[str]:
-        return ["chair-1", *self.operative_ids(), "watchdog-1", "envoy-1"]
-
 
 def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     """Read a mission file; returns the spec and the file's folder (for relative paths)."""

@@ -29,9 +29,9 @@ from cabal.entities import (
     UpdateProduct,
     VersionWrite,
 )
-from cabal.rounds.ids import USER_ID
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.team import Team
+from cabal.vocabulary import USER_ID, Role, Step
 
 CLOSED_STATUSES = ("accepted", "removed")
 
@@ -76,7 +76,7 @@ Rule = Callable[[Any, RuleContext], list[str]]
 def _operative(agent_id: str | None, ctx: RuleContext) -> list[str]:
     if agent_id is None:
         return []
-    if agent_id not in ctx.team.ids("operative"):
+    if agent_id not in ctx.team.ids(Role.OPERATIVE):
         return [f"{agent_id!r} is not an operative of this team ({', '.join(ctx.team.ids('operative'))})"]
     return []
 
@@ -334,7 +334,7 @@ ABOUT_RULES: dict[str, Rule] = {
 
 def step_problems(step: str, answer: Any, ctx: RuleContext) -> list[tuple[str, str]]:
     """Rules about a whole answer rather than one item: (path, problem) pairs."""
-    if step == "inspect":
+    if step == Step.INSPECT:
         inspected = {i.version_id for i in answer.inspections}
         missing = [v for v in ctx.snapshot.new_versions() if v["id"] not in inspected]
         if missing:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from cabal.graph import ContextGraph
-
-STEP_ORDER = ("bootstrap", "reflect", "plan", "write", "peer_review", "inspect", "presentation")
+from cabal.vocabulary import CHAIR_ID, USER_ID, Step
 
 
 def conversation(graph: ContextGraph) -> list[dict]:
@@ -14,12 +13,12 @@ def conversation(graph: ContextGraph) -> list[dict]:
         entries.append({"round": message.get("round", 0), "order": (1, message.get("position", 0)),
                         "speaker": message.get("as_agent"), "text": message.get("content"), "kind": "message"})
     for halt in graph.find("halt"):
-        entries.append({"round": halt.get("round", 0), "order": (0, 0), "speaker": halt.get("author") or "chair-1",
+        entries.append({"round": halt.get("round", 0), "order": (0, 0), "speaker": halt.get("author") or CHAIR_ID,
                         "text": halt.get("message"), "kind": f"halt:{halt.get('type')}", "options": halt.get("options") or []})
         if halt.get("answer"):
             entries.append({"round": halt.get("answered_round", halt.get("round", 0)), "order": (0, 1),
                             "speaker": "you", "text": halt.get("answer"), "kind": "answer"})
-    for note in graph.find("collab", {"author": "user"}):
+    for note in graph.find("collab", {"author": USER_ID}):
         entries.append({"round": note.get("round", 0), "order": (2, 0), "speaker": "you",
                         "text": note.get("comment"), "kind": "note"})
     return sorted(entries, key=lambda e: (e["round"], e["order"]))
@@ -74,8 +73,13 @@ def render_transcript(graph: ContextGraph, mission_id: str) -> str:
                      f" · owner {product.get('owner')}")
     lines += ["", "## Turns", ""]
     turns = graph.find("moment", {"type": "turn"}, fields=["round", "step", "agent", "outcome", "prose", "attempts", "problems"])
-    for turn in sorted(turns, key=lambda t: (t.get("round", 0), STEP_ORDER.index(t["step"]) if t.get("step") in STEP_ORDER else 9, t.get("agent", ""))):
+    for turn in sorted(turns, key=lambda t: (t.get("round", 0), _step_position(t.get("step")), t.get("agent", ""))):
         problems = f" (rejected: {'; '.join(turn['problems'])})" if turn.get("outcome") == "failed" and turn.get("problems") else ""
         lines.append(f"- r{turn.get('round')} {turn.get('step')} {turn.get('agent')}: {turn.get('outcome')}, "
                      f"{turn.get('prose')} [{turn.get('attempts')} attempt(s)]{problems}")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _step_position(step: str | None) -> int:
+    """A turn's place in its round; the engine's own turns (a budget question) come last."""
+    return Step(step).position if step in tuple(Step) else len(Step)

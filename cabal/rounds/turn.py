@@ -27,7 +27,10 @@ from pydantic import BaseModel, ValidationError
 from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_CONTEXT, envelope_models
 from cabal.errors import AnswerProblem, AnswerRejected
 from cabal.llm import Usage, call_metadata, call_model
+from cabal.membrane import Cluster
+from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import Prompt
+from cabal.vocabulary import Step, TurnOutcome
 
 DEFAULT_MAX_ATTEMPTS = 3
 TOOL_DESCRIPTIONS = {
@@ -52,25 +55,15 @@ def _step_tools_json(step: str) -> str:
     ])
 
 
-def schema_problems(error: ValidationError, prefix: str = "") -> list[AnswerProblem]:
-    problems = []
-    for item in error.errors():
-        path = ".".join(str(part) for part in item["loc"])
-        got = item.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {str(got)[:80]!r})"
-        problems.append(AnswerProblem(".".join(p for p in (prefix, path) if p), item["msg"] + shown))
-    return problems
-
-
-# Checks a parsed final answer; returns what to commit, or raises AnswerRejected.
-Checker = Callable[[BaseModel, dict], Any]
+# Checks a parsed final answer; returns the clusters it writes, or raises AnswerRejected.
+Checker = Callable[[BaseModel], list[Cluster]]
 
 
 @dataclass
 class TurnResult:
-    outcome: str  # "final", "halt" or "failed"
+    outcome: TurnOutcome
     answer: BaseModel | None = None
-    prepared: Any = None  # whatever the checker returned: the writes to commit
+    prepared: list[Cluster] | None = None  # what the checker returned: the writes to commit
     halt: BaseModel | None = None
     usage: Usage = field(default_factory=Usage)
     calls: list[Usage] = field(default_factory=list)  # one per model call, in order
@@ -84,7 +77,7 @@ class TurnResult:
 class Turn:
     model: Any
     prompt: Prompt
-    step: str
+    step: Step
     agent_id: str
     round: int
     check: Checker
@@ -96,8 +89,9 @@ class Turn:
         tools = step_tools(self.step)
         models = envelope_models(self.step)
         messages: list[BaseMessage] = [SystemMessage(self.prompt.system), HumanMessage(self.prompt.user)]
-        result = TurnResult(outcome="failed")
-        metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index)
+        result = TurnResult(outcome=TurnOutcome.FAILED)
+        metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index,
+                                 facts=self.prompt.facts)
         while result.attempts < self.max_attempts:
             reply = call_model(self.model, messages, tools, metadata=metadata)
             result.usage = result.usage + reply.usage
@@ -120,7 +114,7 @@ class Turn:
                     envelope = models[name].model_validate(raw)
                 except ValidationError as error:
                     result.attempts += 1
-                    self._reject(messages, call, schema_problems(error), result)
+                    self._reject(messages, call, pydantic_problems(error), result)
                     continue
                 result.context_iterations += 1
                 messages.append(ToolMessage(self.serve_context(envelope.requests, self.prompt.ids),
@@ -135,20 +129,20 @@ class Turn:
             try:
                 parsed = models[name].model_validate(mapped)
             except ValidationError as error:
-                self._reject(messages, call, problems + schema_problems(error), result)
+                self._reject(messages, call, problems + pydantic_problems(error), result)
                 continue
             if problems:
                 self._reject(messages, call, problems, result)
                 continue
             if name == HALT:
-                result.outcome, result.halt = "halt", parsed
+                result.outcome, result.halt = TurnOutcome.HALT, parsed
                 break
             try:
-                result.prepared = self.check(parsed, mapped)
+                result.prepared = self.check(parsed)
             except AnswerRejected as rejected:
                 self._reject(messages, call, rejected.problems, result)
                 continue
-            result.outcome, result.answer, result.problems = "final", parsed, []
+            result.outcome, result.answer, result.problems = TurnOutcome.FINAL, parsed, []
             break
         result.transcript = messages
         return result

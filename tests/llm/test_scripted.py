@@ -196,10 +196,11 @@ def test_usage_is_estimated_from_characters() -> None:
 def test_function_model_answers_with_a_dict_or_a_message() -> None:
     seen: list[tuple[str, list[str], dict]] = []
 
-    def answer(messages, tools, metadata):
-        seen.append((messages[-1].text, [t["name"] for t in tools], metadata))
-        if metadata["cabal_agent"] == "chair-1":
-            return {"tool": "answer", "args": {"agent": metadata["cabal_agent"]}}
+    def answer(request):
+        seen.append((request.messages[-1].text, [t["name"] for t in request.tools], request.key, request.facts,
+                     dict(request.metadata)))
+        if request.key.agent == "chair-1":
+            return {"tool": "answer", "args": {"agent": request.key.agent}}
         return AIMessage(content="I would rather talk.")
 
     model = FunctionChatModel(answer)
@@ -213,6 +214,8 @@ def test_function_model_answers_with_a_dict_or_a_message() -> None:
     assert seen[0] == (
         "Write product p1 now, please.",
         ["answer"],
+        CallKey(1, "plan", "chair-1"),
+        None,  # facts: the round engine's TurnFacts, when the engine makes the call
         {"cabal_round": 1, "cabal_step": "plan", "cabal_agent": "chair-1"},
     )
 

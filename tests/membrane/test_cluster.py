@@ -8,6 +8,7 @@ import pytest
 
 from cabal.errors import ProtocolRuntimeError, TemplateError
 from cabal.membrane import cluster
+from cabal.membrane.results import Cluster
 from cabal.membrane.loader import load_protocol
 from cabal.membrane.protocol import MomentSpec
 from cabal.membrane.templates import Scope
@@ -105,8 +106,8 @@ def test_a_moment_needs_an_actor():
 
 
 def test_merge_keeps_shared_nodes_once():
-    a = {"nodes": [{"id": "n", "node_type": "thing", "type": "x", "t": 1}], "links": [{"type": "relates", "from": "n", "to": "m"}]}
-    b = {"nodes": [{"id": "n", "node_type": "thing", "type": "x", "t": 2}], "links": [{"type": "relates", "from": "n", "to": "m"}],
-         "updates": [{"id": "s", "fields": {}}]}  # fmt: skip
+    a = Cluster(nodes=({"id": "n", "node_type": "thing", "type": "x", "t": 1},), links=({"type": "relates", "from": "n", "to": "m"},))
+    b = Cluster(nodes=({"id": "n", "node_type": "thing", "type": "x", "t": 2},), links=({"type": "relates", "from": "n", "to": "m"},),
+                updates=({"id": "s", "fields": {}},))  # fmt: skip
     merged = cluster.merge([a, b])
-    assert merged == {"nodes": a["nodes"], "links": a["links"], "updates": b["updates"]}
+    assert merged == Cluster(nodes=a.nodes, links=a.links, updates=b.updates)

@@ -18,9 +18,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from cabal.cli import main
 from cabal.llm import FunctionChatModel
-from cabal.membrane.answerers import ModelAnswerer, ScriptedAnswers, answer_tool_name
-from cabal.membrane.doctor import DOCTOR_ACTOR, Doctor
-from cabal.membrane.gaps import GAP_KINDS, find_gaps, is_open
+from cabal.doctor.answerers import ModelAnswerer, ScriptedAnswers, answer_tool_name
+from cabal.doctor.doctor import DOCTOR_ACTOR, Doctor
+from cabal.doctor.gaps import GAP_KINDS, find_gaps, is_open
 
 ANSWERS = Path(__file__).parent / "data" / "doctor_answers.yaml"
 REPO = Path(__file__).resolve().parents[2]
@@ -158,7 +158,7 @@ def test_rejected_answers_are_shown_again_then_the_session_is_aborted(seeded):
     seen = []
 
     def stubborn(request):
-        seen.append((request.attempt, [e["path"] for e in request.errors]))
+        seen.append((request.attempt, [p.path for p in request.problems]))
         return {"primary": {"answer": "too short", "description": "d", "reasoning": "r"}}
 
     doctor = Doctor(seeded, max_attempts=2)
@@ -175,10 +175,10 @@ def test_a_model_answers_each_form_with_one_tool_call_and_retries_with_the_error
     canned = yaml.safe_load(ANSWERS.read_text())
     calls = []
 
-    def model(messages, tools, metadata):
-        calls.append((messages, tools, metadata))
-        (tool,) = tools
-        request_protocol = metadata["cabal_step"]
+    def model(request):
+        calls.append((list(request.messages), list(request.tools), dict(request.metadata)))
+        (tool,) = request.tools
+        request_protocol = request.key.step
         answers = dict(canned[request_protocol])  # what a capable model answers for that protocol
         answers = json.loads(json.dumps(answers).replace("{behavior_id}", "beh-open"))
         if len(calls) == 1:  # the first answer breaks a rule; the retry fixes it

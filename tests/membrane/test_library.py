@@ -11,8 +11,9 @@ from collections import Counter
 
 import pytest
 
+from cabal.errors import ProtocolRuntimeError
 from cabal.membrane import Membrane
-from cabal.membrane.gaps import GAP_KINDS, find_gaps
+from cabal.doctor.gaps import GAP_KINDS, find_gaps
 
 ACTOR = "actor-ada"
 
@@ -51,11 +52,10 @@ def membrane(graph):
 def run(membrane, graph, protocol, context, answers):
     """Run a protocol to completion; returns (result, node shape, link shape) of what it committed."""
     prepared = membrane.run(protocol, {"actor_id": ACTOR, **context}, answers, commit=False)
-    assert prepared["status"] == "complete", prepared
-    cluster = prepared["cluster"]
+    assert prepared.status == "complete", prepared
+    cluster = prepared.cluster.to_wire()
     before = graph.counts()
-    committed = membrane.commit_many([prepared])
-    assert committed["status"] == "complete", committed
+    membrane.commit([prepared.cluster])
     after = graph.counts()
     nodes = Counter((n["node_type"], n["type"]) for n in cluster["nodes"])
     links = Counter(link["type"] for link in cluster["links"])
@@ -98,18 +98,18 @@ def test_explore_space_records_one_exploration_moment(membrane, graph):
     (moment,) = moments_of(cluster)
     assert linked(graph, "about", moment["id"], "mod-refunds") and linked(graph, "expresses", ACTOR, moment["id"])
     assert moment["prose"] == "I read the module and its neighbours first"
-    assert result["summary"].startswith("explored mod-refunds: refunds holds one objective")
+    assert result.summary.startswith("explored mod-refunds: refunds holds one objective")
 
 
 def test_explore_space_shows_the_space_in_its_question(membrane):
     started = membrane.start("explore_space", {"actor_id": ACTOR, "space_id": "mod-refunds"})
-    question = started["step"]["question"]
+    question = started.step.question
     assert "beh-partial" in question and "esc-disputes" in question  # the query ran before the ask
 
 
 def test_explore_space_needs_an_existing_space(membrane):
-    result = membrane.start("explore_space", {"actor_id": ACTOR, "space_id": "mod-nowhere"})
-    assert result["status"] == "error" and "mod-nowhere does not exist" in result["error"]
+    with pytest.raises(ProtocolRuntimeError, match="mod-nowhere does not exist"):
+        membrane.start("explore_space", {"actor_id": ACTOR, "space_id": "mod-nowhere"})
 
 
 # ------------------------------------------------------------------------------ add_objectives
@@ -204,8 +204,8 @@ def test_add_invariant_refuses_a_node_that_is_not_a_behavior(membrane, graph):
         "add_invariant", {"actor_id": ACTOR, "space_id": "mod-refunds"},
         {"guarded_behaviors": said(["obj-refunds"]), "rule": said(RULE)},
     )  # fmt: skip
-    assert result["status"] == "active"
-    assert result["errors"] == [
+    assert result.status == "active"
+    assert result.to_wire()["errors"] == [
         {"path": "guarded_behaviors.answer.0", "message": "node 'obj-refunds' has type='objective', expected type='behavior'"}
     ]
 
@@ -249,12 +249,12 @@ def test_add_health_coverage_wants_docks_as_file_and_symbol(membrane):
         "add_health_coverage", {"actor_id": ACTOR, "validation_id": "val-cap"},
         {"health": said(HEALTH), "docks": said({**DOCKS, "upstream": "service.py line 40"})},
     )  # fmt: skip
-    assert [e["path"] for e in result["errors"]] == ["docks.answer.upstream"]
+    assert [e["path"] for e in result.to_wire()["errors"]] == ["docks.answer.upstream"]
 
 
 def test_add_health_coverage_needs_a_validation(membrane):
-    result = membrane.start("add_health_coverage", {"actor_id": ACTOR, "validation_id": "beh-refund"})
-    assert result["status"] == "error" and "no validation beh-refund" in result["error"]
+    with pytest.raises(ProtocolRuntimeError, match="no validation beh-refund"):
+        membrane.start("add_health_coverage", {"actor_id": ACTOR, "validation_id": "beh-refund"})
 
 
 # -------------------------------------------------------------------------- add_implementation
@@ -409,7 +409,7 @@ def test_resolve_blocker_with_a_lasting_rule_calls_add_invariant(membrane, graph
 
 
 def test_every_gap_kind_has_a_skill_row_naming_a_shipped_protocol(membrane):
-    from cabal.membrane.skills import load_skill
+    from cabal.skills import load_skill
 
     for kind in GAP_KINDS.values():
         protocol = load_skill(kind.domain).select_protocol(kind.name)

@@ -10,10 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from cabal.membrane import Membrane, register_entity
+from cabal.errors import AnswerRejected, ProtocolRuntimeError, ResourceNotFound, TemplateError
+from cabal.membrane import Created, Membrane, register_entity
 
 HERE = Path(__file__).parent / "protocols"
 MOMENT = {"description": "I looked at the space", "reasoning": "it had no behavior yet"}
@@ -50,24 +53,24 @@ def links_of(graph, node_id):
 
 def test_query_branch_call_ask_and_create_with_for_each_links(membrane, graph):
     r = membrane.start("add_invariant", {"actor_id": "agent-1", "space_id": "space-1", "timestamp": "T"})
-    sid = r["session_id"]
+    sid = r.session_id
     # space-1 holds no behavior: the query found none, the branch called add_behavior
-    assert (r["status"], r["protocol"], r["step"]["id"]) == ("active", "add_behavior", "add_one.name")
-    assert r["step"]["question"] == "Name the behavior in space-1"
-    assert r["step"]["expects"] == {"type": "string", "min_length": 3}
-    assert r["step"]["moment"] == {"type": "answer", "agent_provides": ["description", "reasoning"]}
+    assert (r.status, r.protocol, r.step.id) == ("active", "add_behavior", "add_one.name")
+    assert r.step.question == "Name the behavior in space-1"
+    assert r.step.expects == {"type": "string", "min_length": 3}
+    assert r.step.moment == {"type": "answer", "agent_provides": ["description", "reasoning"]}
     assert graph.get(sid)["status"] == "active"
 
     r = membrane.continue_session(sid, answered("Charges are idempotent"))
-    assert (r["status"], r["protocol"], r["step"]["id"]) == ("active", "add_invariant", "pick_behaviors")
+    assert (r.status, r.protocol, r.step.id) == ("active", "add_invariant", "pick_behaviors")
     # the new behavior is not committed yet, but it is a valid answer: the session prepared it
     assert not graph.exists("behavior-charges-are-idempotent")
     r = membrane.continue_session(sid, answered(["behavior-charges-are-idempotent", "beh-other"], reasoning="both"))
-    assert r["step"]["id"] == "title"
+    assert r.step.id == "title"
     r = membrane.continue_session(sid, "No double charge")
-    assert r["step"]["id"] == "details" and [q["name"] for q in r["step"]["questions"]] == ["rule", "severity"]
+    assert r.step.id == "details" and [q["name"] for q in r.step.questions] == ["rule", "severity"]
     r = membrane.continue_session(sid, {"rule": "a charge id is captured once", "severity": "high"})
-    assert r == {
+    assert r.to_wire() == {
         "status": "complete",
         "session_id": sid,
         "summary": 'Validation No double charge ensures ["behavior-charges-are-idempotent", "beh-other"]',
@@ -111,40 +114,40 @@ def test_query_branch_call_ask_and_create_with_for_each_links(membrane, graph):
 
 def test_the_other_branch_skips_the_call(membrane, graph):
     r = membrane.start("add_invariant", {"actor_id": "agent-1", "space_id": "space-2"})
-    assert (r["protocol"], r["step"]["id"]) == ("add_invariant", "pick_behaviors")
+    assert (r.protocol, r.step.id) == ("add_invariant", "pick_behaviors")
 
 
 def test_a_rejected_answer_then_an_accepted_one(membrane, graph):
-    sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "r1"})["session_id"]
+    sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "r1"}).session_id
     r = membrane.continue_session(sid, "ab")
-    assert (r["status"], r["step"]["id"]) == ("active", "title")
-    assert r["errors"] == [{"path": "title", "message": "expected at least 3 characters, got 2"}]
-    assert "title: expected at least 3 characters, got 2" in r["error"]
+    assert (r.status, r.step.id) == ("active", "title")
+    assert r.to_wire()["errors"] == [{"path": "title", "message": "expected at least 3 characters, got 2"}]
+    assert "title: expected at least 3 characters, got 2" in r.to_wire()["error"]
     r = membrane.continue_session(sid, "Ledger")
-    assert (r["status"], r["step"]["id"], "error" in r) == ("active", "body", False)
-    assert r["step"]["question"] == "What does the note say about Ledger?"
+    assert (r.status, r.step.id, r.problems) == ("active", "body", ())
+    assert r.step.question == "What does the note say about Ledger?"
     r = membrane.continue_session(sid, {"answer": "short", "reasoning": ""})
-    assert r["errors"] == [
+    assert r.to_wire()["errors"] == [
         {"path": "body.answer", "message": "expected at least 10 characters, got 5"},
         {"path": "body.description", "message": "an answer is required (string (min_length=1))"},
         {"path": "body.reasoning", "message": "expected at least 1 characters, got 0"},
     ]
     r = membrane.continue_session(sid, answered("entries balance to zero"))
-    assert r["status"] == "complete" and r["created"] == {"nodes": 2, "links": 3}
+    assert r.status == "complete" and r.created.to_wire() == {"nodes": 2, "links": 3}
     assert graph.get("note-r1-ledger")["content"] == "entries balance to zero"
 
 
 def test_a_second_membrane_continues_after_the_first_is_gone(membrane, graph):
-    sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "x"})["session_id"]
+    sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "x"}).session_id
     membrane.continue_session(sid, "Handover")
     del membrane
     other = Membrane(graph, [HERE])
     r = other.continue_session(sid, answered("picked up by another instance"))
-    assert r["status"] == "complete" and graph.get("note-x-handover")["content"] == "picked up by another instance"
+    assert r.status == "complete" and graph.get("note-x-handover")["content"] == "picked up by another instance"
 
 
 def test_a_different_process_continues_the_session(membrane, graph, graph_server):
-    sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "p"})["session_id"]
+    sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "p"}).session_id
     membrane.continue_session(sid, "Across processes")
     script = textwrap.dedent(
         f"""
@@ -154,7 +157,7 @@ def test_a_different_process_continues_the_session(membrane, graph, graph_server
         graph = ContextGraph.open(name={graph.name!r}, home={str(graph_server.home)!r})
         result = Membrane(graph, [{str(HERE)!r}]).continue_session(
             {sid!r}, {{"answer": "written by a second process", "description": "d", "reasoning": "r"}})
-        print(json.dumps(result))
+        print(json.dumps(result.to_wire()))
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
@@ -165,27 +168,28 @@ def test_a_different_process_continues_the_session(membrane, graph, graph_server
 
 
 def test_abort_leaves_no_moments_and_ends_the_session(membrane, graph):
-    sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "a"})["session_id"]
+    sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "a"}).session_id
     membrane.continue_session(sid, "Abandoned")
     before = graph.counts()
-    assert membrane.abort(sid) == {"status": "aborted", "session_id": sid}
+    assert membrane.abort(sid).to_wire() == {"status": "aborted", "session_id": sid}
     assert graph.get(sid)["status"] == "aborted"
     assert graph.find("moment") == [] and graph.counts() == before
-    r = membrane.continue_session(sid, answered("too late for this"))
-    assert r["status"] == "error" and "aborted" in r["error"]
-    assert membrane.start("record_note", {}, session_id=sid) == {"status": "aborted", "session_id": sid}
+    with pytest.raises(ProtocolRuntimeError, match="aborted"):
+        membrane.continue_session(sid, answered("too late for this"))
+    assert membrane.start("record_note", {}, session_id=sid).to_wire() == {"status": "aborted", "session_id": sid}
 
 
 def test_unknown_protocol_and_session_say_not_found(membrane):
-    for result in (
-        membrane.start("no_such_protocol", {}),
-        membrane.continue_session("session-nope", "x"),
-        membrane.abort("session-nope"),
-        membrane.form("session-nope"),
-        membrane.submit("session-nope", {}),
-        membrane.run("no_such_protocol", {}, {}),
+    for call in (
+        lambda: membrane.start("no_such_protocol", {}),
+        lambda: membrane.continue_session("session-nope", "x"),
+        lambda: membrane.abort("session-nope"),
+        lambda: membrane.form("session-nope"),
+        lambda: membrane.submit("session-nope", {}),
+        lambda: membrane.run("no_such_protocol", {}, {}),
     ):
-        assert result["status"] == "error" and "not found" in result["error"], result
+        with pytest.raises(ResourceNotFound, match="not found"):
+            call()
 
 
 def test_list_and_load_string(membrane):
@@ -230,26 +234,27 @@ steps:
 
 def test_missing_dependency_fail(membrane):
     membrane.load_string(DEPENDENT.replace("ON_MISSING", 'action: fail, message: "make {space_id} first"'))
-    r = membrane.start("note_in_space", {"space_id": "space-9"})
-    assert r["status"] == "error" and r["error"] == "missing dependency 'space': make space-9 first"
-    assert membrane.start("note_in_space", {"space_id": "space-1"})["status"] == "active"
+    with pytest.raises(ProtocolRuntimeError) as refused:
+        membrane.start("note_in_space", {"space_id": "space-9"})
+    assert str(refused.value) == "missing dependency 'space': make space-9 first"
+    assert membrane.start("note_in_space", {"space_id": "space-1"}).status == "active"
 
 
 def test_missing_dependency_prompt(membrane):
     membrane.load_string(DEPENDENT.replace("ON_MISSING", 'action: prompt, message: "space {space_id} is missing"'))
     r = membrane.start("note_in_space", {"space_id": "space-9"})
-    assert (r["status"], r["step"]["id"], r["prompt"]) == ("active", "body", "space space-9 is missing")
+    assert (r.status, r.step.id, r.prompt) == ("active", "body", "space space-9 is missing")
 
 
 def test_missing_dependency_spawn_runs_the_sub_protocol_first(membrane, graph):
     membrane.load_string(CREATE_SPACE)
     membrane.load_string(DEPENDENT.replace("ON_MISSING", "action: spawn, protocol: create_space"))
     r = membrane.start("note_in_space", {"space_id": "space-9", "actor_id": "agent-1"})
-    assert (r["protocol"], r["step"]["id"], r["step"]["question"]) == ("create_space", "space.name", "Name the space space-9")
-    r = membrane.continue_session(r["session_id"], "Ledger")
-    assert (r["protocol"], r["step"]["id"]) == ("note_in_space", "body")
-    r = membrane.continue_session(r["session_id"], "lives in the new space")
-    assert r["created"] == {"nodes": 2, "links": 2}
+    assert (r.protocol, r.step.id, r.step.question) == ("create_space", "space.name", "Name the space space-9")
+    r = membrane.continue_session(r.session_id, "Ledger")
+    assert (r.protocol, r.step.id) == ("note_in_space", "body")
+    r = membrane.continue_session(r.session_id, "lives in the new space")
+    assert r.created.to_wire() == {"nodes": 2, "links": 2}
     assert links_of(graph, "space-9") == [("contains", "space-9", "note-space-9"), ("relates", "agent-1", "space-9")]
 
 
@@ -257,10 +262,10 @@ def test_missing_dependency_spawn_runs_the_sub_protocol_first(membrane, graph):
 
 
 def test_form_answers_a_multi_step_protocol_in_one_submit(membrane, graph):
-    sid = membrane.start("add_invariant", {"actor_id": "agent-1", "space_id": "space-2"})["session_id"]
+    sid = membrane.start("add_invariant", {"actor_id": "agent-1", "space_id": "space-2"}).session_id
     form = membrane.form(sid)
-    assert form["steps"] == ["pick_behaviors", "title", "details"] and form["completes"] is True
-    schema = form["schema"]
+    assert list(form.steps) == ["pick_behaviors", "title", "details"] and form.completes is True
+    schema = form.schema
     assert schema["required"] == ["pick_behaviors", "title", "details"]
     assert schema["properties"]["title"] == {"type": "string", "minLength": 5, "maxLength": 80, "description": "Name the rule"}
     assert schema["properties"]["details"]["properties"]["severity"]["enum"] == ["low", "high"]
@@ -271,8 +276,8 @@ def test_form_answers_a_multi_step_protocol_in_one_submit(membrane, graph):
         "details": {"rule": "refunds are paid once", "severity": "medium"},
     }
     r = membrane.submit(sid, wrong)
-    assert (r["status"], r["step"]["id"]) == ("active", "pick_behaviors")
-    assert r["errors"] == [
+    assert (r.status, r.step.id) == ("active", "pick_behaviors")
+    assert r.to_wire()["errors"] == [
         {"path": "pick_behaviors.answer.1", "message": "node 'goal-1' has type='goal', expected type='behavior'"},
         {"path": "title", "message": "expected at least 5 characters, got 2"},
         {"path": "details.severity", "message": "expected one of ['low', 'high'], got str 'medium'"},
@@ -280,7 +285,7 @@ def test_form_answers_a_multi_step_protocol_in_one_submit(membrane, graph):
     assert graph.find("narrative", {"type": "validation"}) == []
     right = {**wrong, "pick_behaviors": answered(["beh-other"]), "title": "Refund once", "details": {**wrong["details"], "severity": "low"}}
     r = membrane.submit(sid, right)
-    assert r["status"] == "complete" and r["created"] == {"nodes": 2, "links": 4}
+    assert r.status == "complete" and r.created.to_wire() == {"nodes": 2, "links": 4}
     assert links_of(graph, "validation-refund-once") == [
         ("contains", "space-2", "validation-refund-once"),
         ("ensures", "validation-refund-once", "beh-other"),
@@ -305,21 +310,21 @@ steps:
 
 def test_form_stops_where_the_path_depends_on_an_answer(membrane):
     membrane.load_string(BRANCHY)
-    sid = membrane.start("branchy", {"prefix": "i1"})["session_id"]
+    sid = membrane.start("branchy", {"prefix": "i1"}).session_id
     form = membrane.form(sid)
-    assert (form["steps"], form["completes"]) == (["kind"], False)
+    assert (list(form.steps), form.completes) == (["kind"], False)
     r = membrane.submit(sid, {"kind": "bug", "severity": 9})  # the branch is decided by the first answer
-    assert r["errors"] == [{"path": "severity", "message": "expected an integer of at most 5, got 9"}]
+    assert r.to_wire()["errors"] == [{"path": "severity", "message": "expected an integer of at most 5, got 9"}]
     r = membrane.submit(sid, {"kind": "bug"})
-    assert (r["status"], r["step"]["id"]) == ("active", "severity")
-    assert membrane.form(sid)["steps"] == ["severity"] and membrane.form(sid)["completes"] is True
-    assert membrane.submit(sid, {"severity": "3"})["created"] == {"nodes": 1, "links": 1}
+    assert (r.status, r.step.id) == ("active", "severity")
+    assert list(membrane.form(sid).steps) == ["severity"] and membrane.form(sid).completes is True
+    assert membrane.submit(sid, {"severity": "3"}).created.to_wire() == {"nodes": 1, "links": 1}
 
 
 def test_form_for_a_protocol_not_started(membrane):
     form = membrane.form_for("record_note", {"space_id": "space-1"})
-    assert form["steps"] == ["title", "body"] and form["completes"] is True
-    assert form["schema"]["properties"]["body"]["required"] == ["answer", "description", "reasoning"]
+    assert list(form.steps) == ["title", "body"] and form.completes is True
+    assert form.schema["properties"]["body"]["required"] == ["answer", "description", "reasoning"]
 
 
 # ------------------------------------------------------------------ one-shot run + commit
@@ -331,29 +336,29 @@ NOTE_CONTEXT = {"actor_id": "agent-1", "space_id": "space-1", "prefix": "o"}
 
 def test_run_completes_in_one_call_without_a_session_node(membrane, graph):
     r = membrane.run("record_note", NOTE_CONTEXT, NOTE_ANSWERS, session_id="round-1-agent-1")
-    assert r == {"status": "complete", "session_id": "round-1-agent-1", "summary": "note One shot recorded",
-                 "created": {"nodes": 2, "links": 3}}  # fmt: skip
+    assert r.to_wire() == {"status": "complete", "session_id": "round-1-agent-1", "summary": "note One shot recorded",
+                           "created": {"nodes": 2, "links": 3}}  # fmt: skip
     assert graph.find("session") == []
     assert graph.exists("moment-round-1-agent-1-body")
     # replaying the same run (a crash after the commit) writes nothing new
     again = membrane.run("record_note", NOTE_CONTEXT, NOTE_ANSWERS, session_id="round-1-agent-1")
-    assert again["created"] == {"nodes": 0, "links": 0}
+    assert again.created.to_wire() == {"nodes": 0, "links": 0}
 
 
 def test_run_reports_every_problem_at_once_and_keeps_the_session(membrane, graph):
     r = membrane.run("record_note", NOTE_CONTEXT, {"title": "x", "body": {"answer": "tiny"}}, session_id="s-run")
-    assert r["status"] == "active" and r["step"]["id"] == "title"
-    assert r["errors"] == [
+    assert r.status == "active" and r.step.id == "title"
+    assert r.to_wire()["errors"] == [
         {"path": "title", "message": "expected at least 3 characters, got 1"},
         {"path": "body.answer", "message": "expected at least 10 characters, got 4"},
         {"path": "body.description", "message": "an answer is required (string (min_length=1))"},
         {"path": "body.reasoning", "message": "an answer is required (string (min_length=1))"},
     ]
     missing = membrane.run("record_note", NOTE_CONTEXT, {"title": "Only a title"}, session_id="s-run")
-    assert missing["errors"] == [{"path": "body", "message": missing["errors"][0]["message"]}]
-    assert missing["errors"][0]["message"].startswith("no answer given")
+    assert missing.to_wire()["errors"] == [{"path": "body", "message": missing.to_wire()["errors"][0]["message"]}]
+    assert missing.to_wire()["errors"][0]["message"].startswith("no answer given")
     assert graph.get("s-run")["status"] == "active" and graph.find("narrative") == [graph.get("beh-other"), graph.get("goal-1")]
-    assert membrane.run("record_note", NOTE_CONTEXT, NOTE_ANSWERS, session_id="s-run")["status"] == "complete"
+    assert membrane.run("record_note", NOTE_CONTEXT, NOTE_ANSWERS, session_id="s-run").status == "complete"
     assert graph.get("s-run")["status"] == "complete"
 
 
@@ -361,11 +366,11 @@ def test_a_one_shot_run_that_persists_nothing_reports_the_same_problems_and_writ
     before = graph.counts()
     r = membrane.run("record_note", NOTE_CONTEXT, {"title": "x", "body": {"answer": "tiny"}}, session_id="s-pure",
                      commit=False, persist=False)
-    assert r["status"] == "active" and r["session_id"] == "s-pure" and r["step"]["id"] == "title"
-    assert [e["path"] for e in r["errors"]] == ["title", "body.answer", "body.description", "body.reasoning"]
+    assert r.status == "active" and r.session_id == "s-pure" and r.step.id == "title"
+    assert [e["path"] for e in r.to_wire()["errors"]] == ["title", "body.answer", "body.description", "body.reasoning"]
     assert graph.counts() == before and graph.get("s-pure") is None
     done = membrane.run("record_note", NOTE_CONTEXT, NOTE_ANSWERS, session_id="s-pure", commit=False, persist=False)
-    assert done["status"] == "complete" and done["cluster"]["nodes"]
+    assert done.status == "complete" and done.cluster.nodes
     assert graph.counts() == before and graph.get("s-pure") is None
 
 
@@ -390,12 +395,20 @@ def test_prepared_runs_commit_as_one_write(membrane, graph):
     first = m.run("record_note", {**NOTE_CONTEXT, "prefix": "a"}, NOTE_ANSWERS, session_id="s-a", commit=False)
     second = m.run("record_note", {**NOTE_CONTEXT, "prefix": "b"}, NOTE_ANSWERS, session_id="s-b", commit=False)
     assert counting.writes == 0 and not graph.exists("note-a-one-shot")
-    assert [n["id"] for n in first["cluster"]["nodes"]] == ["note-a-one-shot", "moment-s-a-body"]
-    assert first["cluster"]["links"][0] == {"type": "contains", "from": "space-1", "to": "note-a-one-shot"}
-    r = m.commit_many([first, second])
+    assert [n["id"] for n in first.cluster.nodes] == ["note-a-one-shot", "moment-s-a-body"]
+    assert first.cluster.links[0] == {"type": "contains", "from": "space-1", "to": "note-a-one-shot"}
+    assert m.commit([first.cluster, second.cluster]) == Created(nodes=4, links=6)
     assert counting.writes == 1
-    assert r["created"] == {"nodes": 4, "links": 6} and r["sessions"] == ["s-a", "s-b"]
-    assert m.commit_many([{"status": "active", "session_id": "x"}])["status"] == "error"
+    assert m.commit([]) == Created() and counting.writes == 1  # nothing to write: no round trip
+
+
+def test_prepare_returns_the_cluster_or_raises_every_problem(membrane, graph):
+    prepared = membrane.prepare("record_note", NOTE_CONTEXT, NOTE_ANSWERS, session_id="s-prep")
+    assert [n["id"] for n in prepared.nodes] == ["note-o-one-shot", "moment-s-prep-body"]
+    with pytest.raises(AnswerRejected) as rejected:
+        membrane.prepare("record_note", NOTE_CONTEXT, {"title": "x"}, session_id="s-prep")
+    assert [p.path for p in rejected.value.problems] == ["title", "body"]
+    assert graph.get("s-prep") is None and not graph.exists("note-o-one-shot")
 
 
 # ------------------------------------------------------------------- more step features
@@ -422,14 +435,49 @@ steps:
       - {type: about, from: "grade-{grade.productId}", to: space-1}
 """
     )
-    schema = membrane.form_for("grade", {})["schema"]
+    schema = membrane.form_for("grade", {}).schema
     assert schema["properties"]["grade"]["properties"]["productId"]["type"] == "string"
     r = membrane.run("grade", {}, {"grade": {"productId": "p1", "score": 11}})
-    assert [e["path"] for e in r["errors"]] == ["grade.score"]
+    assert [e["path"] for e in r.to_wire()["errors"]] == ["grade.score"]
     r = membrane.run("grade", {}, {"grade": {"product_id": "p1", "score": 7}})
-    assert r["status"] == "complete"
+    assert r.status == "complete"
     assert graph.get("grade-p1") == {"id": "grade-p1", "node_type": "thing", "type": "grade", "name": "p1", "score": 7,
                                      "raw": '{"productId": "p1", "score": 7}'}  # fmt: skip
+
+
+class CountedGrade(Grade):
+    """A Grade that counts how often pydantic validates one."""
+
+    validations: ClassVar[int] = 0
+
+    @model_validator(mode="after")
+    def _count(self) -> CountedGrade:
+        type(self).validations += 1
+        return self
+
+
+def test_an_entity_the_caller_validated_is_taken_as_valid_not_validated_again(membrane, graph):
+    register_entity("CountedGrade", CountedGrade)
+    membrane.load_string(
+        """
+protocol: counted
+steps:
+  grade: {type: ask, question: Grade it, expects: {type: entity, entity: CountedGrade}}
+  write:
+    type: create
+    nodes:
+      - {id: "counted-{grade.productId}", node_type: thing, type: grade, name: "{grade.productId}", raw: "{grade}"}
+    links:
+      - {type: about, from: "counted-{grade.productId}", to: space-1}
+"""
+    )
+    checked = CountedGrade(product_id="p2", score=4)
+    assert CountedGrade.validations == 1
+    cluster = membrane.prepare("counted", {}, {"grade": checked}, session_id="s-counted")
+    assert CountedGrade.validations == 1  # the round engine's answer is validated once, by the engine
+    assert cluster.nodes[0]["raw"] == '{"productId": "p2", "score": 4}'
+    membrane.prepare("counted", {}, {"grade": {"productId": "p3", "score": 5}}, session_id="s-counted-2")
+    assert CountedGrade.validations == 2  # a plain answer (an outside agent's) is validated here
 
 
 def test_for_each_ask_takes_one_answer_per_item_and_one_moment_each(membrane, graph):
@@ -452,14 +500,14 @@ steps:
 """
     )
     r = membrane.start("justify", {"actor_id": "agent-1", "picks": ["space-1", "space-2"], "prefix": "q"})
-    assert [i["question"] for i in r["step"]["items"]] == ["Why does space-1 matter?", "Why does space-2 matter?"]
-    r2 = membrane.continue_session(r["session_id"], [{"answer": "abc", "reasoning": "r"}])
-    assert r2["errors"][0]["message"] == "expected a list of 2 answers, one per item, got 1 answers"
+    assert [i["question"] for i in r.step.items] == ["Why does space-1 matter?", "Why does space-2 matter?"]
+    r2 = membrane.continue_session(r.session_id, [{"answer": "abc", "reasoning": "r"}])
+    assert r2.to_wire()["errors"][0]["message"] == "expected a list of 2 answers, one per item, got 1 answers"
     r2 = membrane.continue_session(
-        r["session_id"], [{"answer": "first one", "reasoning": "r1"}, {"answer": "second", "reasoning": "r2"}]
+        r.session_id, [{"answer": "first one", "reasoning": "r1"}, {"answer": "second", "reasoning": "r2"}]
     )
-    assert r2["status"] == "complete"
-    sid = r["session_id"]
+    assert r2.status == "complete"
+    sid = r.session_id
     assert graph.get(f"moment-{sid}-why-1")["reasoning"] == "r2"
     assert links_of(graph, f"moment-{sid}-why-0") == [("about", f"moment-{sid}-why-0", "space-1"),
                                                      ("expresses", "agent-1", f"moment-{sid}-why-0")]  # fmt: skip
@@ -476,7 +524,7 @@ steps:
 """
     )
     r = membrane.run("retitle", {"target": "space-2", "actor_id": "agent-1"}, {"name": "Refunds v2"}, session_id="u1")
-    assert r["status"] == "complete"
+    assert r.status == "complete"
     assert graph.get("space-2")["name"] == "Refunds v2" and graph.get("space-2")["reviewed"] is True
     assert graph.get("moment-u1-rename")["prose"] == "renamed to Refunds v2"
     assert ("about", "moment-u1-rename", "space-2") in links_of(graph, "moment-u1-rename")
@@ -504,8 +552,8 @@ steps:
 """
     )
     r = membrane.start("legacy", {"target": "space-1"})
-    assert r["step"]["question"] == "Pick one of space-1 / space-2 (billing)"
-    assert membrane.continue_session(r["session_id"], "space-2")["status"] == "complete"
+    assert r.step.question == "Pick one of space-1 / space-2 (billing)"
+    assert membrane.continue_session(r.session_id, "space-2").status == "complete"
 
 
 def test_enrichment_during_an_ask_step(membrane):
@@ -520,18 +568,18 @@ steps:
     context_enrichment: {prompt: look first, allows: [exploration, clarification]}
 """
     )
-    sid = membrane.start("look", {})["session_id"]
+    sid = membrane.start("look", {}).session_id
     r = membrane.enrich(sid, "exploration", "space-2")
-    assert r["status"] == "active" and [n["id"] for n in r["enrichment"]["results"]] == ["beh-other", "goal-1"]
-    assert r["step"]["context_enrichment"] == {"prompt": "look first", "allows": ["exploration", "clarification"]}
-    refused = membrane.enrich(sid, "verification", "space-2")
-    assert refused["status"] == "error" and "not 'verification'" in refused["error"]
+    assert r.status == "active" and [n["id"] for n in r.enrichment["results"]] == ["beh-other", "goal-1"]
+    assert r.step.context_enrichment == {"prompt": "look first", "allows": ["exploration", "clarification"]}
+    with pytest.raises(ProtocolRuntimeError, match="not 'verification'"):
+        membrane.enrich(sid, "verification", "space-2")
 
 
 def test_call_depth_is_limited(membrane):
     membrane.load_string("protocol: again\nsteps:\n  deeper: {type: call_protocol, protocol: again}\n")
-    r = membrane.start("again", {})
-    assert r["status"] == "error" and "the limit is 8" in r["error"]
+    with pytest.raises(ProtocolRuntimeError, match="the limit is 8"):
+        membrane.start("again", {})
 
 
 def test_start_with_a_known_session_id_reports_where_it_is(membrane, graph):
@@ -551,14 +599,14 @@ steps:
       - {id: lonely, node_type: thing, type: x, name: x}
 """
     )
-    r = membrane.start("lonely", {})
-    assert r["status"] == "error" and "linked to nothing" in r["error"]
+    with pytest.raises(ProtocolRuntimeError, match="linked to nothing"):
+        membrane.start("lonely", {})
     assert not graph.exists("lonely")
 
 
 def test_a_missing_context_value_in_an_id_is_an_error_not_an_empty_id(membrane, graph):
-    r = membrane.run("record_note", {"actor_id": "agent-1", "space_id": "space-1"}, NOTE_ANSWERS)
-    assert r["status"] == "error" and "'prefix'" in r["error"]
+    with pytest.raises(TemplateError, match="'prefix'"):
+        membrane.run("record_note", {"actor_id": "agent-1", "space_id": "space-1"}, NOTE_ANSWERS)
     assert graph.find("narrative", {"type": "note"}) == []
 
 
@@ -578,14 +626,14 @@ steps:
 """
     )
     r = membrane.start("maybe_many", {"picks": []})
-    assert r["step"]["id"] == "name"
-    assert membrane.continue_session(r["session_id"], "none")["status"] == "complete"
+    assert r.step.id == "name"
+    assert membrane.continue_session(r.session_id, "none").status == "complete"
     assert graph.get("m-none")["reasons"] == []
 
 
 def test_a_stored_session_whose_protocol_lost_its_step_reports_an_error(membrane, graph):
     membrane.load_string("protocol: shifting\nsteps:\n  a: {type: ask, question: x, expects: string}\n")
-    sid = membrane.start("shifting", {})["session_id"]
+    sid = membrane.start("shifting", {}).session_id
     membrane.load_string("protocol: shifting\nsteps:\n  b: {type: ask, question: x, expects: string}\n")
-    r = membrane.continue_session(sid, "x")
-    assert r["status"] == "error" and "no step 'a'" in r["error"]
+    with pytest.raises(ProtocolRuntimeError, match="no step 'a'"):
+        membrane.continue_session(sid, "x")

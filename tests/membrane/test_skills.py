@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cabal.errors import ProtocolLoadError, ProtocolProblem, ResourceNotFound
-from cabal.membrane.skills import (
+from cabal.skills import (
     GAP_DOMAINS,
     SECTIONS,
     TABLE_SECTION,

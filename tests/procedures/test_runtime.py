@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from cabal.errors import ProcedureError, ResourceNotFound, TemplateWriteRefused
 from cabal.procedures import load_procedure, template_id
+from cabal.procedures.model import Recorded, RunStep
 from cabal.procedures.template import read_template
 
 from tests.procedures.conftest import ACTOR, TEST_PROCEDURES
@@ -32,11 +34,11 @@ def summary_work() -> tuple[list[dict], list[dict]]:
 
 
 def run_to_sign(procedures, actor) -> str:
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
+    run_id = procedures.start_procedure("checklist", actor).run_id
     procedures.record(run_id, actor, notes("n1", "n2"))
     procedures.continue_procedure(run_id)
     procedures.record(run_id, actor, *summary_work())
-    assert procedures.continue_procedure(run_id)["step_id"] == "sign"
+    assert procedures.continue_procedure(run_id).step_id == "sign"
     return run_id
 
 
@@ -68,10 +70,10 @@ def test_install_writes_the_template_once(graph, procedures):
 
 def test_b1_step_content_is_the_whole_guide_with_its_gate(graph, procedures, actor):
     started = procedures.start_procedure("checklist", actor)
-    moved = procedures.continue_procedure(started["run_id"])  # fails: shows step 1 again
-    assert moved["step_content"] == started["step_content"] == graph.get(step_node("gather"))["content"]
-    procedures.record(started["run_id"], actor, notes("n1", "n2"))
-    second = procedures.continue_procedure(started["run_id"])["step_content"]
+    moved = procedures.continue_procedure(started.run_id)  # fails: shows step 1 again
+    assert moved.step_content == started.step_content == graph.get(step_node("gather"))["content"]
+    procedures.record(started.run_id, actor, notes("n1", "n2"))
+    second = procedures.continue_procedure(started.run_id).step_content
     assert second == (
         "checklist — step 2 of 3: Summarize the notes\n\n"
         "What: Write one summary of the notes.\n\n"
@@ -91,11 +93,10 @@ def test_b1_step_content_is_the_whole_guide_with_its_gate(graph, procedures, act
 
 def test_b3_start_creates_the_run_space_and_its_three_links(graph, procedures, actor):
     started = procedures.start_procedure("checklist", actor)
-    run_id = started["run_id"]
+    run_id = started.run_id
     assert run_id.startswith("run:checklist:")
-    assert {k: started[k] for k in ("run_id", "step_id", "status", "validation_error")} == {
-        "run_id": run_id, "step_id": "gather", "status": "active", "validation_error": None,
-    }  # fmt: skip
+    assert (started.run_id, started.step_id, started.status, started.validation_error) == (
+        run_id, "gather", "active", None)
     run = graph.get(run_id)
     assert {k: run[k] for k in ("node_type", "type", "status", "procedure", "started_by")} == {
         "node_type": "space", "type": "run", "status": "active", "procedure": "checklist", "started_by": actor,
@@ -105,7 +106,7 @@ def test_b3_start_creates_the_run_space_and_its_three_links(graph, procedures, a
         {"type": "elaborates", "from": run_id, "to": TEMPLATE, "properties": {}},
     ]
     assert graph.links_to(run_id) == [{"type": "occupies", "from": actor, "to": run_id, "properties": {"energy": 8}}]
-    assert procedures.start_procedure("checklist", actor)["run_id"] != run_id  # unique per start
+    assert procedures.start_procedure("checklist", actor).run_id != run_id  # unique per start
 
 
 def test_start_refuses_unknown_procedure_and_actor_without_writing(graph, procedures, actor):
@@ -124,7 +125,7 @@ def test_start_by_template_id_and_retried_start_with_run_id(graph, procedures, a
     procedures.record("run:mine", actor, notes("n1", "n2"))
     procedures.continue_procedure("run:mine")
     again = procedures.start_procedure(TEMPLATE, actor, run_id="run:mine")
-    assert first["step_id"] == "gather" and again["step_id"] == "summarize"
+    assert first.step_id == "gather" and again.step_id == "summarize"
     assert active_steps(graph, "run:mine") == ["summarize"]
 
 
@@ -133,34 +134,34 @@ def test_start_by_template_id_and_retried_start_with_run_id(graph, procedures, a
 
 def test_e2_failed_validation_changes_nothing_and_says_why(graph, procedures, actor):
     started = procedures.start_procedure("checklist", actor)
-    run_id = started["run_id"]
+    run_id = started.run_id
     procedures.record(run_id, actor, notes("n1"))
     before_links, before_counts = graph.links_from(run_id), graph.counts()
     result = procedures.continue_procedure(run_id)
-    assert result == {
-        "run_id": run_id,
-        "step_id": "gather",
-        "step_content": started["step_content"],
-        "status": "validation_failed",
-        "validation_error": "the run space needs at least 2 narrative of type 'note' with content filled; found 1",
-    }
+    assert result == RunStep(
+        run_id=run_id,
+        step_id="gather",
+        step_content=started.step_content,
+        status="validation_failed",
+        validation_error="the run space needs at least 2 narrative of type 'note' with content filled; found 1",
+    )
     assert graph.links_from(run_id) == before_links
     assert graph.counts() == before_counts
     assert step_links(graph, run_id) == {"gather": ("acts_on", ACTIVE)}
 
 
 def test_b5_validation_passes_after_record_and_flips_in_one_step(graph, procedures, actor):
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
-    assert procedures.continue_procedure(run_id)["status"] == "validation_failed"
+    run_id = procedures.start_procedure("checklist", actor).run_id
+    assert procedures.continue_procedure(run_id).status == "validation_failed"
     procedures.record(run_id, actor, notes("n1", "n2"))
     moved = procedures.continue_procedure(run_id)
-    assert (moved["status"], moved["step_id"], moved["validation_error"]) == ("active", "summarize", None)
+    assert (moved.status, moved.step_id, moved.validation_error) == ("active", "summarize", None)
     assert step_links(graph, run_id) == {"gather": ("receives_from", COMPLETED), "summarize": ("acts_on", ACTIVE)}
     assert procedures.state(run_id).completed == (step_node("gather"),)
 
 
 def test_a2_exactly_one_active_step_after_every_call(graph, procedures, actor):
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
+    run_id = procedures.start_procedure("checklist", actor).run_id
     seen = [active_steps(graph, run_id)]
     work = [(notes("n1", "n2"), []), summary_work()]
     for nodes, links in work:
@@ -180,29 +181,31 @@ def test_a2_exactly_one_active_step_after_every_call(graph, procedures, actor):
 def test_e1_continue_at_the_last_step_completes_the_run(graph, procedures, actor):
     run_id = run_to_sign(procedures, actor)
     refused = procedures.continue_procedure(run_id)
-    assert (refused["status"], refused["step_id"], refused["validation_error"]) == (
+    assert (refused.status, refused.step_id, refused.validation_error) == (
         "validation_failed", "sign", "the run space needs at least 1 narrative of type 'signoff'; found 0",
     )  # fmt: skip
     procedures.record(run_id, actor, [narrative("ok", "signoff")])
     done = procedures.continue_procedure(run_id)
-    assert done == {"run_id": run_id, "step_id": None, "step_content": None, "status": "completed", "validation_error": None}
+    assert done == RunStep(run_id=run_id, status="completed")
+    assert done.to_wire() == {"run_id": run_id, "step_id": None, "step_content": None, "status": "completed",
+                              "validation_error": None}
     run = graph.get(run_id)
     assert (run["status"], run["finished"], run["ended_at_step"]) == ("completed", True, "sign")
     assert active_steps(graph, run_id) == []
     assert step_links(graph, run_id) == {step: ("receives_from", COMPLETED) for step in ("gather", "summarize", "sign")}
     assert graph.links_to(run_id) == [{"type": "inhabits", "from": actor, "to": run_id, "properties": {"energy": 1}}]
     counts = graph.counts()
-    assert procedures.continue_procedure(run_id)["status"] == "completed"  # asking again changes nothing
+    assert procedures.continue_procedure(run_id).status == "completed"  # asking again changes nothing
     assert graph.counts() == counts
 
 
 def test_retried_continue_with_from_step_never_advances_twice(graph, procedures, actor):
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
+    run_id = procedures.start_procedure("checklist", actor).run_id
     procedures.record(run_id, actor, notes("n1", "n2"))
     procedures.record(run_id, actor, *summary_work())  # work of the next step too: a blind retry would advance
-    assert procedures.continue_procedure(run_id, from_step="gather")["step_id"] == "summarize"
+    assert procedures.continue_procedure(run_id, from_step="gather").step_id == "summarize"
     retried = procedures.continue_procedure(run_id, from_step="gather")
-    assert (retried["status"], retried["step_id"]) == ("active", "summarize")
+    assert (retried.status, retried.step_id) == ("active", "summarize")
     assert active_steps(graph, run_id) == ["summarize"]
     with pytest.raises(ProcedureError, match="is at step 'summarize', not 'sign'"):
         procedures.continue_procedure(run_id, from_step="sign")
@@ -214,8 +217,8 @@ def test_retried_continue_with_from_step_never_advances_twice(graph, procedures,
 
 
 def test_end_procedure_marks_complete_and_flips_occupies_to_inhabits(graph, procedures, actor):
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
-    assert procedures.end_procedure(run_id)["status"] == "completed"
+    run_id = procedures.start_procedure("checklist", actor).run_id
+    assert procedures.end_procedure(run_id).status == "completed"
     run = graph.get(run_id)
     assert (run["status"], run["finished"], run["ended_at_step"]) == ("completed", False, "gather")
     assert graph.links_to(run_id) == [{"type": "inhabits", "from": actor, "to": run_id, "properties": {"energy": 1}}]
@@ -229,9 +232,9 @@ def test_end_procedure_marks_complete_and_flips_occupies_to_inhabits(graph, proc
 
 
 def test_an_interrupted_end_is_finished_by_the_next_call(graph, procedures, actor):
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
+    run_id = procedures.start_procedure("checklist", actor).run_id
     graph.update(run_id, {"status": "completed"})  # as if the process died after the end's first cluster
-    assert procedures.end_procedure(run_id)["status"] == "completed"
+    assert procedures.end_procedure(run_id).status == "completed"
     assert graph.links_to(run_id) == [{"type": "inhabits", "from": actor, "to": run_id, "properties": {"energy": 1}}]
     assert active_steps(graph, run_id) == []
 
@@ -240,12 +243,12 @@ def test_an_interrupted_end_is_finished_by_the_next_call(graph, procedures, acto
 
 
 def test_b2_record_puts_work_in_the_run_space_with_a_moment(graph, procedures, actor):
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
+    run_id = procedures.start_procedure("checklist", actor).run_id
     graph.create_cluster([{"id": "p1", "node_type": "product", "type": "doc", "name": "Spec", "status": "draft"}])
     template_before = (graph.contents_of(TEMPLATE), graph.links_to(step_node("gather")))
     recorded = procedures.record(run_id, actor, notes("n1", "n2"), [{"type": "about", "from": "n1", "to": "p1"}])
-    moment_id = recorded["moment_id"]
-    assert recorded == {"run_id": run_id, "step_id": "gather", "moment_id": moment_id, "created": {"nodes": 3, "links": 7}}
+    moment_id = recorded.moment_id
+    assert recorded == Recorded(run_id=run_id, step_id="gather", moment_id=moment_id, created={"nodes": 3, "links": 7})
     assert [n["id"] for n in graph.contents_of(run_id)] == ["n1", "n2", moment_id]
     moment = graph.get(moment_id)
     assert {k: moment[k] for k in ("node_type", "type", "status", "run_id", "step", "created", "content")} == {
@@ -258,9 +261,8 @@ def test_b2_record_puts_work_in_the_run_space_with_a_moment(graph, procedures, a
     assert (graph.contents_of(TEMPLATE), graph.links_to(step_node("gather"))) == template_before
     # A retried record writes nothing twice.
     counts = graph.counts()
-    assert procedures.record(run_id, actor, notes("n1", "n2"), [{"type": "about", "from": "n1", "to": "p1"}]) == recorded | {
-        "created": {"nodes": 0, "links": 0}
-    }
+    again = procedures.record(run_id, actor, notes("n1", "n2"), [{"type": "about", "from": "n1", "to": "p1"}])
+    assert again == replace(recorded, created={"nodes": 0, "links": 0})
     assert graph.counts() == counts
 
 
@@ -275,7 +277,7 @@ TEMPLATE_WRITES = {
 
 @pytest.mark.parametrize("case", sorted(TEMPLATE_WRITES))
 def test_a1_writes_into_the_template_are_refused_logged_and_not_written(graph, procedures, actor, caplog, case):
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
+    run_id = procedures.start_procedure("checklist", actor).run_id
     nodes, links = TEMPLATE_WRITES[case]
     before = (graph.counts(), graph.links_from(run_id), graph.contents_of(TEMPLATE))
     with caplog.at_level(logging.WARNING, logger="cabal.procedures"):
@@ -291,7 +293,7 @@ def test_a1_writes_into_the_template_are_refused_logged_and_not_written(graph, p
 
 
 def test_record_refuses_other_writes_outside_the_run(graph, procedures, actor):
-    run_id = procedures.start_procedure("checklist", actor)["run_id"]
+    run_id = procedures.start_procedure("checklist", actor).run_id
     graph.create_cluster([
         {"id": "actor:bob", "node_type": "actor", "type": "agent", "name": "Bob"},
         {"id": "elsewhere", "node_type": "narrative", "type": "note", "name": "Not in the run"},
@@ -319,9 +321,9 @@ def test_an_edited_procedure_is_a_new_template_and_old_runs_keep_their_guide(gra
     path = Path(tmp_path / "checklist.yaml")
     path.write_text(path.read_text().replace("Write down what you observed.", "Write down everything."))
     new = procedures.start_procedure("checklist", actor)
-    old_template, new_template = (procedures.state(r["run_id"]).template_id for r in (old, new))
+    old_template, new_template = (procedures.state(r.run_id).template_id for r in (old, new))
     assert old_template == TEMPLATE and new_template != TEMPLATE
-    assert "What: Write down everything." in new["step_content"]
-    assert "What: Write down what you observed." in old["step_content"]
+    assert "What: Write down everything." in new.step_content
+    assert "What: Write down what you observed." in old.step_content
     assert graph.get(step_node("gather"))["what"] == "Write down what you observed."
-    assert procedures.continue_procedure(old["run_id"])["step_content"] == old["step_content"]
+    assert procedures.continue_procedure(old.run_id).step_content == old.step_content

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cabal.procedures.model import RunStep
 from cabal.procedures import Procedures
 
 from tests.procedures.helpers import ACTIVE, COMPLETED, active_steps, narrative, step_links
@@ -53,15 +54,15 @@ WORK = {
 def test_shipped_procedure_runs_start_to_end(graph, actor, name):
     procedures = Procedures(graph)
     started = procedures.start_procedure(name, actor)
-    run_id, current = started["run_id"], started
+    run_id, current = started.run_id, started
     steps = list(WORK[name])
     for index, step in enumerate(steps):
-        assert (current["status"], current["step_id"]) == ("active", step)
+        assert (current.status, current.step_id) == ("active", step)
         for heading in ("What: ", "Why: ", "How: ", "Watch out: ", "Done when"):
-            assert heading in current["step_content"]
+            assert heading in current.step_content
         refused = procedures.continue_procedure(run_id)
-        assert (refused["status"], refused["step_id"]) == ("validation_failed", step)
-        assert refused["validation_error"].startswith("the run space needs")
+        assert (refused.status, refused.step_id) == ("validation_failed", step)
+        assert refused.validation_error.startswith("the run space needs")
         assert active_steps(graph, run_id) == [step]
         procedures.record(run_id, actor, *WORK[name][step])
         current = procedures.continue_procedure(run_id)
@@ -70,7 +71,7 @@ def test_shipped_procedure_runs_start_to_end(graph, actor, name):
                 **{done: ("receives_from", COMPLETED) for done in steps[: index + 1]},
                 steps[index + 1]: ("acts_on", ACTIVE),
             }
-    assert current == {"run_id": run_id, "step_id": None, "step_content": None, "status": "completed", "validation_error": None}
+    assert current == RunStep(run_id=run_id, status="completed")
     assert graph.get(run_id)["finished"] is True
     assert step_links(graph, run_id) == {step: ("receives_from", COMPLETED) for step in steps}
     assert graph.links_to(run_id) == [{"type": "inhabits", "from": actor, "to": run_id, "properties": {"energy": 1}}]

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from cabal.llm import FunctionChatModel
+from cabal.llm import FunctionChatModel, ModelRequest
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_DIR = REPO / "examples" / "launch"
@@ -74,14 +74,14 @@ class ScriptPlayer:
     def model(self) -> FunctionChatModel:
         return FunctionChatModel(self)
 
-    def __call__(self, messages: list[BaseMessage], tools: list[Any], metadata: dict[str, Any]) -> Mapping[str, Any]:
-        key: Key = (metadata["cabal_round"], metadata["cabal_step"], metadata["cabal_agent"])
+    def __call__(self, request: ModelRequest) -> Mapping[str, Any]:
+        key: Key = (request.key.round, request.key.step, request.key.agent)
         with self._lock:
-            self.calls.append(PlayedCall(key, tuple(messages), tuple(t["name"] for t in tools)))
+            self.calls.append(PlayedCall(key, request.messages, tuple(t["name"] for t in request.tools)))
             injected = self.inject.get(key)
             if injected:
                 answer = injected.pop(0)
-                return answer(messages) if callable(answer) else answer
+                return answer(list(request.messages)) if callable(answer) else answer
             return self._scripted(key)
 
     def _scripted(self, key: Key) -> dict:

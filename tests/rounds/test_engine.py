@@ -120,7 +120,7 @@ def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
         }, {"item": {"productId": PRICING, "newVersion": {
             "contentTitle": "Margin pricing, rewritten", "content": "Plus costs 9 euros a month and there is no student discount.",
             "changeSummary": "An attempt to rewrite history."}}}, session_id="test.rewrite-v1")
-        assert rewrite["status"] == "complete"
+        assert rewrite.status == "complete"
         assert graph.get(PRICING_V1) == before
         assert len(graph.find("version")) == 4
 
@@ -275,7 +275,7 @@ def test_envoy_speaking_as_the_watchdog_is_refused_and_retried(deviated: Deviate
     assert "You may speak as: chair-1, operative-1, operative-2." in first.prompt
     assert tool_feedback(retry.last) == (
         "Your answer was rejected (1 problem(s)); fix each:\n"
-        "- messages.0.asAgent: String should match pattern '^(chair-1|operative-\\d+)$' (got 'watchdog-1')")
+        "- messages.0.asAgent: String should match pattern '^(chair-1|operative-\\d+)$' (got str 'watchdog-1')")
     with deviated.graph() as graph:
         assert [(r, speaker) for r, speaker, _ in spoken(graph) if r == 1] == [
             (1, "chair-1"), (1, "operative-1"), (1, "operative-2")]

@@ -18,9 +18,9 @@ def recording_team():
     calls = []
     team = SimulatedTeam(initial_products=2)
 
-    def answer(messages, tools, metadata):
-        calls.append((metadata["cabal_step"], metadata["cabal_agent"], messages[0].text, messages[1].text))
-        return team(messages, tools, metadata)
+    def answer(request):
+        calls.append((request.key.step, request.key.agent, request.messages[0].text, request.messages[1].text))
+        return team(request)
 
     return FunctionChatModel(answer), calls
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cabal.rounds import engine
+from cabal.rounds.run import MissionRun
 from cabal.rounds.api import run_mission
 from cabal.rounds.snapshot import Snapshot, load_snapshot
 
@@ -29,7 +29,7 @@ def table(snapshot: Snapshot, name: str):
 @pytest.mark.parametrize("mission", ["launch/launch.mission.yaml", "research/research.mission.yaml"])
 def test_the_view_is_the_graph_at_every_step(graph_server, monkeypatch, mission):
     compared: list[tuple[int, int]] = []
-    kept = engine.Runtime.snapshot
+    kept = MissionRun.snapshot
 
     def checked(self, round_number):
         view = kept(self, round_number)
@@ -42,7 +42,7 @@ def test_the_view_is_the_graph_at_every_step(graph_server, monkeypatch, mission)
         compared.append((round_number, len(view.versions)))
         return view
 
-    monkeypatch.setattr(engine.Runtime, "snapshot", checked)
+    monkeypatch.setattr(MissionRun, "snapshot", checked)
     result = run_mission(EXAMPLES / mission, home=graph_server.home)
     assert result.state == "done" and result.stop_reason == "concluded"
     assert len(compared) > 20 and compared[-1][1] > 0

@@ -21,10 +21,11 @@ def question_model(**options) -> FunctionChatModel:
     folder = Path(os.environ["CABAL_TEST_PROMPTS"])
     folder.mkdir(parents=True, exist_ok=True)
 
-    def answer(messages, tools, metadata):
-        name = f"r{metadata['cabal_round']}.{metadata['cabal_step']}.{metadata['cabal_agent']}.txt"
+    def answer(request):
+        name = f"r{request.key.round}.{request.key.step}.{request.key.agent}.txt"
         with open(folder / name, "a") as record:
-            record.write(str(messages[1].content) + "\n")  # [system, user, ...]: the user prompt
-        return script.bind_tools(tools).invoke(messages, config={"metadata": metadata})
+            record.write(str(request.messages[1].content) + "\n")  # [system, user, ...]: the user prompt
+        return script.bind_tools(list(request.tools)).invoke(list(request.messages),
+                                                             config={"metadata": dict(request.metadata)})
 
     return FunctionChatModel(answer, **options)

@@ -18,8 +18,9 @@ LAUNCH_SCRIPT = Path(__file__).resolve().parents[3] / "examples" / "launch" / "l
 def launch_model(**options) -> FunctionChatModel:
     script = ScriptedChatModel.from_file(LAUNCH_SCRIPT)
 
-    def answer(messages, tools, metadata):
-        return script.bind_tools(tools).invoke(messages, config={"metadata": metadata})
+    def answer(request):
+        return script.bind_tools(list(request.tools)).invoke(list(request.messages),
+                                                             config={"metadata": dict(request.metadata)})
 
     latency = float(os.environ.get("CABAL_TEST_LATENCY", "0.3"))
     return FunctionChatModel(answer, latency_s=latency, **options)

@@ -12,20 +12,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from cabal.cli import add_graph_options
+from cabal import rounds  # the engine loads at the first call, not at import
+from cabal.cli.options import add_graph_options
 
 if TYPE_CHECKING:
-    from cabal.rounds import api as api_module
-
-
-class _LazyApi:
-    def __getattr__(self, name: str) -> Any:
-        from cabal.rounds import api
-
-        return getattr(api, name)
-
-
-api: api_module = _LazyApi()  # type: ignore[assignment]
+    from cabal.rounds import MissionResult
 
 
 class Progress:
@@ -100,7 +91,7 @@ def print_conversation(mission_id: str, home: str | None, url: str | None) -> No
             print("\naccepted: " + ", ".join(p["name"] for p in accepted))
 
 
-def report(result: api_module.MissionResult) -> None:
+def report(result: MissionResult) -> None:
     print(f"\nmission: {result.mission_id}")
     print(f"state: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
           + f", round {result.round}")
@@ -114,7 +105,7 @@ def report(result: api_module.MissionResult) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    result = api.run_mission(args.mission, model=args.model, home=args.home, url=args.url, rounds=args.rounds,
+    result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url, rounds=args.rounds,
                              on_event=Progress())
     if not args.quiet:
         print_conversation(result.mission_id, args.home, args.url)
@@ -123,7 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    result = api.resume_mission(args.mission_id, answer=args.answer, model=args.model, home=args.home, url=args.url,
+    result = rounds.resume_mission(args.mission_id, answer=args.answer, model=args.model, home=args.home, url=args.url,
                                 on_event=Progress())
     report(result)
     return 1 if result.state == "failed" else 0
@@ -131,7 +122,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     print_conversation(args.mission_id, args.home, args.url)
-    result = api.mission_status(args.mission_id, home=args.home, url=args.url)
+    result = rounds.mission_status(args.mission_id, home=args.home, url=args.url)
     while result.pending_halt is not None:
         if not sys.stdin.isatty() and args.answer is None:
             print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'")
@@ -140,7 +131,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         args.answer = None
         if not answer:
             continue
-        result = api.resume_mission(args.mission_id, answer=answer, model=args.model, home=args.home, url=args.url,
+        result = rounds.resume_mission(args.mission_id, answer=answer, model=args.model, home=args.home, url=args.url,
                                     on_event=Progress())
         print_conversation(args.mission_id, args.home, args.url)
     report(result)
@@ -148,7 +139,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_say(args: argparse.Namespace) -> int:
-    note = api.say(args.mission_id, " ".join(args.text), product=args.product, home=args.home, url=args.url)
+    note = rounds.say(args.mission_id, " ".join(args.text), product=args.product, home=args.home, url=args.url)
     print(f"left message {note}; the team reads it at the next Reflect and Plan & Assign")
     return 0
 
@@ -157,7 +148,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from cabal.graph import ContextGraph
     from cabal.rounds.transcript import product_tree
 
-    result = api.mission_status(args.mission_id, home=args.home, url=args.url)
+    result = rounds.mission_status(args.mission_id, home=args.home, url=args.url)
     with ContextGraph.open(args.url, name=args.mission_id, home=args.home) as graph:
         tree = [{"depth": d, "id": p["id"], "name": p["name"], "type": p["type"], "status": p.get("status"),
                  "owner": p.get("owner"), "version": v["number"] if v else None} for d, p, v in product_tree(graph)]
@@ -186,20 +177,22 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_transcript(args: argparse.Namespace) -> int:
-    print(api.transcript(args.mission_id, home=args.home, url=args.url), end="")
+    print(rounds.transcript(args.mission_id, home=args.home, url=args.url), end="")
     return 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    api.stop_mission(args.mission_id, home=args.home, url=args.url)
+    rounds.stop_mission(args.mission_id, home=args.home, url=args.url)
     print(f"{args.mission_id} will stop at the start of its next round (userHalt)")
     return 0
 
 
 def cmd_missions(args: argparse.Namespace) -> int:
-    workspace = api.Workspace.at(args.home, args.url)
+    from cabal.rounds.api import Workspace
+
+    workspace = Workspace.at(args.home, args.url)
     for mission_id in workspace.missions():
-        result = api.mission_status(mission_id, home=args.home, url=args.url)
+        result = rounds.mission_status(mission_id, home=args.home, url=args.url)
         print(f"{mission_id}: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
               + f", round {result.round}")
     return 0

@@ -1,4 +1,5 @@
-"""Reading protocol YAML: YAML 1.2 scalars, and the line of every mapping and key.
+"""Reading Cabal's YAML files: YAML 1.2 scalars, the line of every mapping and key, and a
+collector of problems located by those lines.
 
 PyYAML implements YAML 1.1, where ``on``/``off``/``yes``/``no`` are booleans, ``010`` is octal
 and ``1:30`` is a base-60 number. Here only ``true``/``false`` are booleans and those other
@@ -6,6 +7,8 @@ forms stay text (YAML 1.2's core schema), so ``on:`` is the key "on", never ``Tr
 
 Mappings come back as ``LineDict``: a dict that knows its own line, each key's line, and the
 keys given twice (which YAML would otherwise resolve silently, the last one winning).
+``Problems`` collects what a loader finds wrong in such a document, each problem located by
+file, line, step and field, so a file's every problem is reported at once.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 import yaml
 
 from cabal.errors import ProtocolLoadError, ProtocolProblem
+
 
 class LineDict(dict):
     """A mapping that remembers the line of itself and of each key (1-based)."""
@@ -82,3 +86,32 @@ def read_yaml(text: str, source: str) -> Any:
         problem = getattr(exc, "problem", None) or str(exc)
         line = mark.line + 1 if mark is not None else None
         raise ProtocolLoadError([ProtocolProblem(source, f"invalid YAML: {problem}", line=line)]) from None
+
+
+class Problems:
+    """The located problems of one file, gathered while a loader reads all of it."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.found: list[ProtocolProblem] = []
+
+    def add(self, message: str, *, at: Any = None, key: str | None = None, step: str | None = None,
+            field: str | None = None, line: int | None = None) -> None:
+        """``at`` is the mapping the problem sits in: the line of ``key`` in it (default: the first
+        part of ``field``), else its own line, locates the problem."""
+        if line is None and isinstance(at, LineDict):
+            line = at.line_of(key if key is not None else field.split(".")[0] if field else None)
+        self.found.append(ProtocolProblem(self.source, message, step=step, field=field, line=line))
+
+    def unknown_keys(self, mapping: LineDict, allowed: tuple[str, ...], *, step: str | None, prefix: str = "") -> None:
+        """A problem for each key ``mapping`` may not have, and for each key given twice."""
+        for key in mapping:
+            if key not in allowed:
+                self.add(f"unknown field {key!r}; allowed: {', '.join(allowed)}", at=mapping, key=key, step=step,
+                         field=f"{prefix}{key}")
+        for key, line in mapping.duplicates:
+            self.add(f"{key!r} is given twice", step=step, field=f"{prefix}{key}", line=line)
+
+    def raise_if_any(self) -> None:
+        if self.found:
+            raise ProtocolLoadError(self.found)

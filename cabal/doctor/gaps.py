@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from cabal.errors import ResourceNotFound
-from cabal.membrane.skills import GAP_DOMAINS
+from cabal.skills import GAP_DOMAINS
 
 __all__ = ["GAP_KINDS", "Gap", "GapKind", "find_gaps", "gap_kind", "is_open"]
 

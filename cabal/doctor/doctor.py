@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cabal.errors import CabalError
-from cabal.membrane.answerers import Answerer, AnswerRequest
-from cabal.membrane.gaps import Gap, find_gaps, is_open
-from cabal.membrane.runner import Membrane
-from cabal.membrane.skills import Skill, load_skill
+from cabal.doctor.answerers import Answerer, AnswerRequest
+from cabal.doctor.gaps import Gap, find_gaps, is_open
+from cabal.errors import AnswerProblem, CabalError
+from cabal.membrane import Membrane
+from cabal.skills import Skill, load_skill
 
 __all__ = ["DOCTOR_ACTOR", "Doctor", "Outcome", "Treatment"]
 
@@ -153,15 +153,12 @@ class Doctor:
         protocol = self.membrane.library.get(treatment.protocol)
         context = {**treatment.gap.context, "actor_id": self.actor_id}
         result = self.membrane.start(protocol.name, context)
-        session_id = result.get("session_id")
-        failures, attempts, errors = 0, 0, []
-        while result["status"] == "active":
+        session_id = result.session_id
+        failures, attempts, problems = 0, 0, ()
+        while result.status == "active":
             if failures >= self.max_attempts:
                 return self._abandon(treatment, session_id, attempts, f"no valid answers after {failures} attempt(s): "
-                                     + "; ".join(f"{e['path']}: {e['message']}" for e in errors))  # fmt: skip
-            form = self.membrane.form(session_id)
-            if form["status"] != "active":
-                return self._abandon(treatment, session_id, attempts, form.get("error", "the session has no form"))
+                                     + "; ".join(map(str, problems)))  # fmt: skip
             request = AnswerRequest(
                 gap=treatment.gap,
                 skill=treatment.skill,
@@ -169,9 +166,9 @@ class Doctor:
                 protocol_description=protocol.description,
                 session_id=session_id,
                 context=context,
-                form=form,
-                step=result["step"],
-                errors=errors,
+                form=self.membrane.form(session_id),
+                step=result.step,
+                problems=problems,
                 attempt=failures + 1,
                 answered=self._answered(session_id),
             )
@@ -180,27 +177,28 @@ class Doctor:
             except CabalError as exc:
                 return self._abandon(treatment, session_id, attempts + 1, str(exc))
             attempts += 1
-            before = result["step"]["id"]
-            result = self.membrane.submit(session_id, answers)
-            if result["status"] == "error":  # e.g. the cluster refused at completion: the session is unchanged
-                errors = [{"path": "", "message": result["error"]}]
+            before = result.step.id
+            try:
+                result = self.membrane.submit(session_id, answers)
+            except CabalError as exc:  # e.g. the cluster refused at completion: the session is unchanged
+                problems, failures = (AnswerProblem("", str(exc)),), failures + 1
                 result = self.membrane.start(protocol.name, session_id=session_id)
-                failures += 1
-            elif result.get("errors") or result.get("step", {}).get("id") == before:
-                errors = result.get("errors") or [{"path": before, "message": "no answer given for this step"}]
+                continue
+            if result.problems or (result.status == "active" and result.step.id == before):
+                problems = result.problems or (AnswerProblem(before, "no answer given for this step"),)
                 failures += 1
             else:
-                errors, failures = [], 0
-        if result["status"] != "complete":
+                problems, failures = (), 0
+        if result.status != "complete":
             return Outcome(treatment, "failed", session_id=session_id, attempts=attempts,
-                           error=result.get("error") or f"session ended {result['status']}")  # fmt: skip
+                           error=f"session ended {result.status}")  # fmt: skip
         return Outcome(
             treatment,
             "complete",
             closed=not is_open(self.graph, treatment.gap),
             session_id=session_id,
-            summary=result.get("summary", ""),
-            created=result.get("created", {}),
+            summary=result.summary,
+            created=result.created.to_wire(),
             nodes=self._written(session_id),
             attempts=attempts,
         )

@@ -24,11 +24,12 @@ from typing import Any
 import yaml
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from cabal.errors import ConfigError, ModelError, ProtocolRuntimeError
+from cabal.doctor.gaps import Gap
+from cabal.errors import AnswerProblem, ConfigError, ModelError, ProtocolRuntimeError
 from cabal.llm import call_metadata, call_model
-from cabal.membrane.gaps import Gap
-from cabal.membrane.skills import Skill
+from cabal.membrane.results import AskView, Form
 from cabal.membrane.templates import Scope, interpolate
+from cabal.skills import Skill
 
 __all__ = ["AnswerRequest", "Answerer", "ModelAnswerer", "ScriptedAnswers", "answer_tool_name"]
 
@@ -43,9 +44,9 @@ class AnswerRequest:
     protocol_description: str
     session_id: str
     context: Mapping[str, Any]
-    form: Mapping[str, Any]  # schema, steps, completes (Membrane.form)
-    step: Mapping[str, Any]  # the ask step the session waits on (Membrane's "step")
-    errors: list[dict] = field(default_factory=list)  # [{path, message}] of the previous attempt
+    form: Form  # the JSON Schema of every answer up to where the path depends on one
+    step: AskView  # the ask step the session waits on
+    problems: tuple[AnswerProblem, ...] = ()  # what was wrong with the previous attempt
     attempt: int = 1
     answered: Mapping[str, Any] = field(default_factory=dict)  # step key -> answers accepted in earlier forms
 
@@ -84,7 +85,7 @@ class ModelAnswerer:
         tool = {
             "name": answer_tool_name(request.protocol),
             "description": f"Answer the {request.protocol} protocol: {request.protocol_description}".strip(),
-            "input_schema": dict(request.form["schema"]),
+            "input_schema": dict(request.form.schema),
         }
         messages = [SystemMessage(SYSTEM_PROMPT.format(skill=request.skill.text)), HumanMessage(task_text(request))]
         reply = call_model(
@@ -106,13 +107,13 @@ def task_text(request: AnswerRequest) -> str:
         f"Gap found: {request.gap.description} (kind {request.gap.kind}).",
         f"The {request.skill.title} skill chose the protocol {request.protocol}: {request.protocol_description}",
         f"Context: {json.dumps(dict(request.context), ensure_ascii=False, sort_keys=True)}",
-        f"Steps to answer now: {', '.join(request.form.get('steps', []))}.",
+        f"Steps to answer now: {', '.join(request.form.steps)}.",
     ]
     if request.answered:
         lines.append(f"Answered earlier in this session: {json.dumps(dict(request.answered), ensure_ascii=False)}")
-    if request.errors:
+    if request.problems:
         lines.append(f"Attempt {request.attempt}: your previous answers were rejected; fix each problem:")
-        lines += [f"- {e.get('path') or '(answer)'}: {e.get('message')}" for e in request.errors]
+        lines += [f"- {p.path or '(answer)'}: {p.message}" for p in request.problems]
     return "\n".join(lines)
 
 
@@ -168,7 +169,7 @@ class ScriptedAnswers:
         if request.attempt > 1:  # a script cannot learn: the same answers would fail the same way
             raise ProtocolRuntimeError(
                 f"scripted answers for {request.protocol!r} were rejected: "
-                + "; ".join(f"{e.get('path')}: {e.get('message')}" for e in request.errors),
+                + "; ".join(map(str, request.problems)),
                 protocol=request.protocol,
             )
         index = self._run_index(request)

@@ -1,0 +1,58 @@
+"""``cabal graph status|stop``: the context graph server of a workspace."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cabal.cli.options import add_graph_options
+
+
+def register(commands: Any) -> None:
+    graph = commands.add_parser("graph", help="the context graph server")
+    graph_commands = graph.add_subparsers(dest="graph_command", metavar="COMMAND", required=True)
+    status = graph_commands.add_parser("status", help="show the server, its graphs and their sizes")
+    add_graph_options(status)
+    status.add_argument("--start", action="store_true", help="start the embedded server if it is not running")
+    status.set_defaults(func=cmd_graph_status)
+    stop = graph_commands.add_parser("stop", help="stop the embedded server of a workspace")
+    add_graph_options(stop, url=False)
+    stop.set_defaults(func=cmd_graph_stop)
+
+
+def cmd_graph_status(args: argparse.Namespace) -> int:
+    from cabal.config import resolve_server
+    from cabal.graph import ContextGraph, EmbeddedServer
+    from cabal.graph.context_graph import connect
+
+    address = resolve_server(args.url, args.home)
+    if address.embedded:
+        server = EmbeddedServer(address.home)
+        if args.start:
+            server.start()
+        running = server.is_running()
+        state = f"running (pid {server.pid()})" if running else "not running (starts on first use)"
+        print(f"server: embedded, {server.address}, {state}")
+        if not running:
+            return 0
+    else:
+        print(f"server: {address.describe()}")
+    db, server = connect(address)
+    try:
+        names = sorted(db.list_graphs())  # listing selects no graph, so status creates none
+        print(f"graphs: {len(names)}")
+        for name in names:
+            counts = ContextGraph(db, name, address, server).counts()
+            print(f"  {name}: {counts['nodes']} nodes, {counts['links']} links")
+    finally:
+        db.connection.close()
+    return 0
+
+
+def cmd_graph_stop(args: argparse.Namespace) -> int:
+    from cabal.config import resolve_home
+    from cabal.graph import EmbeddedServer
+
+    server = EmbeddedServer(resolve_home(args.home))
+    print("stopped" if server.stop() else "no embedded server was running", f"({server.home})")
+    return 0

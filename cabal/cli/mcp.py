@@ -1,0 +1,37 @@
+"""``cabal mcp``: the membrane and procedure runs as MCP tools over stdio (see ``cabal.mcp_server``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cabal.cli.options import add_graph_options
+from cabal.mcp_server import MCP_ACTOR  # a light import: the MCP SDK loads when the server starts
+
+
+def register(commands: Any) -> None:
+    """Add ``cabal mcp`` to the cabal parser."""
+    mcp = commands.add_parser(
+        "mcp",
+        help="run an MCP server over stdio (membrane and procedure tools)",
+        description="Serve the membrane (membrane_*) and procedure runs (procedure_*) as Model Context "
+        "Protocol tools over stdio, for an MCP client such as Claude Code.",
+    )
+    mcp.add_argument("--graph", default="cabal", help="the named graph to write to (default: cabal)")
+    add_graph_options(mcp)
+    mcp.add_argument("--actor", default=MCP_ACTOR, help=f"the actor the client speaks as (default: {MCP_ACTOR})")
+    mcp.add_argument("--protocols", action="append", default=[], metavar="DIR", help="a folder of extra protocols")
+    mcp.add_argument("--procedures", action="append", default=[], metavar="DIR", help="a folder of extra procedures")
+    mcp.set_defaults(func=cmd_mcp)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    import anyio
+
+    from cabal.graph import ContextGraph
+    from cabal.mcp_server import CabalTools, build_server
+
+    with ContextGraph.open(args.url, name=args.graph, home=args.home) as graph:
+        tools = CabalTools(graph, protocol_dirs=args.protocols, procedure_dirs=args.procedures, actor_id=args.actor)
+        anyio.run(build_server(tools).run_stdio_async)
+    return 0

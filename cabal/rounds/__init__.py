@@ -1,0 +1,34 @@
+"""The round engine: a team of agents runs a mission in rounds (``engine``), every write through
+a membrane protocol.
+
+The public API, imported on first use so ``import cabal.rounds.mission`` stays light:
+
+- ``run_mission``, ``resume_mission``, ``mission_status``, ``say``, ``stop_mission``,
+  ``transcript`` and their result, ``MissionResult`` (``api``);
+- ``MissionSpec``, ``load_mission`` (``mission``): the mission file;
+- ``simulated_team`` (``simulated``): a model that plays any mission offline.
+
+Everything else in the package is the engine's own: ``engine`` (the LangGraph graph), ``run``
+(one run's parts and how a turn is taken), ``turn`` (the retry loop of one answer), ``context``
+and ``facts`` (what a turn is shown), ``rules`` and ``contracts`` (what is checked and how each
+protocol is called), ``writes`` (dry runs and one commit per turn), ``snapshot`` (the view).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "MissionResult": "api", "mission_status": "api", "resume_mission": "api", "run_mission": "api", "say": "api",
+    "stop_mission": "api", "transcript": "api",
+    "MissionSpec": "mission", "load_mission": "mission",
+    "simulated_team": "simulated",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(f"cabal.rounds.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'cabal.rounds' has no attribute {name!r}")

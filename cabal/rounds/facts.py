@@ -1,0 +1,126 @@
+"""What one turn is about, as data: the facts its prompt shows, with the prompt's own short ids.
+
+The context builder records these while it writes the prompt, from the same selections, so the
+text a model reads and the facts are two renderings of one thing. Fake models (the simulated
+team, a test's ``FunctionChatModel``) read ``ModelRequest.facts`` instead of parsing the
+prompt's text, the way pydantic-ai's ``FunctionModel`` receives an ``AgentInfo``.
+
+Ids are the short ones the call uses (``p1``, ``v2``, ``c3``); agents keep their own ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cabal.vocabulary import Role, Step
+
+
+@dataclass(frozen=True)
+class TreeProduct:
+    """One line of the product tree as shown (the tree collapses quiet products beyond a budget)."""
+
+    id: str
+    name: str
+    type: str
+    owner: str | None
+    status: str
+    version: int | None  # the latest version's number
+    depth: int
+
+
+@dataclass(frozen=True)
+class VersionRef:
+    id: str
+    product: str
+    number: int
+    author: str | None
+
+
+@dataclass(frozen=True)
+class ProductDetail:
+    """A product the turn works on: its definition of done, latest version, verdict and open feedback."""
+
+    id: str
+    name: str
+    type: str
+    dod: str
+    latest: VersionRef | None
+    inspection: str | None  # the latest version's verdict, if inspected
+    open_collabs: tuple[str, ...]  # the open collabs shown with it
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """This round's assignment of a product to the agent, with the Chair's directive."""
+
+    product: ProductDetail
+    objective: str
+    importance: int | None
+
+
+@dataclass(frozen=True)
+class Reflection:
+    author: str
+    product: str
+    dod_status: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A product whose latest version waits for the Chair's decision."""
+
+    product: str
+    name: str
+    version: str
+    number: int
+    verdict: str  # approved, needs_revision, blocked or "not inspected"
+    blocking: int  # open collabs of importance >= 8
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened this round, for the Envoy: who did it, what kind, and the line shown."""
+
+    agent: str
+    kind: str  # wrote, accepted, rejected, assigned, told_user, asked
+    subject: str  # the product's name, or the text
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnFacts:
+    round: int
+    step: Step
+    agent: str
+    request: str
+    team: tuple[tuple[str, Role], ...]  # every agent of the team: (id, role)
+    tree: tuple[TreeProduct, ...] = ()
+    products: tuple[ProductDetail, ...] = ()  # Reflect: the open products the agent owns
+    assignments: tuple[Assignment, ...] = ()  # Write: this round's assignments to the agent
+    new_versions: tuple[VersionRef, ...] = ()  # Peer Review, Inspect: this round's versions to judge
+    reflections: tuple[Reflection, ...] = ()  # Plan: this round's reflections
+    candidates: tuple[Candidate, ...] = ()  # Plan: versions awaiting a decision
+    events: tuple[Event, ...] = ()  # Presentation: what happened this round
+    speakers: tuple[str, ...] = ()  # Presentation: whom the agent may speak as
+
+    def operatives(self) -> list[str]:
+        return [agent for agent, role in self.team if role == Role.OPERATIVE]
+
+
+@dataclass
+class FactsDraft:
+    """The facts of a turn, filled in by the sections that show them."""
+
+    tree: list[TreeProduct] = field(default_factory=list)
+    products: list[ProductDetail] = field(default_factory=list)
+    assignments: list[Assignment] = field(default_factory=list)
+    new_versions: list[VersionRef] = field(default_factory=list)
+    reflections: list[Reflection] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    speakers: list[str] = field(default_factory=list)
+
+    def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
+               team: tuple[tuple[str, Role], ...]) -> TurnFacts:
+        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team,
+                         **{name: tuple(value) for name, value in vars(self).items()})

@@ -1,0 +1,181 @@
+"""One run of a mission: everything its steps need, and how one agent takes a turn.
+
+A ``MissionRun`` is built once per ``run_mission`` or ``resume_mission`` and handed to the round
+graph as LangGraph's run context (``Runtime[MissionRun].context``). It holds no position in
+the mission (the checkpointer does) and no facts (the context graph does): only the parts a
+step works with, and the in-memory view of the graph that steps share.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from cabal.graph import ContextGraph
+from cabal.llm import Budget, Usage, model_name
+from cabal.membrane import Cluster, Membrane
+from cabal.rounds.context import ContextBuilder, PromptLibrary
+from cabal.rounds.ids import halt_id, turn_id
+from cabal.rounds.mission import MissionSpec
+from cabal.rounds.rules import RuleContext
+from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
+from cabal.rounds.team import Team
+from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
+from cabal.rounds.writes import GroupCommitter, TurnPlace, TurnWriter
+from cabal.vocabulary import USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
+
+Event = dict[str, Any]
+ENGINE_ACTOR = "cabal"  # the engine's own writes (mission status, budget questions) are expressed by this actor
+
+
+@dataclass
+class MissionRun:
+    """Everything the steps of one run need, built once per run or resume."""
+
+    mission_id: str
+    spec: MissionSpec
+    graph: ContextGraph
+    membrane: Membrane
+    model: Any
+    team: Team
+    prompts: PromptLibrary
+    budget: Budget
+    answers: list[str] = field(default_factory=list)  # unattended replies to the Chair's questions
+    on_event: Callable[[Event], None] = lambda event: None
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    # The view: one snapshot, loaded at its first use and kept current by applying each
+    # committed cluster at the next step boundary (agents within a step share one view).
+    _view: Snapshot | None = field(default=None, repr=False)
+    _committed: list[Cluster] = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _committer: GroupCommitter | None = field(default=None, repr=False)
+    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._committer = GroupCommitter(self.membrane)
+        # One pool for the run: operatives of every parallel step, without starting threads anew.
+        self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.team.ids(Role.OPERATIVE))),
+                                        thread_name_prefix="cabal-turn")
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        self.on_event({"kind": kind, "mission": self.mission_id, **fields})
+
+    # -------------------------------------------------------------------------- the view
+
+    def snapshot(self, round_number: int) -> Snapshot:
+        """The mission as of now, for a step of ``round_number``.
+
+        Read from the graph once per run, then kept current from what this process commits;
+        ``refresh`` adds what the user writes from elsewhere.
+        """
+        with self._lock:
+            if self._view is None:
+                self._view, self._committed = load_snapshot(self.graph, self.mission_id, round_number), []
+            elif self._view.round != round_number:
+                self._view.advance(round_number)
+            for cluster in self._committed:
+                self._view.apply(cluster.nodes, cluster.updates)
+            self._committed = []
+            return self._view
+
+    def committed(self, clusters: list[Cluster]) -> None:
+        """Clusters a turn committed; applied to the view at the next step boundary."""
+        with self._lock:
+            self._committed += clusters
+
+    def refresh(self, round_number: int) -> dict:
+        """At a round start: the mission node and the user's notes, which another process may
+        have written (cabal say, cabal stop). Returns the mission node."""
+        mission = self.graph.get(self.mission_id) or {}
+        notes = self.graph.find("collab", {"author": USER_ID})
+        self.snapshot(round_number).refresh(mission, notes)
+        return mission
+
+    def usage(self) -> Usage:
+        return mission_spend(self.graph)[0]
+
+    # --------------------------------------------------------------------------- writes
+
+    def write(self, protocol: str, context: dict, answers: dict, *, session_id: str) -> None:
+        """An engine-side write through the membrane (status, answers), committed, and kept in
+        the view like a turn's."""
+        prepared = self.membrane.prepare(protocol, context, answers, session_id=session_id)
+        self.membrane.commit([prepared])
+        self.committed([prepared])
+
+    def set_status(self, status: MissionState, round_number: int, stop_reason: StopReason | None = None,
+                   detail: str | None = None) -> None:
+        self.write("mission_status", {
+            "mission_id": self.mission_id, "actor_id": ENGINE_ACTOR, "status": status, "round": round_number,
+            "stop_reason": stop_reason or "", "detail": detail or "", "budget_tokens": self.budget.max_tokens,
+            "budget_cost_usd": self.budget.max_cost_usd,
+        }, {}, session_id=f"status.{status}.r{round_number}")  # deterministic: a replay writes it once
+
+    # ---------------------------------------------------------------------------- turns
+
+    def take_turn(self, snapshot: Snapshot, step: Step, agent_id: str, *, attempt: int = 0) -> TurnResult | None:
+        """One agent's turn, committed; None if it was already committed (a replay)."""
+        place = TurnPlace(self.mission_id, snapshot.round, step, agent_id,
+                          turn_id(snapshot.round, step, agent_id) + (f".after{attempt}" if attempt else ""))
+        if snapshot.has_turn(place.turn_id):
+            return None
+        self.emit("turn_start", round=snapshot.round, step=step, agent=agent_id)
+        builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
+        prompt = builder.build(agent_id, step)
+        writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
+                            self.team.writes(agent_id, step), self._committer)
+        turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
+                    max_attempts=self.max_attempts, turn_index=attempt)
+        result = turn.run()
+        cost = result.usage.cost_usd(model_name(self.model))
+        record = {
+            "outcome": result.outcome, "attempts": result.attempts,
+            "prose": _summary_of(result), "reasoning": _reasoning_of(result),
+            "problems": [str(p) for p in result.problems],
+            "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
+            "cache_read_tokens": result.usage.cache_read_tokens, "cost_usd": round(cost, 6),
+            "calls": {"input_tokens": [c.input_tokens for c in result.calls],
+                      "output_tokens": [c.output_tokens for c in result.calls],
+                      "cache_read_tokens": [c.cache_read_tokens for c in result.calls]},
+        }
+        writes: list[Cluster] = list(result.prepared or ())
+        if result.outcome == TurnOutcome.HALT:
+            halt = result.halt
+            # A schema-valid halt always prepares; a failure here is the engine's, not the model's.
+            writes = [writer.prepare_one("raise_halt", halt, {
+                "status": "pending" if halt.type == "question" else "done",
+                "item_id": halt_id(snapshot.round, step, attempt)})]
+        self.committed(writer.commit(writes, record))
+        self.emit("turn_done", round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
+                  attempts=result.attempts, input_tokens=result.usage.input_tokens,
+                  output_tokens=result.usage.output_tokens, cost_usd=cost,
+                  problems=[str(p) for p in result.problems])
+        return result
+
+    def run_parallel(self, snapshot: Snapshot, step: Step, agent_ids: list[str]) -> list[TurnResult | None]:
+        """The agents of one step, at the same time: one thread and one model call each."""
+        if len(agent_ids) <= 1:
+            return [self.take_turn(snapshot, step, a) for a in agent_ids]
+        return list(self._pool.map(lambda agent: self.take_turn(snapshot, step, agent), agent_ids))
+
+
+def _summary_of(result: TurnResult) -> str:
+    if result.halt is not None:
+        return f"halt ({result.halt.type}): {result.halt.message}"
+    if result.answer is None:
+        return "no valid answer within the retry budget"
+    counts = {name: len(value) for name, value in result.answer if isinstance(value, list) and value}
+    return ", ".join(f"{n} {name}" for name, n in counts.items()) or "answered"
+
+
+def _reasoning_of(result: TurnResult) -> str:
+    thinking = getattr(result.answer, "thinking", None)
+    return json.dumps(thinking.model_dump(by_alias=True)) if thinking is not None else ""

@@ -1,0 +1,112 @@
+"""The words of a mission: its steps, states, stop reasons and turn outcomes, and the ids of the
+agents every team has.
+
+Values only, no behaviour and no I/O. Every module that names a step, a state or a fixed agent
+imports it from here; the enums are ``StrEnum``s, so they compare equal to, and serialise as, the
+plain strings stored in the graph and printed in JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+
+class Step(StrEnum):
+    """The steps of a mission, in the order a round runs them (bootstrap once, before round 1)."""
+
+    BOOTSTRAP = "bootstrap"
+    REFLECT = "reflect"
+    PLAN = "plan"
+    WRITE = "write"
+    PEER_REVIEW = "peer_review"
+    INSPECT = "inspect"
+    PRESENTATION = "presentation"
+
+    @property
+    def heading(self) -> str:
+        """How prompts and transcripts name the step."""
+        return _HEADINGS[self]
+
+    @property
+    def position(self) -> int:
+        """The step's place in a round, for sorting what happened in it."""
+        return _ORDER.index(self)
+
+
+_ORDER = tuple(Step)
+_HEADINGS = {
+    Step.BOOTSTRAP: "Bootstrap (round 0)",
+    Step.REFLECT: "Reflect",
+    Step.PLAN: "Plan & Assign",
+    Step.WRITE: "Write",
+    Step.PEER_REVIEW: "Peer Review",
+    Step.INSPECT: "Inspect",
+    Step.PRESENTATION: "Presentation",
+}
+
+
+class MissionState(StrEnum):
+    """Where a mission is. ``running`` is only ever true while a process drives it."""
+
+    RUNNING = "running"
+    HALTED = "halted"  # waiting for the user's answer to a question
+    DONE = "done"
+    FAILED = "failed"
+
+
+class StopReason(StrEnum):
+    """Why a mission stopped or paused (the names of cabal-rounds.md)."""
+
+    CONCLUDED = "concluded"  # the Chair halted ``done``
+    NO_MORE_ROUNDS = "noMoreRounds"
+    BUDGET = "budget"
+    USER_HALT = "userHalt"  # the user asked the team to stop
+    ERROR = "error"
+    QUESTION = "questionToUser"  # paused: the Chair asked the user something
+
+
+class TurnOutcome(StrEnum):
+    """How one agent's turn in one step ended."""
+
+    FINAL = "final"  # a valid answer, written
+    HALT = "halt"  # the Chair paused the mission (a question) or ended it (done)
+    FAILED = "failed"  # no valid answer within the retry budget; nothing written
+
+
+class Role(StrEnum):
+    CHAIR = "chair"
+    OPERATIVE = "operative"
+    WATCHDOG = "watchdog"
+    ENVOY = "envoy"
+
+
+CHAIR_ID = "chair-1"
+WATCHDOG_ID = "watchdog-1"
+ENVOY_ID = "envoy-1"
+USER_ID = "user"
+"""The mission's user: the author of answers and notes."""
+
+FIXED_IDS: dict[Role, str] = {Role.CHAIR: CHAIR_ID, Role.WATCHDOG: WATCHDOG_ID, Role.ENVOY: ENVOY_ID}
+"""The one agent of each role that is not numbered by the team size."""
+
+OPERATIVE_PATTERN = r"operative-\d+"
+"""The shape of an operative's id, for schemas; ``OPERATIVE_ID`` matches a whole id."""
+OPERATIVE_ID = re.compile(rf"^{OPERATIVE_PATTERN}$")
+
+
+def operative_id(number: int) -> str:
+    """The id of the ``number``-th operative (from 1)."""
+    return f"operative-{number}"
+
+
+def role_ids(role: Role, operatives: int) -> tuple[str, ...]:
+    """The ids of a role's agents on a team with ``operatives`` operatives."""
+    if role is Role.OPERATIVE:
+        return tuple(operative_id(n) for n in range(1, operatives + 1))
+    return (FIXED_IDS[role],)
+
+
+def is_agent_id(agent_id: str) -> bool:
+    """Whether ``agent_id`` has the shape of a team member's id (whatever the team's size)."""
+    return agent_id in FIXED_IDS.values() or OPERATIVE_ID.match(agent_id) is not None
