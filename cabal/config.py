@@ -1,7 +1,9 @@
 """Where Cabal keeps its workspace and which graph server it talks to.
 
 Resolution order, first that is set wins:
-- workspace: explicit argument, then ``CABAL_HOME``, then ``./.cabal``;
+- workspace: explicit argument, then ``CABAL_HOME``, then the nearest ``.cabal`` folder in the
+  current directory or one of its parents (as git finds a repository), else ``./.cabal``,
+  created by the first command that writes; a command that only reads never creates one;
 - graph server: explicit URL, then ``FALKORDB_URL``, then ``NGRAM_FALKORDB_HOST`` /
   ``NGRAM_FALKORDB_PORT`` (the seed's variables), else the embedded server of the workspace.
 """
@@ -19,10 +21,35 @@ DEFAULT_HOME = ".cabal"
 URL_SCHEMES = ("redis", "rediss", "unix")
 
 
-def resolve_home(home: str | os.PathLike[str] | None = None) -> Path:
+def resolve_home(home: str | os.PathLike[str] | None = None, *, start: Path | None = None) -> Path:
     """The workspace directory (created on demand by whoever writes into it)."""
-    chosen = home if home is not None else os.environ.get("CABAL_HOME") or DEFAULT_HOME
-    return Path(chosen).expanduser().resolve()
+    chosen = home if home is not None else os.environ.get("CABAL_HOME")
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    return find_home(start) or (start or Path.cwd()).resolve() / DEFAULT_HOME
+
+
+def find_home(start: Path | None = None) -> Path | None:
+    """The nearest ``.cabal`` folder in ``start`` (default: the current directory) or a parent."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_HOME
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def existing_home(home: str | os.PathLike[str] | None = None, *, start: Path | None = None) -> Path:
+    """The workspace a command that only reads works in: one that exists, or a located error."""
+    resolved = resolve_home(home, start=start)
+    if resolved.is_dir():
+        return resolved
+    if home is not None or os.environ.get("CABAL_HOME"):
+        raise ConfigError(f"no Cabal workspace at {resolved}",
+                          hint="check --home or CABAL_HOME; `cabal run MISSION.yaml` creates a workspace")
+    here = (start or Path.cwd()).resolve()
+    raise ConfigError(f"no Cabal workspace here: no {DEFAULT_HOME} folder in {here} or any of its parents",
+                      hint="run from your project's folder, set CABAL_HOME, or pass --home")
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ REMARK_MAX_CHARS = 2000
 HALT_MESSAGE_MAX_CHARS = 2000
 MISSION_MAX_CHARS = 2000
 CONTEXT_REASON_MAX_CHARS = 500
+REASONING_MAX_CHARS = 2000
 MESSAGE_MAX_CHARS = 600
 MESSAGE_MAX_SENTENCES = 2
 MIN_MESSAGES = 1
@@ -515,14 +516,22 @@ class MissionCharter(Entity):
 
 
 class BootstrapOutput(MissionCharter):
-    """Bootstrap answer: the mission charter, the team and the first products."""
+    """Bootstrap answer: the mission charter, the team and the first products (at least one:
+    later products are added under an existing one)."""
 
-    initial_products: list[InitialProduct]
+    initial_products: list[InitialProduct] = Field(min_length=1)
+
+
+Reasoning = Annotated[str, Field(
+    min_length=1, max_length=REASONING_MAX_CHARS,
+    description="Why you answer as you do, in a few sentences: what you weighed and decided. It is kept "
+                "with your turn in the mission's record.")]
 
 
 class ReflectOutput(Entity):
     """Reflect answer: an operative's reflections on its products."""
 
+    reasoning: Reasoning
     reflections: list[Reflection]
     collabs: list[Collab] = Field(default_factory=list)
     remarks: list[Remark] = Field(default_factory=list)
@@ -550,6 +559,7 @@ class PlanOutput(Entity):
 class WriteOutput(Entity):
     """Write answer: new versions of the operative's assigned products."""
 
+    reasoning: Reasoning
     versions: list[VersionWrite]
     collabs: list[Collab] = Field(default_factory=list)
     remarks: list[Remark] = Field(default_factory=list)
@@ -558,7 +568,8 @@ class WriteOutput(Entity):
 class PeerReviewOutput(Entity):
     """Peer Review answer: an operative's reviews of other operatives' versions."""
 
-    reviews: list[Review]
+    reasoning: Reasoning
+    reviews: list[Review] = Field(min_length=1)
     collabs: list[Collab] = Field(default_factory=list)
     remarks: list[Remark] = Field(default_factory=list)
 
@@ -566,6 +577,7 @@ class PeerReviewOutput(Entity):
 class InspectOutput(Entity):
     """Inspect answer: the Watchdog's inspections of this round's versions."""
 
+    reasoning: Reasoning
     inspections: list[Inspection]
     collabs: list[Collab] = Field(default_factory=list)
     remarks: list[Remark] = Field(default_factory=list)
@@ -574,6 +586,7 @@ class InspectOutput(Entity):
 class PresentationOutput(Entity):
     """Presentation answer: the team's conversation for the user."""
 
+    reasoning: Reasoning
     messages: list[Message] = Field(min_length=MIN_MESSAGES, max_length=MAX_MESSAGES)
 
 

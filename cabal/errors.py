@@ -166,11 +166,16 @@ class AnswerRejected(CabalError):
 
 
 class ModelError(CabalError):
-    """The model provider failed in a way retrying will not fix (bad request, auth, ...)."""
+    """The model provider failed: a request it refused (bad request, auth, ...), or a transient
+    failure (rate limit, overload, timeout, a dropped connection) that outlasted the retries.
 
-    def __init__(self, message: str, *, status: int | None = None, provider: str | None = None) -> None:
+    Either way the mission is not at fault: it pauses ``interrupted`` and can be resumed."""
+
+    def __init__(self, message: str, *, status: int | None = None, provider: str | None = None,
+                 transient: bool = False) -> None:
         self.status = status
         self.provider = provider
+        self.transient = transient
         super().__init__(message)
 
 

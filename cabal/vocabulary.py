@@ -47,12 +47,13 @@ _HEADINGS = {
 
 
 class MissionState(StrEnum):
-    """Where a mission is. ``running`` is only ever true while a process drives it."""
+    """Where a mission is. ``running`` is only ever shown while a process drives it."""
 
     RUNNING = "running"
     HALTED = "halted"  # waiting for the user's answer to a question
+    INTERRUPTED = "interrupted"  # paused by the model provider, a kill or Ctrl-C: `cabal resume` goes on
     DONE = "done"
-    FAILED = "failed"
+    FAILED = "failed"  # an error in the engine or the team's data: the message says which
 
 
 class StopReason(StrEnum):
@@ -72,6 +73,8 @@ class TurnOutcome(StrEnum):
     FINAL = "final"  # a valid answer, written
     HALT = "halt"  # the Chair paused the mission (a question) or ended it (done)
     FAILED = "failed"  # no valid answer within the retry budget; nothing written
+    INTERRUPTED = "interrupted"  # stopped early (budget spent, model unavailable): only its spend is
+    # recorded, under its own id, and the turn runs again when the mission goes on
 
 
 class Role(StrEnum):

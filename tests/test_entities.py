@@ -276,7 +276,7 @@ def test_message_speaker_rules(speaker, ok):
 
 @pytest.mark.parametrize(("count", "ok"), [(0, False), (1, True), (10, True), (11, False)])
 def test_presentation_takes_one_to_ten_messages(count, ok):
-    data = {"messages": [{"content": f"Message {i}.", "asAgent": "chair-1"} for i in range(count)]}
+    data = {"reasoning": "r", "messages": [{"content": f"Message {i}.", "asAgent": "chair-1"} for i in range(count)]}
     if ok:
         assert len(PresentationOutput.model_validate(data).messages) == count
     else:
@@ -565,6 +565,7 @@ PLAN = {
 STEP_EXAMPLES = {
     "bootstrap": BOOTSTRAP,
     "reflect": {
+        "reasoning": "The index is missing; the collab is right.",
         "reflections": [
             {
                 "refersToProduct": "p1",
@@ -583,6 +584,7 @@ STEP_EXAMPLES = {
     },
     "plan": PLAN,
     "write": {
+        "reasoning": "The index answers the collab.",
         "versions": [
             {
                 "productId": "p1",
@@ -591,11 +593,13 @@ STEP_EXAMPLES = {
         ]
     },
     "peer_review": {
+        "reasoning": "It does what its DoD asks.",
         "reviews": [
             {"productId": "p1", "versionId": "v2", "assessment": "approved", "summary": "Good."}
         ]
     },
     "inspect": {
+        "reasoning": "One finding of severity 6: at most needs_revision.",
         "inspections": [
             {
                 "productId": "p1",
@@ -606,6 +610,7 @@ STEP_EXAMPLES = {
         ]
     },
     "presentation": {
+        "reasoning": "The schema was the round's only news.",
         "messages": [{"content": "We specified the schema.", "asAgent": "operative-1"}]
     },
 }
@@ -660,15 +665,15 @@ EXPECTED_PROPERTIES = {
             "initialProducts",
         ],
     ),
-    "reflect": ({"reflections", "collabs", "remarks"}, ["reflections"]),
+    "reflect": ({"reasoning", "reflections", "collabs", "remarks"}, ["reasoning", "reflections"]),
     "plan": (
         set(PLAN) | {"chairVersions"},
         ["thinking", "treeOperations", "assignments", "acceptance"],
     ),
-    "write": ({"versions", "collabs", "remarks"}, ["versions"]),
-    "peer_review": ({"reviews", "collabs", "remarks"}, ["reviews"]),
-    "inspect": ({"inspections", "collabs", "remarks"}, ["inspections"]),
-    "presentation": ({"messages"}, ["messages"]),
+    "write": ({"reasoning", "versions", "collabs", "remarks"}, ["reasoning", "versions"]),
+    "peer_review": ({"reasoning", "reviews", "collabs", "remarks"}, ["reasoning", "reviews"]),
+    "inspect": ({"reasoning", "inspections", "collabs", "remarks"}, ["reasoning", "inspections"]),
+    "presentation": ({"reasoning", "messages"}, ["reasoning", "messages"]),
 }
 
 

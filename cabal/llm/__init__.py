@@ -4,9 +4,10 @@ The round engine calls models only through ``call_model``; tests and offline run
 ``ScriptedChatModel`` or ``FunctionChatModel`` in place of Claude.
 """
 
-from cabal.llm.call import ModelReply, call_model
+from cabal.llm.call import ModelReply, RetryNotice, call_model
 from cabal.llm.keys import AGENT_KEY, FACTS_KEY, ROUND_KEY, STEP_KEY, TURN_KEY, CallKey, call_metadata
-from cabal.llm.models import DEFAULT_MODEL, make_model, model_name
+from cabal.llm.models import make_model, model_name
+from cabal.llm.settings import DEFAULT_MODEL, ModelSettings, RetryPolicy
 from cabal.llm.scripted import FunctionChatModel, ModelCall, ModelRequest, ScriptedChatModel, ScriptEntry
 from cabal.llm.usage import Budget, Usage
 
@@ -23,6 +24,9 @@ __all__ = [
     "ModelCall",
     "ModelReply",
     "ModelRequest",
+    "ModelSettings",
+    "RetryNotice",
+    "RetryPolicy",
     "ScriptEntry",
     "ScriptedChatModel",
     "Usage",

@@ -1,8 +1,15 @@
-"""The one way the engine calls a model: tools offered, prefix cached, errors made plain."""
+"""The one way the engine calls a model: tools offered, prefix cached, transient failures retried,
+errors made plain.
+
+Retries live here, not in the provider's SDK (the client is built with ``max_retries=0``), so
+one policy covers every provider, honours the server's ``retry-after``, and tells the caller
+about each wait (``on_retry``): a run whose output is not a terminal still says why it waits.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,19 +18,42 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, conve
 
 from cabal.errors import ModelError
 from cabal.llm.models import model_name, redact_secrets
+from cabal.llm.settings import RetryPolicy
 from cabal.llm.usage import Usage
 
 CACHE_CONTROL = {"type": "ephemeral"}
+# Statuses worth another try: timeout, conflict, rate limit, server errors, overload (529).
+TRANSIENT_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """A call failed in a way worth retrying; the next try starts after ``wait_s``."""
+
+    retry: int  # 1 for the first retry
+    max_retries: int
+    wait_s: float
+    reason: str
 
 
 @dataclass(frozen=True)
 class ModelReply:
-    """What a model answered: its tool calls (``{name, args, id}``), any text, the usage."""
+    """What a model answered: its tool calls (``{name, args, id}``), any text, the usage.
+
+    ``invalid_tool_calls`` are calls whose arguments could not be read (``{name, args, id,
+    error}``); ``stop_reason`` is the provider's (``max_tokens`` means the answer was cut off).
+    ``history`` is the reply as it goes back into the conversation: its text and its tool calls
+    only, so a block the provider sent but would refuse to receive (a thinking or server-tool
+    block) never breaks the next request.
+    """
 
     tool_calls: list[dict[str, Any]]
     text: str
     usage: Usage
     raw: AIMessage
+    invalid_tool_calls: list[dict[str, Any]]
+    stop_reason: str | None
+    history: AIMessage
 
 
 def call_model(
@@ -33,13 +63,17 @@ def call_model(
     *,
     metadata: Mapping[str, Any],
     tool_choice: str | dict[str, Any] | None = "any",
+    retry: RetryPolicy = RetryPolicy(),
+    on_retry: Callable[[RetryNotice], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> ModelReply:
     """Offer ``tools`` (Anthropic format: name, description, input_schema) and ask once.
 
-    ``metadata`` travels in the run config (fake models read ``cabal_round``,
-    ``cabal_step`` and ``cabal_agent`` from it). The leading system prompt is marked for
-    prompt caching. Provider failures raise ``ModelError``; the client has already retried
-    the retryable ones (overload, rate limit, 5xx) by then.
+    ``metadata`` travels in the run config (fake models read ``cabal_round``, ``cabal_step``
+    and ``cabal_agent`` from it). The leading system prompt is marked for prompt caching.
+    Transient failures (rate limits, overload, 5xx, timeouts, dropped connections) are retried
+    under ``retry``; a failure that outlasts it, or one no retry can fix (a bad request, a bad
+    key), raises ``ModelError`` (``transient`` says which).
     """
     prepared = with_cached_system_prompt(convert_to_messages(messages))
     runnable = model
@@ -48,23 +82,72 @@ def call_model(
             runnable = model.bind_tools(list(tools), tool_choice=tool_choice)
         except ValueError as error:
             raise ModelError(f"cannot offer tools to {model_name(model)}: {error}") from error
-    try:
-        raw = runnable.invoke(prepared, config={"metadata": dict(metadata)})
-    except anthropic.APIStatusError as error:
-        raise ModelError(_status_message(error), status=error.status_code, provider="anthropic") from error
-    except anthropic.APIConnectionError as error:
-        message = redact_secrets(f"cannot reach anthropic at {error.request.url}: {error.message}")
-        raise ModelError(message, provider="anthropic") from error
-    except anthropic.AnthropicError as error:
-        raise ModelError(redact_secrets(f"anthropic client failed: {error}"), provider="anthropic") from error
+    for attempt in range(retry.max_retries + 1):
+        try:
+            raw = runnable.invoke(prepared, config={"metadata": dict(metadata)})
+            break
+        except ModelError:
+            raise  # a fake model's own refusal (no scripted answer left, ...): nothing to retry
+        except (anthropic.AnthropicError, ValueError, KeyError, TypeError) as error:
+            # ValueError and friends: a body the client could not read (not JSON, not a message).
+            failure = _model_error(error)
+            if not failure.transient or attempt >= retry.max_retries:
+                raise failure from error
+            wait = retry.wait_s(attempt + 1, _retry_after_s(error))
+            if on_retry is not None:
+                on_retry(RetryNotice(attempt + 1, retry.max_retries, wait, str(failure)))
+            sleep(wait)
     if not isinstance(raw, AIMessage):
         raise ModelError(f"{model_name(model)} returned {type(raw).__name__}, not an AIMessage")
-    return ModelReply(
-        tool_calls=[{"name": c["name"], "args": c["args"], "id": c["id"]} for c in raw.tool_calls],
-        text=str(raw.text),
-        usage=Usage.from_message(raw),
-        raw=raw,
-    )
+    return _reply_of(raw)
+
+
+def _reply_of(raw: AIMessage) -> ModelReply:
+    calls = [{"name": c["name"], "args": c["args"], "id": c["id"]} for c in raw.tool_calls]
+    invalid = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id"), "error": c.get("error")}
+               for c in raw.invalid_tool_calls]
+    text = str(raw.text)
+    # Every call the model made, readable or not, keeps its id: each must get an answer.
+    echoed = calls + [{"name": c["name"] or "unknown", "args": {}, "id": c["id"]} for c in invalid if c["id"]]
+    history = AIMessage(content=text, tool_calls=[{**c, "type": "tool_call"} for c in echoed
+                                                  if isinstance(c["args"], dict)])
+    metadata = raw.response_metadata or {}
+    stop_reason = metadata.get("stop_reason") or metadata.get("finish_reason")
+    return ModelReply(tool_calls=calls, text=text, usage=Usage.from_message(raw), raw=raw,
+                      invalid_tool_calls=invalid, stop_reason=stop_reason, history=history)
+
+
+def _model_error(error: Exception) -> ModelError:
+    if isinstance(error, anthropic.APIStatusError):
+        should = (error.response.headers.get("x-should-retry") or "").lower()
+        transient = should == "true" or (should != "false" and error.status_code in TRANSIENT_STATUSES)
+        return ModelError(_status_message(error), status=error.status_code, provider="anthropic", transient=transient)
+    if isinstance(error, anthropic.APITimeoutError):
+        return ModelError(redact_secrets(f"anthropic did not answer in time ({error.request.url})"),
+                          provider="anthropic", transient=True)
+    if isinstance(error, anthropic.APIConnectionError):
+        message = redact_secrets(f"cannot reach anthropic at {error.request.url}: {error.message}")
+        return ModelError(message, provider="anthropic", transient=True)
+    if isinstance(error, anthropic.AnthropicError):
+        return ModelError(redact_secrets(f"anthropic client failed: {error}"), provider="anthropic")
+    summary = " ".join(str(error).split())[:200]
+    return ModelError(redact_secrets(f"the model's reply could not be read ({type(error).__name__}: {summary})"),
+                      transient=True)
+
+
+def _retry_after_s(error: Exception) -> float | None:
+    """The wait the server asks for (``retry-after-ms``, else ``retry-after`` in seconds)."""
+    response = getattr(error, "response", None)
+    if response is None:
+        return None
+    for header, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = response.headers.get(header)
+        if value:
+            try:
+                return float(value) / scale
+            except ValueError:
+                return None  # an HTTP date: fall back to our own backoff
+    return None
 
 
 def with_cached_system_prompt(messages: list[BaseMessage]) -> list[BaseMessage]:

@@ -10,33 +10,30 @@ from langchain_core.language_models.chat_models import BaseChatModel
 
 from cabal.errors import ModelError
 from cabal.llm.scripted import ScriptedChatModel
+from cabal.llm.settings import DEFAULT_MODEL, ModelSettings
 
-DEFAULT_MODEL = "claude-sonnet-4-6"  # 4-5 is deprecated by the SDK (end of life 2026-11-30)
-DEFAULT_MAX_TOKENS = 8192
-DEFAULT_MAX_RETRIES = 4
-# ChatAnthropic's default (None) means no timeout at all; this is the SDK's own default.
-DEFAULT_TIMEOUT_S = 600.0
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 _SPEC_FORMS = "a Claude model name (claude-...), scripted:PATH or py:MODULE:FACTORY"
 
 
-def make_model(spec: str = DEFAULT_MODEL, **options: Any) -> BaseChatModel:
+def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None, **options: Any) -> BaseChatModel:
     """The chat model ``spec`` names.
 
     - ``scripted:PATH``: a ``ScriptedChatModel`` replaying a YAML/JSON script; ``options``
       go to it (``latency_s``).
     - ``py:MODULE:FACTORY``: whatever ``MODULE.FACTORY(**options)`` returns.
-    - anything else: a Claude model through ``ChatAnthropic``; ``options`` override
-      ``max_tokens``, ``max_retries``, ``timeout`` or set other ``ChatAnthropic`` fields.
-      The API key comes only from ``ANTHROPIC_API_KEY``; ``ANTHROPIC_BASE_URL`` may point
-      at another endpoint.
+    - anything else: a Claude model through ``ChatAnthropic``, with ``settings``' timeout,
+      answer length and temperature; ``options`` override those or set other ``ChatAnthropic``
+      fields. The client never retries by itself: ``call_model`` does, under the settings'
+      policy. The API key comes only from ``ANTHROPIC_API_KEY``; ``ANTHROPIC_BASE_URL`` may
+      point at another endpoint.
     """
     spec = spec.strip()
     if not spec:
         raise ModelError(f"empty model spec; expected {_SPEC_FORMS}")
     if ":" not in spec:
-        return _claude(spec, options)
+        return _claude(spec, settings or ModelSettings(name=spec), options)
     scheme, _, rest = spec.partition(":")
     if scheme == "scripted":
         return ScriptedChatModel.from_file(rest, **options)
@@ -62,7 +59,7 @@ def redact_secrets(text: str) -> str:
     return text.replace(api_key, "[redacted]") if api_key else text
 
 
-def _claude(name: str, options: dict[str, Any]) -> BaseChatModel:
+def _claude(name: str, settings: ModelSettings, options: dict[str, Any]) -> BaseChatModel:
     api_key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
     if not api_key:
         raise ModelError(
@@ -71,11 +68,12 @@ def _claude(name: str, options: dict[str, Any]) -> BaseChatModel:
         )
     from langchain_anthropic import ChatAnthropic
 
-    settings: dict[str, Any] = {
-        "max_tokens": DEFAULT_MAX_TOKENS,
-        "max_retries": DEFAULT_MAX_RETRIES,
-        "timeout": DEFAULT_TIMEOUT_S,
+    client: dict[str, Any] = {
+        "max_tokens": settings.max_tokens,
+        "timeout": settings.timeout_s,
+        **({"temperature": settings.temperature} if settings.temperature is not None else {}),
         **options,
+        "max_retries": 0,  # call_model retries, so that every wait is seen and reported
         "model": name,
         # Passed explicitly so ANTHROPIC_BASE_URL alone decides the endpoint: left unset,
         # ChatAnthropic would prefer ANTHROPIC_API_URL and may route to a LangSmith gateway.
@@ -83,7 +81,7 @@ def _claude(name: str, options: dict[str, Any]) -> BaseChatModel:
         "api_key": api_key,
     }
     try:
-        return ChatAnthropic(**settings)
+        return ChatAnthropic(**client)
     except (ValueError, TypeError) as error:
         # A validation error may echo every setting, the key among them.
         message = redact_secrets(f"cannot configure model {name!r}: {error}")
@@ -101,7 +99,11 @@ def _from_factory(target: str, options: dict[str, Any]) -> BaseChatModel:
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise ModelError(f"model spec 'py:{target}': {module_name} has no callable {factory_name!r}")
-    model = factory(**options)
+    try:
+        model = factory(**options)
+    except Exception as error:  # noqa: BLE001 - a user's factory: any failure is reported, not raised
+        summary = " ".join(str(error).split())[:200]
+        raise ModelError(f"model spec 'py:{target}': {factory_name}() raised {type(error).__name__}: {summary}") from None
     if not hasattr(model, "bind_tools"):
         raise ModelError(
             f"model spec 'py:{target}': {factory_name}() returned {type(model).__name__}, "

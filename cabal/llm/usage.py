@@ -19,6 +19,7 @@ _PRICES_PER_MTOK: tuple[tuple[str, float, float], ...] = (
     ("opus", 5.0, 25.0),
     ("sonnet", 3.0, 15.0),
     ("haiku", 1.0, 5.0),
+    ("cabal-", 0.0, 0.0),  # Cabal's own scripted and function models: known to cost nothing
 )
 _CACHE_READ_FACTOR = 0.1
 _CACHE_WRITE_FACTOR = 1.25  # the 5-minute ephemeral cache, the only kind Cabal asks for

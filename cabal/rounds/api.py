@@ -15,6 +15,7 @@ import fcntl
 import json
 import secrets
 import sqlite3
+import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,16 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
+from pydantic import ValidationError
 from langgraph.types import Command
 
-from cabal.config import resolve_home
-from cabal.entities import USER_COLLAB_TYPE
-from cabal.errors import AnswerRejected, MissionError, ResourceNotFound
+from cabal.config import DEFAULT_HOME, existing_home, resolve_home
+from cabal.entities import USER_COLLAB_TYPE, HaltAnswer
+from cabal.errors import AnswerRejected, CabalError, GraphUnavailable, MissionError, ModelError, ResourceNotFound
 from cabal.graph import ContextGraph
-from cabal.llm import DEFAULT_MODEL, Budget, Usage, make_model, model_name
+from cabal.llm import Budget, ModelSettings, Usage, make_model, model_name
+from cabal.llm.usage import price_per_mtok
+from cabal.membrane.validation import pydantic_problems
 from cabal.membrane import Membrane
 from cabal.rounds.context import PromptLibrary
-from cabal.rounds.engine import build_graph
+from cabal.rounds.engine import ANSWER_FROM_FILE, build_graph
 from cabal.rounds.ids import item_id
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
 from cabal.rounds.run import Event, MissionRun
@@ -41,6 +45,7 @@ from cabal.rounds.transcript import render_transcript
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
 MISSION_PREFIX = "m-"
+ERROR_LOG = "error.log"  # in the mission's folder: the traceback of an engine error, for whoever debugs it
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class MissionResult:
     pending_halt: dict | None
     transcript_path: Path | None
     detail: str | None = None
+    failed_turns: int = 0  # turns that found no valid answer: their work is missing
 
 
 @dataclass
@@ -65,13 +71,20 @@ class Workspace:
     extra_dirs: dict[str, list[Path]] = field(default_factory=dict)
 
     @classmethod
-    def at(cls, home: str | Path | None = None, url: str | None = None, project: str | Path | None = None) -> Workspace:
-        """A workspace; ``project`` (default: the current directory) may hold the user's own
-        agents/, protocols/, prompts/, skills/ folders, which add to the built-in ones and
-        override them by name."""
-        root = Path(project) if project is not None else Path.cwd()
+    def at(cls, home: str | Path | None = None, url: str | None = None, project: str | Path | None = None, *,
+           reading: bool = False) -> Workspace:
+        """A workspace: ``home``, else ``CABAL_HOME``, else the nearest ``.cabal`` here or above
+        (for a command that writes, ``./.cabal``, created on first use; a command that only
+        reads gets a ``ConfigError`` saying where it looked). ``project`` (default: the folder
+        holding the workspace, or the current directory) may hold the user's own agents/,
+        protocols/, prompts/, skills/ folders, which add to the built-in ones by name."""
+        resolved = existing_home(home) if reading else resolve_home(home)
+        if project is not None:
+            root = Path(project)
+        else:
+            root = resolved.parent if resolved.name == DEFAULT_HOME else Path.cwd()
         extra = {kind: [root / kind] for kind in ("agents", "protocols", "prompts", "skills") if (root / kind).is_dir()}
-        return cls(resolve_home(home), url, extra)
+        return cls(resolved, url, extra)
 
     def graph(self, mission_id: str) -> ContextGraph:
         return ContextGraph.open(self.url, name=mission_id, home=self.home)
@@ -79,16 +92,35 @@ class Workspace:
     @contextmanager
     def checkpointer(self):
         self.home.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False)
+        # timeout: wait for another process's write instead of failing with "database is locked".
+        connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False, timeout=30)
         try:
-            yield SqliteSaver(connection)
+            saver = SqliteSaver(connection)
+            with self._locked("checkpoints.lock"):  # two first starts would race to create the tables
+                saver.setup()
+            yield saver
         finally:
             connection.close()
 
     @contextmanager
+    def _locked(self, name: str):
+        with open(self.home / name, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _lock_path(self, mission_id: str) -> Path:
+        return self.mission_dir(mission_id) / "lock"
+
+    def mission_dir(self, mission_id: str) -> Path:
+        return self.home / "missions" / mission_id
+
+    @contextmanager
     def driving(self, mission_id: str):
         """Only one process drives a mission at a time (two would race for the same turns)."""
-        lock_path = self.home / "missions" / mission_id / "lock"
+        lock_path = self._lock_path(mission_id)
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         with open(lock_path, "w") as lock:
             try:
@@ -101,8 +133,21 @@ class Workspace:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
+    def is_driven(self, mission_id: str) -> bool:
+        """Whether a live process drives the mission now (it holds the mission's lock)."""
+        try:
+            lock = open(self._lock_path(mission_id))  # noqa: SIM115 - closed below, lock released with it
+        except FileNotFoundError:
+            return False
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+
     def transcript_path(self, mission_id: str) -> Path:
-        return self.home / "missions" / mission_id / "transcript.md"
+        return self.mission_dir(mission_id) / "transcript.md"
 
     def missions(self) -> list[str]:
         with ContextGraph.open(self.url, name="cabal", home=self.home) as graph:
@@ -114,19 +159,23 @@ def _new_mission_id(spec: MissionSpec) -> str:
     return f"{MISSION_PREFIX}{slug}-{secrets.token_hex(3)}"
 
 
-def _resolve_model(model: Any, spec: MissionSpec, base: Path | None) -> tuple[Any, str]:
-    """A chat model and the spec string to store for resuming (relative scripts made absolute)."""
+def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple[Any, ModelSettings, str]:
+    """The chat model to run, the settings it runs with, and the spec to store for resuming
+    (a script's relative path made absolute; ``object:NAME`` for a model passed in)."""
     if model is not None and not isinstance(model, str):
-        return model, f"object:{model_name(model)}"
-    chosen = model or spec.model or DEFAULT_MODEL
+        return model, settings, f"object:{model_name(model)}"
+    if isinstance(model, str):
+        settings = settings.with_overrides(name=model)
+    chosen = settings.name
     if chosen.startswith("scripted:") and base is not None:
         path = Path(chosen.removeprefix("scripted:"))
         chosen = f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
-    return make_model(chosen), chosen
+        settings = settings.with_overrides(name=chosen)
+    return make_model(chosen, settings), settings, chosen
 
 
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
-                 on_event: Callable[[Event], None] | None, answers: list[str]) -> MissionRun:
+                 settings: ModelSettings, on_event: Callable[[Event], None] | None, answers: list[str]) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
@@ -138,14 +187,20 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
         model=model, team=team,
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
-        budget=budget, answers=list(answers), on_event=on_event or (lambda event: None),
+        budget=budget, settings=settings, answers=list(answers), on_event=on_event or (lambda event: None),
     )
 
 
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
-                url: str | None = None, rounds: int | None = None,
+                url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[Event], None] | None = None) -> MissionResult:
-    """Start a mission and run it until it ends or pauses for the user."""
+    """Start a mission and run it until it ends or pauses.
+
+    ``model``: a model spec (overriding the mission file's) or a chat model object;
+    ``model_settings``: overrides of the model's settings (``timeout_s``, ``max_retries``, ...),
+    applied over the mission file's and the ``CABAL_MODEL_*`` environment's. Nothing is written
+    until the mission file, the settings and the model are known to be good.
+    """
     base = None
     if isinstance(mission, (str, Path)):
         spec, base = load_mission(mission)
@@ -154,13 +209,14 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     else:
         spec = mission
     if rounds is not None:
-        spec = spec.model_copy(update={"rounds": rounds})
+        spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
+    settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
+    chat_model, settings, model_spec = _chat_model(model, settings, base)
     workspace = Workspace.at(home, url)
-    chat_model, model_spec = _resolve_model(model, spec, base)
     mission_id = _new_mission_id(spec)
     graph = workspace.graph(mission_id)
     try:
-        run = _mission_run(workspace, graph, mission_id, spec, chat_model, on_event, spec.answers)
+        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
@@ -168,63 +224,138 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                    "skills": list(a.skills)} for a in run.team.agents]
         run.write("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
-            "spec": spec.model_dump_json(), "model": model_spec, "agents": agents,
-            "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
+            "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
+            "agents": agents, "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
         }, {}, session_id=f"{mission_id}.start")
         run.emit("start", name=spec.name, operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec)
-        return _drive(workspace, run, None)
+        if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
+            run.emit("warning", message=f"no prices are known for {model_name(chat_model)}: the cost budget "
+                                        f"(${spec.budget.cost_usd}) cannot be enforced; the token budget still is")
+        return _drive(workspace, run, {"round": 0})
     finally:
         graph.close()
 
 
-def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = None,
+def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
                    home: str | Path | None = None, url: str | None = None,
+                   model_settings: dict[str, Any] | None = None,
                    on_event: Callable[[Event], None] | None = None) -> MissionResult:
-    """Continue a mission: answer its pending question, or pick it up after a crash."""
-    workspace = Workspace.at(home, url)
+    """Continue a mission: answer its pending question, pick it up after a crash, a kill or a
+    model outage, or continue one the user stopped or that ran out of rounds (``rounds``: the
+    new round limit). The mission file's unattended answers not yet used are used again."""
+    workspace = Workspace.at(home, url, reading=True)
     graph = _mission_graph(workspace, mission_id)
     try:
         node = graph.get(mission_id)
         spec = parse_mission(json.loads(node["spec"]), source=mission_id)
-        if node.get("status") in (MissionState.DONE, MissionState.FAILED):
-            return status_of(workspace, graph, mission_id)
+        status = status_of(workspace, graph, mission_id)
+        if status.state == MissionState.RUNNING:
+            raise MissionError(f"mission {mission_id} is being run by another process",
+                               hint="wait for it to pause or finish, then resume")
+        extend = _continuation(status, rounds, int(node.get("rounds") or spec.rounds))
+        if status.state == MissionState.DONE and extend is None:
+            return status  # it ended, and nothing asks it to go on
         stored = node.get("model") or ""
-        chosen = model if model is not None else (None if stored.startswith("object:") else stored)
-        if chosen is None:
+        if model is None and stored.startswith("object:"):
             raise MissionError(f"mission {mission_id} ran with an in-process model; pass model= to resume it")
-        chat_model, _ = _resolve_model(chosen, spec, None)
-        run = _mission_run(workspace, graph, mission_id, spec, chat_model, on_event, [])
-        pending = _pending_halt(graph)
+        settings = ModelSettings.model_validate_json(node["model_settings"]) if node.get("model_settings") \
+            else spec.model_settings()
+        settings = settings.from_environment().with_overrides(**(model_settings or {}))
+        chat_model, settings, _ = _chat_model(model if model is not None else stored, settings, None)
+        used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
+        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers[used:])
+        pending = status.pending_halt
         if pending is not None and answer is None:
             raise MissionError(f"mission {mission_id} is waiting for an answer: {pending.get('message')}",
                                hint=f"cabal resume {mission_id} --answer '...'")
         if pending is None and answer is not None:
             raise MissionError(f"mission {mission_id} has no pending question to answer")
+        if answer is not None:
+            try:
+                HaltAnswer(answer=answer)
+            except ValidationError as error:
+                raise MissionError("the answer cannot be used: " + "; ".join(map(str, pydantic_problems(error))))
         run.emit("resume", answer=answer)
-        return _drive(workspace, run, answer)
+        if extend is not None:
+            run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
+                      {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
+            return _drive(workspace, run, None, reopen=True)
+        return _drive(workspace, run, Command(resume=answer) if answer is not None else None)
     finally:
         graph.close()
 
 
-def _drive(workspace: Workspace, run: MissionRun, answer: str | None) -> MissionResult:
+def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:
+    """The round limit a mission that ended goes on with, or None when it does not go on.
+
+    One the user stopped goes on (with ``rounds`` if given); one that ran out of rounds goes on
+    only with more rounds; one that concluded, failed or ran out of budget does not."""
+    if rounds is not None and rounds <= status.round:
+        raise MissionError(f"--rounds {rounds} is not more than the {status.round} round(s) already run")
+    if status.state != MissionState.DONE:
+        if rounds is not None:
+            raise MissionError(f"mission {status.mission_id} is {status.state}; --rounds continues a mission "
+                               "that ended (stopped by the user or out of rounds)")
+        return None
+    if status.stop_reason == StopReason.USER_HALT:
+        return rounds or limit
+    if status.stop_reason == StopReason.NO_MORE_ROUNDS and rounds is not None:
+        return rounds
+    if rounds is not None:
+        raise MissionError(f"mission {status.mission_id} ended ({status.stop_reason}); only a mission the user "
+                           "stopped or one out of rounds can go on")
+    return None
+
+
+def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool = False) -> MissionResult:
+    """Run the round graph from ``payload`` (a new mission's first state, an answer, or None to
+    go on from the last checkpoint) until the mission ends or pauses; every way it stops is
+    recorded honestly: a model outage or Ctrl-C pauses it ``interrupted``, any other error
+    fails it with the message (and the traceback in the mission's error.log)."""
     config = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
     with workspace.driving(run.mission_id), workspace.checkpointer() as saver:
         app = build_graph(saver)
-        started = app.get_state(config).values
-        if answer is not None:
-            payload: Any = Command(resume=answer)
-        elif started:
-            payload = None  # continue from the last checkpoint (after a crash)
-        else:
-            payload = {"round": 0}
         try:
+            if reopen:  # an ended mission goes on: as if its last round's Presentation had just run
+                app.update_state(config, {"stop": None, "detail": None, "halt": None}, as_node="presentation")
             app.invoke(payload, config, context=run)
+        except ModelError as error:
+            _pause(run, f"the model is unavailable: {error}")
+        except KeyboardInterrupt:
+            _pause(run, "interrupted (Ctrl-C)")
+            raise
+        except GraphUnavailable:
+            raise  # nothing can be recorded; the mission shows interrupted once its lock is free
+        except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
+            _fail(workspace, run, error)
         finally:
             run.close()
     path = workspace.transcript_path(run.mission_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_transcript(run.graph, run.mission_id))
     return status_of(workspace, run.graph, run.mission_id)
+
+
+def _round_of(run: MissionRun) -> int:
+    return int((run.graph.get(run.mission_id) or {}).get("round") or 0)
+
+
+def _pause(run: MissionRun, why: str) -> None:
+    try:
+        run.set_status(MissionState.INTERRUPTED, _round_of(run), detail=why)
+    except CabalError:
+        pass  # the graph is gone too: the mission shows interrupted once its lock is free
+    run.emit("interrupted", detail=why, hint=f"cabal resume {run.mission_id}")
+
+
+def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
+    summary = " ".join(str(error).split())[:500] or type(error).__name__
+    detail = summary if isinstance(error, CabalError) else f"{type(error).__name__}: {summary}"
+    log = workspace.mission_dir(run.mission_id) / ERROR_LOG
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(traceback.format_exception(error)))
+    run.set_status(MissionState.FAILED, _round_of(run), StopReason.ERROR, detail)
+    run.emit("stop", reason=StopReason.ERROR, detail=detail, round=_round_of(run))
 
 
 def _mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
@@ -242,19 +373,25 @@ def _pending_halt(graph: ContextGraph) -> dict | None:
 
 
 def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> MissionResult:
+    """Where a mission is. ``running`` only while a live process drives it: a mission whose
+    process died (its lock is free) is ``interrupted``."""
     node = graph.get(mission_id) or {}
-    usage, cost = mission_spend(graph)
+    spend = mission_spend(graph)
     path = workspace.transcript_path(mission_id)
+    state, detail = MissionState(node["status"]), node.get("detail") or None
+    if state == MissionState.RUNNING and not workspace.is_driven(mission_id):
+        state, detail = MissionState.INTERRUPTED, "the process running it stopped (killed or crashed)"
     return MissionResult(
-        mission_id=mission_id, state=MissionState(node["status"]),
+        mission_id=mission_id, state=state,
         stop_reason=StopReason(node["stop_reason"]) if node.get("stop_reason") else None,
-        round=int(node.get("round") or 0), usage=usage, cost_usd=round(cost, 6), pending_halt=_pending_halt(graph),
-        transcript_path=path if path.exists() else None, detail=node.get("detail") or None,
+        round=int(node.get("round") or 0), usage=spend.usage, cost_usd=round(spend.cost_usd, 6),
+        pending_halt=_pending_halt(graph), transcript_path=path if path.exists() else None, detail=detail,
+        failed_turns=spend.failed_turns,
     )
 
 
 def mission_status(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionResult:
-    workspace = Workspace.at(home, url)
+    workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
         return status_of(workspace, graph, mission_id)
 
@@ -262,7 +399,7 @@ def mission_status(mission_id: str, *, home: str | Path | None = None, url: str 
 def say(mission_id: str, text: str, *, product: str | None = None, home: str | Path | None = None,
         url: str | None = None) -> str:
     """Leave a user message between rounds; it becomes a collab the team reads next round."""
-    workspace = Workspace.at(home, url)
+    workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
         node = graph.get(mission_id)
         notes = len(graph.find("collab", {"author": "user"}))
@@ -281,13 +418,17 @@ def say(mission_id: str, text: str, *, product: str | None = None, home: str | P
 
 def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:
     """Ask the team to stop at the next round (stop reason userHalt)."""
-    workspace = Workspace.at(home, url)
+    workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
+        status = status_of(workspace, graph, mission_id)
+        if status.state in (MissionState.DONE, MissionState.FAILED):
+            raise MissionError(f"mission {mission_id} has already ended ({status.state}"
+                               + (f", {status.stop_reason}" if status.stop_reason else "") + ")")
         Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
                             session_id=f"{mission_id}.stop")
 
 
 def transcript(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> str:
-    workspace = Workspace.at(home, url)
+    workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
         return render_transcript(graph, mission_id)

@@ -407,8 +407,11 @@ class ContextBuilder:
             content = clip(remark.get("content"), ITEM_CHARS)
             events.append(Event(remark.get("author"), "told_user", content, f"- {remark.get('author')} to the user: {content}"))
         for halt in snapshot.halts:
-            if halt.get("round") == snapshot.round:
+            if halt.get("round") == snapshot.round and halt.get("author") == CHAIR_ID:
                 message = clip(halt.get("message"), ITEM_CHARS)
+                if halt.get("type") == "done":
+                    events.append(Event(CHAIR_ID, "concluded", message, f"- {CHAIR_ID} closed the mission: {message}"))
+                    continue
                 events.append(Event(CHAIR_ID, "asked", message, f"- {CHAIR_ID} asked the user: {message}"
                                     + (f" (answer: {clip(halt.get('answer'), 200)})" if halt.get("answer") else "")))
         return events

@@ -29,8 +29,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from cabal.errors import ModelError
-from cabal.llm import Budget, model_name
+from cabal.llm import Budget
+from cabal.rounds.budget import BudgetSpent
 from cabal.rounds.ids import halt_id
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.run import ENGINE_ACTOR, MissionRun
@@ -40,6 +40,7 @@ from cabal.entities import Halt
 from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
 
 STOP_WORDS = {"stop", "no", "n", "halt", "end", "quit"}
+ANSWER_FROM_FILE = "mission file"  # where an unattended answer came from (answer_source on the halt)
 BUDGET_HALT = re.compile(r"r\d+\.budget\d*")  # ids of the questions a spent budget raises
 
 
@@ -78,11 +79,10 @@ def round_start(state: RoundState, runtime: Context) -> RoundState:
         return {"stop": StopReason.USER_HALT.value, "detail": "the user asked the team to stop"}
     if round_number > int(mission.get("rounds") or run.spec.rounds):
         return {"stop": StopReason.NO_MORE_ROUNDS.value, "detail": f"the round limit ({mission.get('rounds')}) is reached"}
-    limited = run.budget.max_tokens is not None or run.budget.max_cost_usd is not None
-    # usage() reads every turn of the mission: only worth it when there is a limit to check.
-    spent = run.budget.exceeded(run.usage(), model_name(run.model)) if limited else None
+    meter = run.spend_meter()
+    spent = meter.exceeded() if meter.limited else None
     if spent:
-        return _raise_budget_halt(run, state.get("round", 0), spent)
+        return _budget_spent(run, state.get("round", 0), spent, after="round_start")
     run.set_status(MissionState.RUNNING, round_number)
     return {"round": round_number, "halt": None}
 
@@ -91,18 +91,20 @@ def await_user(state: RoundState, runtime: Context) -> RoundState:
     """Wait for the answer to the pending halt (a mission file's unattended answer first)."""
     run = runtime.context
     halt = run.graph.get(state["halt"]) or {}
+    budget_question = BUDGET_HALT.fullmatch(str(state["halt"])) is not None
     if halt.get("status") != "answered":
-        if run.answers:
-            answer = run.answers.pop(0)
-            run.emit("answer", text=answer, source="mission file")
+        source = "user"
+        if run.answers and not budget_question:  # the mission file's answers are the Chair's
+            answer, source = run.answers.pop(0), ANSWER_FROM_FILE
+            run.emit("answer", text=answer, source=source)
         else:
             run.set_status(MissionState.HALTED, state.get("round", 0), StopReason.QUESTION, halt.get("message"))
             run.emit("halt", message=halt.get("message"), options=halt.get("options") or [])
             answer = interrupt({"halt": state["halt"], "message": halt.get("message"),
                                 "options": halt.get("options") or []})
-        _answer_halt(run, state["halt"], str(answer), state.get("round", 0))
+        _answer_halt(run, state["halt"], str(answer), state.get("round", 0), source)
         run.set_status(MissionState.RUNNING, state.get("round", 0))
-    if BUDGET_HALT.fullmatch(str(state["halt"])):
+    if budget_question:
         return _budget_answer(run, state, str(run.graph.get(state["halt"]).get("answer", "")))
     return {"halt": None}
 
@@ -140,8 +142,8 @@ def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str
         run.emit("step", round=state["round"], step=step)
         try:
             run.run_parallel(snapshot, step, agents(run, snapshot))
-        except ModelError as error:
-            return {"stop": StopReason.ERROR.value, "detail": str(error)}
+        except BudgetSpent as spent:
+            return _budget_spent(run, state["round"], spent.reason, after=step.value)
         return {}
 
     node.__name__ = step.value
@@ -173,13 +175,20 @@ def _after_answer(state: RoundState, runtime: Context) -> str:
 
 
 def _after_round_start(state: RoundState, runtime: Context) -> str:
+    return _paused(state) or "reflect"
+
+
+def _paused(state: RoundState) -> str | None:
+    """Where a node goes when it ended the mission or raised a question, else None."""
     if state.get("stop"):
         return "finish"
-    return "await_user" if state.get("halt") else "reflect"
+    return "await_user" if state.get("halt") else None
 
 
 # The view is current at a step boundary, so these read no graph.
 def _after_plan(state: RoundState, runtime: Context) -> str:
+    if state.get("stop") == StopReason.CONCLUDED:
+        return "presentation"  # the Envoy tells the user about the last round too
     if state.get("stop") or state.get("halt"):
         return _after_chair(state, runtime)
     snapshot = runtime.context.snapshot(state["round"])
@@ -189,13 +198,12 @@ def _after_plan(state: RoundState, runtime: Context) -> str:
 
 
 def _after_write(state: RoundState, runtime: Context) -> str:
-    if state.get("stop"):
-        return "finish"
-    return "peer_review" if runtime.context.snapshot(state["round"]).new_versions() else "presentation"
+    return _paused(state) or ("peer_review" if runtime.context.snapshot(state["round"]).new_versions()
+                              else "presentation")
 
 
 def _then(next_node: str) -> Callable[[RoundState, Context], str]:
-    return lambda state, runtime: "finish" if state.get("stop") else next_node
+    return lambda state, runtime: _paused(state) or next_node
 
 
 NODES = {node.__name__: node for node in (bootstrap, await_user, round_start, reflect, plan, write, peer_review,
@@ -203,14 +211,16 @@ NODES = {node.__name__: node for node in (bootstrap, await_user, round_start, re
 ROUTES: dict[str, tuple[Callable[[RoundState, Context], str], list[str]]] = {
     # node: (where it goes next, every place it can go)
     "bootstrap": (_after_chair, ["finish", "await_user", "round_start"]),
-    "await_user": (_after_answer, ["finish", "bootstrap", "plan", "round_start"]),
+    # back to the node that asked: a Chair turn, a round start, or a step whose budget ran out
+    "await_user": (_after_answer, ["finish", "bootstrap", "round_start", "reflect", "plan", "write", "peer_review",
+                                   "inspect", "presentation"]),
     "round_start": (_after_round_start, ["finish", "await_user", "reflect"]),
-    "reflect": (_then("plan"), ["finish", "plan"]),
+    "reflect": (_then("plan"), ["finish", "await_user", "plan"]),
     "plan": (_after_plan, ["finish", "await_user", "write", "peer_review", "presentation"]),
-    "write": (_after_write, ["finish", "peer_review", "presentation"]),
-    "peer_review": (_then("inspect"), ["finish", "inspect"]),
-    "inspect": (_then("presentation"), ["finish", "presentation"]),
-    "presentation": (_then("round_start"), ["finish", "round_start"]),
+    "write": (_after_write, ["finish", "await_user", "peer_review", "presentation"]),
+    "peer_review": (_then("inspect"), ["finish", "await_user", "inspect"]),
+    "inspect": (_then("presentation"), ["finish", "await_user", "presentation"]),
+    "presentation": (_then("round_start"), ["finish", "await_user", "round_start"]),
 }
 
 
@@ -238,8 +248,8 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     run.emit("step", round=round_number, step=step)
     try:
         result = run.take_turn(snapshot, step, CHAIR_ID, attempt=answered)
-    except ModelError as error:
-        return {"stop": StopReason.ERROR.value, "detail": str(error)}
+    except BudgetSpent as spent:
+        return _budget_spent(run, round_number, spent.reason, after=step.value)
     if result is None:  # replayed: read what the committed turn decided
         snapshot = run.snapshot(round_number)
         pending = snapshot.pending_halt()
@@ -261,14 +271,22 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
 # ------------------------------------------------------------------- halts the engine raises
 
 
-def _answer_halt(run: MissionRun, halt: str, answer: str, round_number: int) -> None:
+def _answer_halt(run: MissionRun, halt: str, answer: str, round_number: int, source: str) -> None:
     node = run.graph.get(halt) or {}
     run.write("answer_halt", {"halt_id": halt, "round": round_number, "actor_id": USER_ID,
-                              "message": node.get("message", "")},
+                              "message": node.get("message", ""), "source": source},
               {"item": {"answer": answer}}, session_id=f"{halt}.answer")
 
 
-def _raise_budget_halt(run: MissionRun, round_number: int, spent: str) -> RoundState:
+def _budget_spent(run: MissionRun, round_number: int, reason: str, *, after: str) -> RoundState:
+    """The budget allows no further call: stop, or ask the user (the mission file says which).
+    ``after``: the node that resumes once the user raises the budget."""
+    if run.spec.budget.when_spent == "stop":
+        return {"stop": StopReason.BUDGET.value, "detail": f"the {reason}"}
+    return _raise_budget_halt(run, round_number, reason, after=after)
+
+
+def _raise_budget_halt(run: MissionRun, round_number: int, spent: str, *, after: str) -> RoundState:
     """A spent budget pauses the mission with a question instead of killing work."""
     halt, asked = f"r{round_number}.budget", 1
     # Answered, yet still spent (a number below the spend): ask again rather than replay that answer forever.
@@ -285,7 +303,7 @@ def _raise_budget_halt(run: MissionRun, round_number: int, spent: str) -> RoundS
         prepared = writer.prepare_one("raise_halt", question, {"status": "pending", "item_id": halt})
         run.membrane.commit([prepared])
         run.committed([prepared])
-    return {"halt": halt, "after": "round_start"}
+    return {"halt": halt, "after": after}
 
 
 def _budget_answer(run: MissionRun, state: RoundState, answer: str) -> RoundState:
@@ -294,9 +312,9 @@ def _budget_answer(run: MissionRun, state: RoundState, answer: str) -> RoundStat
         return {"stop": StopReason.BUDGET.value, "detail": "the budget is spent and the user chose to stop"}
     digits = "".join(ch for ch in words if ch.isdigit())
     if digits:
-        run.budget = Budget(max_tokens=int(digits), max_cost_usd=run.budget.max_cost_usd)
+        run.raise_budget(Budget(max_tokens=int(digits), max_cost_usd=run.budget.max_cost_usd))
     else:
-        run.budget = Budget(max_tokens=run.budget.max_tokens * 2 if run.budget.max_tokens else None,
-                            max_cost_usd=run.budget.max_cost_usd * 2 if run.budget.max_cost_usd else None)
+        run.raise_budget(Budget(max_tokens=run.budget.max_tokens * 2 if run.budget.max_tokens else None,
+                                max_cost_usd=run.budget.max_cost_usd * 2 if run.budget.max_cost_usd else None))
     run.set_status(MissionState.RUNNING, state.get("round", 0))  # the new budget is kept on the mission node
-    return {"halt": None, "after": "round_start"}
+    return {"halt": None}

@@ -82,7 +82,7 @@ class Event:
     """Something that happened this round, for the Envoy: who did it, what kind, and the line shown."""
 
     agent: str
-    kind: str  # wrote, accepted, rejected, assigned, told_user, asked
+    kind: str  # wrote, accepted, rejected, assigned, told_user, asked, concluded
     subject: str  # the product's name, or the text
     text: str
 

@@ -11,7 +11,8 @@ team:
   skills: {operative-1: [module_design]}
 rounds: 4
 budget: {tokens: 400000, cost_usd: 5}
-model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory
+model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
+                                        # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
 ```
 """
@@ -19,11 +20,13 @@ answers: ["Students first; teachers later."]   # optional: replies to the Chair'
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cabal.errors import ConfigError
+from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
 from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
 
@@ -53,6 +56,8 @@ class BudgetSpec(BaseModel):
 
     tokens: int | None = Field(None, ge=1, description="input + output tokens for the whole mission")
     cost_usd: float | None = Field(None, gt=0, description="model spend for the whole mission, in US dollars")
+    when_spent: Literal["ask", "stop"] = Field(
+        "ask", description="when the budget is spent: ask the user whether to go on (the mission pauses), or stop")
 
     def to_budget(self) -> Budget:
         return Budget(max_tokens=self.tokens, max_cost_usd=self.cost_usd)
@@ -68,10 +73,19 @@ class MissionSpec(BaseModel):
     team: TeamSpec = Field(default_factory=TeamSpec)
     rounds: int = Field(3, ge=1, le=200, description="round limit after bootstrap")
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
-    model: str | None = Field(None, description="model name, scripted:PATH or py:module:factory")
+    model: str | ModelSettings | None = Field(
+        None, description="model name, scripted:PATH or py:module:factory; or a mapping with name, timeout_s, "
+                          "max_retries, max_tokens and temperature")
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
+
+    def model_settings(self) -> ModelSettings:
+        """The model settings the mission file gives (defaults for what it leaves out)."""
+        if isinstance(self.model, ModelSettings):
+            return self.model
+        return ModelSettings(name=self.model) if self.model else ModelSettings()
+
 
 def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     """Read a mission file; returns the spec and the file's folder (for relative paths)."""

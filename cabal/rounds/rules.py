@@ -333,11 +333,58 @@ ABOUT_RULES: dict[str, Rule] = {
 
 
 def step_problems(step: str, answer: Any, ctx: RuleContext) -> list[tuple[str, str]]:
-    """Rules about a whole answer rather than one item: (path, problem) pairs."""
-    if step == Step.INSPECT:
-        inspected = {i.version_id for i in answer.inspections}
-        missing = [v for v in ctx.snapshot.new_versions() if v["id"] not in inspected]
-        if missing:
-            names = ", ".join(f"{ctx.snapshot.products[v['product_id']]['name']} v{v['number']}" for v in missing)
-            return [("inspections", f"every new version must be inspected; missing: {names}")]
+    """Rules about a whole answer rather than one item: (path, problem) pairs. Most catch an
+    answer that is valid item by item but would leave the mission unable to progress."""
+    return STEP_RULES[step](answer, ctx) if step in STEP_RULES else []
+
+
+def _every_new_version_inspected(answer: Any, ctx: RuleContext) -> list[tuple[str, str]]:
+    inspected = {i.version_id for i in answer.inspections}
+    missing = [v for v in ctx.snapshot.new_versions() if v["id"] not in inspected]
+    if missing:
+        names = ", ".join(f"{ctx.snapshot.products[v['product_id']]['name']} v{v['number']}" for v in missing)
+        return [("inspections", f"every new version must be inspected; missing: {names}")]
     return []
+
+
+def _every_assignment_written(answer: Any, ctx: RuleContext) -> list[tuple[str, str]]:
+    written = {v.product_id for v in answer.versions}
+    missing = [ctx.snapshot.products[a["product_id"]]["name"] for a in ctx.snapshot.assignments_in()
+               if a.get("assignee") == ctx.agent_id and a["product_id"] not in written
+               and a["product_id"] in ctx.snapshot.products]
+    if missing:
+        return [("versions", f"write a new version of every product assigned to you this round; "
+                             f"missing: {', '.join(missing)}")]
+    return []
+
+
+def _every_versioned_product_reflected(answer: Any, ctx: RuleContext) -> list[tuple[str, str]]:
+    """The Chair accepts a version only on its owner's word at this round's Reflect."""
+    reflected = {r.refers_to_product for r in answer.reflections}
+    missing = [p["name"] for p in ctx.snapshot.owned_by(ctx.agent_id)
+               if p.get("status") == "open" and ctx.snapshot.latest_version(p["id"]) and p["id"] not in reflected]
+    if missing:
+        return [("reflections", "reflect on every open product of yours that has a version (the Chair accepts "
+                                f"one only on your word); missing: {', '.join(missing)}")]
+    return []
+
+
+def _plan_moves_the_mission(answer: Any, ctx: RuleContext) -> list[tuple[str, str]]:
+    """A plan that changes nothing while work is open leaves the round with nothing to do."""
+    acts = (answer.tree_operations, answer.assignments, answer.acceptance, answer.chair_versions,
+            answer.bootstrap_overrides)
+    open_work = [p for p in ctx.snapshot.live_products() if p.get("status") == "open"
+                 and p["type"] in (ProductType.CONTENT, ProductType.DECISION)]
+    if open_work and not any(acts):
+        return [("", f"this plan changes nothing while {len(open_work)} product(s) are open: assign work, accept "
+                     "or reject versions, or change the tree; or halt (done when the mission is met, a question "
+                     "when the team cannot go on without the user)")]
+    return []
+
+
+STEP_RULES: dict[str, Callable[[Any, RuleContext], list[tuple[str, str]]]] = {
+    Step.REFLECT: _every_versioned_product_reflected,
+    Step.PLAN: _plan_moves_the_mission,
+    Step.WRITE: _every_assignment_written,
+    Step.INSPECT: _every_new_version_inspected,
+}

@@ -8,16 +8,17 @@ step works with, and the in-memory view of the graph that steps share.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cabal.errors import ModelError
 from cabal.graph import ContextGraph
-from cabal.llm import Budget, Usage, model_name
+from cabal.llm import Budget, ModelSettings, Usage, model_name
 from cabal.membrane import Cluster, Membrane
+from cabal.rounds.budget import BudgetSpent, SpendMeter
 from cabal.rounds.context import ContextBuilder, PromptLibrary
 from cabal.rounds.ids import halt_id, turn_id
 from cabal.rounds.mission import MissionSpec
@@ -44,9 +45,11 @@ class MissionRun:
     team: Team
     prompts: PromptLibrary
     budget: Budget
+    settings: ModelSettings = field(default_factory=ModelSettings)
     answers: list[str] = field(default_factory=list)  # unattended replies to the Chair's questions
     on_event: Callable[[Event], None] = lambda event: None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    meter: SpendMeter | None = None  # the budget's gate; built from the graph's spend at the first use
     # The view: one snapshot, loaded at its first use and kept current by applying each
     # committed cluster at the next step boundary (agents within a step share one view).
     _view: Snapshot | None = field(default=None, repr=False)
@@ -100,7 +103,18 @@ class MissionRun:
         return mission
 
     def usage(self) -> Usage:
-        return mission_spend(self.graph)[0]
+        return mission_spend(self.graph).usage
+
+    def spend_meter(self) -> SpendMeter:
+        """The gate every model call of this run passes (what the graph says is spent, to start)."""
+        with self._lock:
+            if self.meter is None:
+                self.meter = SpendMeter(self.budget, self.usage(), model_name(self.model))
+            return self.meter
+
+    def raise_budget(self, budget: Budget) -> None:
+        self.budget = budget
+        self.spend_meter().raise_to(budget)
 
     # --------------------------------------------------------------------------- writes
 
@@ -133,19 +147,17 @@ class MissionRun:
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step), self._committer)
         turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
-                    max_attempts=self.max_attempts, turn_index=attempt)
-        result = turn.run()
-        cost = result.usage.cost_usd(model_name(self.model))
-        record = {
-            "outcome": result.outcome, "attempts": result.attempts,
-            "prose": _summary_of(result), "reasoning": _reasoning_of(result),
-            "problems": [str(p) for p in result.problems],
-            "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
-            "cache_read_tokens": result.usage.cache_read_tokens, "cost_usd": round(cost, 6),
-            "calls": {"input_tokens": [c.input_tokens for c in result.calls],
-                      "output_tokens": [c.output_tokens for c in result.calls],
-                      "cache_read_tokens": [c.cache_read_tokens for c in result.calls]},
-        }
+                    max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
+                    settings=self.settings, on_retry=lambda notice: self.emit(
+                        "model_retry", round=snapshot.round, step=step, agent=agent_id, retry=notice.retry,
+                        max_retries=notice.max_retries, wait_s=round(notice.wait_s, 3), reason=notice.reason))
+        try:
+            result = turn.run()
+        except (BudgetSpent, ModelError) as stopped:
+            self._record_cut(snapshot, place, turn.result, str(stopped))
+            raise
+        record = self._turn_record(result)
+        cost = record["cost_usd"]
         writes: list[Cluster] = list(result.prepared or ())
         if result.outcome == TurnOutcome.HALT:
             halt = result.halt
@@ -159,6 +171,31 @@ class MissionRun:
                   output_tokens=result.usage.output_tokens, cost_usd=cost,
                   problems=[str(p) for p in result.problems])
         return result
+
+    def _turn_record(self, result: TurnResult, *, outcome: TurnOutcome | None = None, prose: str | None = None) -> dict:
+        """What a turn moment records: outcome, prose, reasoning, problems, usage per call."""
+        return {
+            "outcome": outcome or result.outcome, "attempts": result.attempts,
+            "prose": prose or _summary_of(result), "reasoning": _reasoning_of(result),
+            "problems": [str(p) for p in result.problems],
+            "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
+            "cache_read_tokens": result.usage.cache_read_tokens,
+            "cost_usd": round(result.usage.cost_usd(model_name(self.model)), 6),
+            "calls": {"input_tokens": [c.input_tokens for c in result.calls],
+                      "output_tokens": [c.output_tokens for c in result.calls],
+                      "cache_read_tokens": [c.cache_read_tokens for c in result.calls]},
+        }
+
+    def _record_cut(self, snapshot: Snapshot, place: TurnPlace, partial: TurnResult, why: str) -> None:
+        """A turn stopped early writes nothing but what it spent, under an id of its own (the turn
+        itself runs again when the mission goes on), so no token goes uncounted."""
+        if not partial.calls:
+            return
+        earlier = sum(t["id"].startswith(f"{place.turn_id}.cut") for t in snapshot.turns)
+        cut = replace(place, turn_id=f"{place.turn_id}.cut{earlier + 1}")
+        record = self._turn_record(partial, outcome=TurnOutcome.INTERRUPTED, prose=f"stopped early: {why}")
+        self.committed(TurnWriter(self.membrane, RuleContext(snapshot, self.team, place.agent_id), cut, (),
+                                  self._committer).commit([], record))
 
     def run_parallel(self, snapshot: Snapshot, step: Step, agent_ids: list[str]) -> list[TurnResult | None]:
         """The agents of one step, at the same time: one thread and one model call each."""
@@ -177,5 +214,12 @@ def _summary_of(result: TurnResult) -> str:
 
 
 def _reasoning_of(result: TurnResult) -> str:
-    thinking = getattr(result.answer, "thinking", None)
-    return json.dumps(thinking.model_dump(by_alias=True)) if thinking is not None else ""
+    """The agent's prose about its answer (pattern P6): a step's ``reasoning``, or the Chair's
+    ``thinking``, or the message of a halt."""
+    answer = result.answer
+    if getattr(answer, "reasoning", None):
+        return answer.reasoning
+    thinking = getattr(answer, "thinking", None)
+    if thinking is not None:
+        return " ".join(str(value) for _, value in thinking)
+    return result.halt.message if result.halt is not None else ""

@@ -162,7 +162,8 @@ class SimulatedTeam:
                                     ("Write the first version." if product.latest is None else
                                      "Answer the inspection and the feedback in a new version."),
             })
-        return {"reflections": reflections}
+        return {"reasoning": f"{len(reflections)} product(s) of mine to judge against their definitions of done.",
+                "reflections": reflections}
 
     def _write(self, facts: TurnFacts) -> dict:
         versions = []
@@ -184,7 +185,8 @@ class SimulatedTeam:
                 "contentTitle": f"{product.name} v{number}"[:200], "content": content,
                 "changeSummary": "First version." if number == 1 else f"Version {number}: answers the inspection and the feedback.",
             }})
-        return {"versions": versions}
+        return {"reasoning": f"{len(versions)} assignment(s) this round, each written to its directive.",
+                "versions": versions}
 
     def _peer_review(self, facts: TurnFacts) -> dict:
         reviews, collabs = [], []
@@ -195,12 +197,12 @@ class SimulatedTeam:
                 collabs.append({"refersToProduct": version.product, "refersToVersion": version.id, "type": "suggestion",
                                 "importance": 3, "comment": "Name the owner of the first action explicitly.",
                                 "shortestSummary": "Name the first action's owner"})
-        return {"reviews": reviews, "collabs": collabs}
+        return {"reasoning": f"{len(reviews)} version(s) by others to review.", "reviews": reviews, "collabs": collabs}
 
     # -------------------------------------------------------------------- Watchdog
 
     def _inspect(self, facts: TurnFacts) -> dict:
-        return {"inspections": [
+        return {"reasoning": f"{len(facts.new_versions)} new version(s); no finding is serious.", "inspections": [
             {"productId": version.product, "versionId": version.id, "assessment": "approved",
              "findings": [{"category": "quality", "severity": 2, "issue": "One sentence could be shorter.",
                            "recommendation": "Tighten it in a later version."}]}
@@ -232,7 +234,7 @@ class SimulatedTeam:
             speakers = list(facts.speakers)
             fallback = CHAIR_ID if CHAIR_ID in speakers else (speakers[0] if speakers else CHAIR_ID)
             messages.append({"asAgent": fallback, "content": "Nothing new was written this round."})
-        return {"messages": messages}
+        return {"reasoning": "One message per agent who did something this round.", "messages": messages}
 
 
 def _container(tree: list[TreeProduct]) -> TreeProduct | None:

@@ -246,17 +246,28 @@ class Snapshot:
         return next((h for h in self.halts if h.get("status") == "pending"), None)
 
 
-def mission_spend(graph: ContextGraph) -> tuple[Usage, float]:
-    """What a mission has spent: tokens and dollars summed over its turn moments, the one
-    place usage is recorded."""
-    usage, cost = Usage(), 0.0
+@dataclass(frozen=True)
+class Spend:
+    """What a mission has spent, summed over its turn moments (the one place usage is recorded),
+    and how many of its turns found no valid answer."""
+
+    usage: Usage
+    cost_usd: float
+    failed_turns: int
+
+
+def mission_spend(graph: ContextGraph) -> Spend:
+    usage, cost, failed = Usage(), 0.0, 0
     for turn in graph.find("moment", {"type": "turn"},
-                           fields=["input_tokens", "output_tokens", "cache_read_tokens", "cost_usd"]):
+                           fields=["input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "outcome",
+                                   "call_input_tokens"]):
         usage = usage + Usage(input_tokens=int(turn.get("input_tokens") or 0),
                               output_tokens=int(turn.get("output_tokens") or 0),
-                              cache_read_tokens=int(turn.get("cache_read_tokens") or 0), calls=1)
+                              cache_read_tokens=int(turn.get("cache_read_tokens") or 0),
+                              calls=len(turn.get("call_input_tokens") or []))
         cost += float(turn.get("cost_usd") or 0)
-    return usage, cost
+        failed += turn.get("outcome") == "failed"
+    return Spend(usage, cost, failed)
 
 
 def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Snapshot:

@@ -9,6 +9,9 @@ Within a turn:
   (at most ``MAX_CONTEXT_REQUESTS`` requests, ``MAX_CONTEXT_ITERATIONS`` times);
 - an answer that fails (unknown ids, schema, the engine's rules, the membrane) goes back to
   the model with every problem listed, at most ``max_attempts`` answers in all;
+- a reply that is not one valid tool call (plain text, several calls, unreadable arguments,
+  an answer cut off at ``max_tokens``, a tool the step does not offer) is a rejected attempt
+  like any other;
 - running out of attempts is a ``failed`` outcome the engine records, never an exception and
   never a write.
 """
@@ -21,18 +24,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from typing import Protocol
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
 from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_CONTEXT, envelope_models
 from cabal.errors import AnswerProblem, AnswerRejected
-from cabal.llm import Usage, call_metadata, call_model
+from cabal.limits import answer_problems
+from cabal.llm import ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model
 from cabal.membrane import Cluster
 from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import Prompt
 from cabal.vocabulary import Step, TurnOutcome
 
 DEFAULT_MAX_ATTEMPTS = 3
+CHARS_PER_TOKEN = 4  # the estimate a call's worst case is reserved at
 TOOL_DESCRIPTIONS = {
     FINAL_OUTPUT: "Your result for this step. Call this when you are ready to answer.",
     REQUEST_CONTEXT: "Ask to see more before answering (1 to 5 requests; at most 3 times per step).",
@@ -73,6 +80,13 @@ class TurnResult:
     transcript: list[BaseMessage] = field(default_factory=list)
 
 
+class CallGate(Protocol):
+    """What a turn asks before each model call (the mission's budget) and tells after it."""
+
+    def admit(self, worst_case: Usage) -> Usage: ...
+    def settle(self, reservation: Usage, actual: Usage) -> None: ...
+
+
 @dataclass
 class Turn:
     model: Any
@@ -84,55 +98,58 @@ class Turn:
     serve_context: Callable[[list, Any], str]
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     turn_index: int = 0  # the agent's earlier turns in this round and step (Chair turns after answers)
+    gate: CallGate | None = None
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    on_retry: Callable[[RetryNotice], None] | None = None
+    result: TurnResult = field(default_factory=lambda: TurnResult(outcome=TurnOutcome.FAILED))
 
     def run(self) -> TurnResult:
+        """The turn to its end. ``BudgetSpent`` (from the gate) or ``ModelError`` (the provider)
+        stop it early; what it spent until then is in ``self.result``."""
         tools = step_tools(self.step)
         models = envelope_models(self.step)
         messages: list[BaseMessage] = [SystemMessage(self.prompt.system), HumanMessage(self.prompt.user)]
-        result = TurnResult(outcome=TurnOutcome.FAILED)
+        result = self.result
         metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index,
                                  facts=self.prompt.facts)
         while result.attempts < self.max_attempts:
-            reply = call_model(self.model, messages, tools, metadata=metadata)
-            result.usage = result.usage + reply.usage
-            result.calls.append(reply.usage)
-            call = reply.tool_calls[0] if reply.tool_calls else None
-            messages.append(reply.raw if call else AIMessage(reply.text or "(no tool call)"))
-            if call is None:
+            reply = self._ask(messages, tools, metadata)
+            messages.append(reply.history)
+            call, problems = _one_call(reply, models)
+            if problems:
                 result.attempts += 1
-                result.problems = [AnswerProblem("", "answer by calling exactly one of the tools you were given")]
-                messages.append(HumanMessage(AnswerRejected(result.problems).feedback()))
+                self._reject(messages, reply, problems, result)
                 continue
-            name, raw = call["name"], call.get("args") or {}
-            if name == REQUEST_CONTEXT and name in models:
+            name, raw = call["name"], call["args"]
+            if name == REQUEST_CONTEXT:
                 if result.context_iterations >= MAX_CONTEXT_ITERATIONS:
                     result.attempts += 1
-                    self._reject(messages, call, [AnswerProblem("", f"no more context requests in this step "
-                                                                    f"(limit {MAX_CONTEXT_ITERATIONS}); give your final_output")], result)
+                    self._reject(messages, reply, [AnswerProblem("", f"no more context requests in this step "
+                                                                     f"(limit {MAX_CONTEXT_ITERATIONS}); give your final_output")], result)
                     continue
                 try:
                     envelope = models[name].model_validate(raw)
                 except ValidationError as error:
                     result.attempts += 1
-                    self._reject(messages, call, pydantic_problems(error), result)
+                    self._reject(messages, reply, pydantic_problems(error), result)
                     continue
                 result.context_iterations += 1
                 messages.append(ToolMessage(self.serve_context(envelope.requests, self.prompt.ids),
                                             tool_call_id=call["id"]))
                 continue
             result.attempts += 1
-            if name not in models:
-                self._reject(messages, call, [AnswerProblem("", f"tool {name!r} is not allowed in this step; "
-                                                                f"use one of {', '.join(models)}")], result)
+            problems = answer_problems(raw)  # before anything walks it: depth, size, characters
+            if problems:
+                self._reject(messages, reply, problems, result)
                 continue
             mapped, problems = self.prompt.ids.answer_to_graph(raw)
             try:
                 parsed = models[name].model_validate(mapped)
             except ValidationError as error:
-                self._reject(messages, call, problems + pydantic_problems(error), result)
+                self._reject(messages, reply, problems + pydantic_problems(error), result)
                 continue
             if problems:
-                self._reject(messages, call, problems, result)
+                self._reject(messages, reply, problems, result)
                 continue
             if name == HALT:
                 result.outcome, result.halt = TurnOutcome.HALT, parsed
@@ -140,14 +157,67 @@ class Turn:
             try:
                 result.prepared = self.check(parsed)
             except AnswerRejected as rejected:
-                self._reject(messages, call, rejected.problems, result)
+                self._reject(messages, reply, rejected.problems, result)
                 continue
             result.outcome, result.answer, result.problems = TurnOutcome.FINAL, parsed, []
             break
         result.transcript = messages
         return result
 
+    def _ask(self, messages: list[BaseMessage], tools: list[dict], metadata: dict) -> ModelReply:
+        """One model call through the gate; its usage is counted even when its answer is not."""
+        reservation = None
+        if self.gate is not None:
+            prompt_chars = sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
+            reservation = self.gate.admit(Usage(input_tokens=prompt_chars // CHARS_PER_TOKEN,
+                                                output_tokens=self.settings.max_tokens, calls=1))
+        try:
+            reply = call_model(self.model, messages, tools, metadata=metadata, retry=self.settings.retry,
+                               on_retry=self.on_retry)
+        except BaseException:
+            if reservation is not None:
+                self.gate.settle(reservation, Usage())
+            raise
+        if reservation is not None:
+            self.gate.settle(reservation, reply.usage)
+        self.result.usage = self.result.usage + reply.usage
+        self.result.calls.append(reply.usage)
+        return reply
+
     @staticmethod
-    def _reject(messages: list[BaseMessage], call: dict, problems: list[AnswerProblem], result: TurnResult) -> None:
+    def _reject(messages: list[BaseMessage], reply: ModelReply, problems: list[AnswerProblem], result: TurnResult) -> None:
+        """Every problem back to the model: as the result of each tool call it made (each call
+        must be answered), or as a user message when it made none."""
         result.problems = problems
-        messages.append(ToolMessage(AnswerRejected(problems).feedback(), tool_call_id=call["id"], status="error"))
+        feedback = AnswerRejected(problems).feedback()
+        calls = reply.history.tool_calls
+        if not calls:
+            messages.append(HumanMessage(feedback))
+        for call in calls:
+            messages.append(ToolMessage(feedback, tool_call_id=call["id"], status="error"))
+
+
+def _one_call(reply: ModelReply, models: dict[str, type[BaseModel]]) -> tuple[dict | None, list[AnswerProblem]]:
+    """The reply's one usable tool call, or why the reply is not an answer."""
+    allowed = ", ".join(models)
+    if reply.stop_reason == "max_tokens":
+        return None, [AnswerProblem("", "your answer was cut off at the output limit (max_tokens); "
+                                        "give a shorter answer: fewer items, shorter texts")]
+    if reply.invalid_tool_calls:
+        bad = reply.invalid_tool_calls[0]
+        return None, [AnswerProblem("", f"the arguments of your {bad['name'] or 'tool'} call are not valid JSON "
+                                        f"({bad['error'] or 'unreadable'}); call the tool again with a JSON object")]
+    if not reply.tool_calls:
+        return None, [AnswerProblem("", f"answer by calling exactly one of the tools you were given ({allowed}); "
+                                        "plain text is not an answer")]
+    if len(reply.tool_calls) > 1:
+        names = ", ".join(call["name"] for call in reply.tool_calls)
+        return None, [AnswerProblem("", f"call exactly one tool per answer; you called {len(reply.tool_calls)} "
+                                        f"({names})")]
+    call = reply.tool_calls[0]
+    if call["name"] not in models:
+        return None, [AnswerProblem("", f"tool {call['name']!r} is not allowed in this step; use one of {allowed}")]
+    if not isinstance(call["args"], dict):
+        return None, [AnswerProblem("", f"the arguments of {call['name']} must be a JSON object, "
+                                        f"got {type(call['args']).__name__}")]
+    return call, []

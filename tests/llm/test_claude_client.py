@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from cabal.errors import ModelError
-from cabal.llm import Usage, call_metadata, call_model, make_model
+from cabal.llm import RetryNotice, RetryPolicy, Usage, call_metadata, call_model, make_model
 
 from .conftest import DUMMY_API_KEY
 from .fake_anthropic import FakeAnthropic
@@ -34,9 +34,10 @@ ARGS = {
 METADATA = call_metadata(round=2, step="write", agent="operative-1")
 
 
-def ask(**options):
+def ask(max_retries: int = 4, **options):
     model = make_model(MODEL, **options)
-    return call_model(model, [SystemMessage(SYSTEM), HumanMessage("Write p1.")], [TOOL], metadata=METADATA)
+    return call_model(model, [SystemMessage(SYSTEM), HumanMessage("Write p1.")], [TOOL], metadata=METADATA,
+                      retry=RetryPolicy(max_retries=max_retries))
 
 
 def test_tool_use_answer_becomes_tool_calls_with_usage(claude_env: FakeAnthropic) -> None:
@@ -79,7 +80,7 @@ def test_request_carries_tools_tool_choice_and_cached_system_prompt(claude_env: 
 
 
 def test_overload_is_retried_then_succeeds(claude_env: FakeAnthropic) -> None:
-    # retry-after-ms keeps the SDK's backoff to a millisecond instead of ~0.5 s.
+    # retry-after-ms keeps the backoff to a millisecond instead of ~1 s.
     claude_env.reply_error(529, "overloaded_error", "Overloaded", headers={"retry-after-ms": "1"})
     claude_env.reply_tool_use("write_answer", ARGS)
 
@@ -88,9 +89,34 @@ def test_overload_is_retried_then_succeeds(claude_env: FakeAnthropic) -> None:
 
     assert reply.tool_calls[0]["args"] == ARGS
     assert len(claude_env.requests) == 2
-    assert claude_env.requests[1].headers["x-stainless-retry-count"] == "1"
-    # Without the header the SDK's first backoff is at least 0.375 s.
+    # Cabal retries, not the SDK (built with max_retries=0): every request is a first try to it.
+    assert [r.headers["x-stainless-retry-count"] for r in claude_env.requests] == ["0", "0"]
+    # Without the header the first backoff is at least 0.75 s.
     assert time.monotonic() - started < 0.3
+
+
+def test_each_retry_is_announced_with_its_wait_and_reason(claude_env: FakeAnthropic) -> None:
+    claude_env.reply_error(429, "rate_limit_error", "Slow down", headers={"retry-after": "0.01"})
+    claude_env.reply_error(503, "api_error", "Unavailable", headers={"retry-after-ms": "5"})
+    claude_env.reply_tool_use("write_answer", ARGS)
+    notices: list[RetryNotice] = []
+
+    reply = call_model(make_model(MODEL), [HumanMessage("Write p1.")], [TOOL], metadata=METADATA,
+                       retry=RetryPolicy(max_retries=3), on_retry=notices.append)
+
+    assert reply.tool_calls[0]["args"] == ARGS
+    assert [(n.retry, n.max_retries, n.wait_s) for n in notices] == [(1, 3, 0.01), (2, 3, 0.005)]
+    assert notices[0].reason.startswith("anthropic returned 429 rate_limit_error: Slow down")
+
+
+def test_a_refusal_no_retry_can_fix_is_not_retried_and_says_so(claude_env: FakeAnthropic) -> None:
+    claude_env.reply_error(429, "rate_limit_error", "Quota exhausted", headers={"x-should-retry": "false"})
+
+    with pytest.raises(ModelError) as caught:
+        ask(max_retries=3)
+
+    assert (caught.value.status, caught.value.transient) == (429, False)
+    assert len(claude_env.requests) == 1
 
 
 def test_overload_past_the_retry_limit_is_a_model_error(claude_env: FakeAnthropic) -> None:
@@ -100,7 +126,7 @@ def test_overload_past_the_retry_limit_is_a_model_error(claude_env: FakeAnthropi
     with pytest.raises(ModelError) as caught:
         ask(max_retries=1)
 
-    assert caught.value.status == 529
+    assert (caught.value.status, caught.value.transient) == (529, True)
     assert str(caught.value).startswith("anthropic returned 529 overloaded_error: Overloaded")
     assert len(claude_env.requests) == 2
 

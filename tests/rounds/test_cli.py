@@ -111,7 +111,7 @@ def test_status_json_has_the_exact_product_tree(launch, home: str) -> None:
     assert (status["mission"], status["state"], status["stop_reason"], status["round"]) == (
         mission_id, "done", "concluded", 4)
     assert status["pending_halt"] is None
-    assert status["usage"]["calls"] == 27 and status["usage"]["cost_usd"] == 0
+    assert status["usage"]["calls"] == 28 and status["usage"]["cost_usd"] == 0  # 28 turns of one call each
     assert [(p["depth"], p["name"], p["type"], p["status"], p["owner"], p["version"]) for p in status["products"]] == [
         (0, "Launch brief", "Content", "accepted", "operative-1", 1),
         (0, "Pricing decision", "Decision", "accepted", "operative-2", 2),
@@ -145,7 +145,7 @@ def test_the_research_example_runs_every_turn_first_time(home: str) -> None:
         mission = graph.get(mission_id)
         chair_versions = graph.find("version", {"author": "chair-1"}, fields=["product_id", "number"])
     assert [(v["product_id"], v["number"]) for v in chair_versions] == [("r0.bootstrap.chair-1.add_product0", 2)]
-    assert len(turns) == 43 and {t["attempts"] for t in turns} == {1}
+    assert len(turns) == 44 and {t["attempts"] for t in turns} == {1}
     assert {t["outcome"] for t in turns} == {"final", "halt"}
     notes, recommendation = "r0.bootstrap.chair-1.add_product2", "r0.bootstrap.chair-1.add_product4"
     assert tree == {

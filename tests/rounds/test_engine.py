@@ -37,7 +37,7 @@ ROUND_STEPS = {  # (step, agents) of each round of the launch mission, in order
     2: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("write", ["operative-1", "operative-2"]),
         ("peer_review", ["operative-1", "operative-2"]), ("inspect", ["watchdog-1"]), ("presentation", ["envoy-1"])],
     3: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("presentation", ["envoy-1"])],
-    4: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"])],
+    4: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("presentation", ["envoy-1"])],
 }
 LAUNCH_TURNS = sorted(
     {f"r{r}.{step}.{agent}" for r, steps in ROUND_STEPS.items() for step, agents in steps for agent in agents}
@@ -74,9 +74,9 @@ def script_args(round_number: int, step: str, agent: str) -> dict:
     return ScriptPlayer().script_answer((round_number, step, agent))
 
 
-def launch_with_budget(tokens: int):
+def launch_with_budget(tokens: int, when_spent: str = "ask"):
     spec, _ = load_mission(LAUNCH_MISSION)
-    return spec.model_copy(update={"budget": spec.budget.model_copy(update={"tokens": tokens})})
+    return spec.model_copy(update={"budget": spec.budget.model_copy(update={"tokens": tokens, "when_spent": when_spent})})
 
 
 # ------------------------------------------------------------------ 1. the example as shipped
@@ -147,7 +147,7 @@ def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
         # One turn moment per agent per step (the Chair's bootstrap twice: before and after its question).
         moments = turns(graph)
         assert sorted(moments) == LAUNCH_TURNS
-        assert Counter(t["round"] for t in moments.values()) == {0: 2, 1: 9, 2: 9, 3: 4, 4: 3}
+        assert Counter(t["round"] for t in moments.values()) == {0: 2, 1: 9, 2: 9, 3: 4, 4: 4}
         assert {key: t["outcome"] for key, t in moments.items() if t["outcome"] != "final"} == {
             "r0.bootstrap.chair-1": "halt", "r4.plan.chair-1": "halt"}
         assert {t["attempts"] for t in moments.values()} == {1}
@@ -159,11 +159,13 @@ def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
              "Students first: university students who take lecture notes. Teachers come later."),
             ("r4.plan.halt", "done", "done", None),
         ]
-        presented = {r: [m["content"] for m in script_args(r, "presentation", "envoy-1")["messages"]] for r in (1, 2, 3)}
+        presented = {r: [m["content"] for m in script_args(r, "presentation", "envoy-1")["messages"]]
+                     for r in (1, 2, 3, 4)}
         assert spoken(graph) == [
             (1, "chair-1", presented[1][0]), (1, "operative-1", presented[1][1]), (1, "operative-2", presented[1][2]),
             (2, "chair-1", presented[2][0]), (2, "operative-2", presented[2][1]), (2, "operative-1", presented[2][2]),
             (3, "chair-1", presented[3][0]),
+            (4, "chair-1", presented[4][0]),  # the last round is presented too
         ]
         assert graph.get(result.mission_id)["stop_reason"] == "concluded"
     assert result.transcript_path is not None and "stopped: concluded" in result.transcript_path.read_text()
@@ -245,9 +247,10 @@ def test_operative_versioning_an_unassigned_product_is_refused_and_retried(devia
     assert isinstance(retry.last, ToolMessage) and retry.last.status == "error"
     assert retry.last.tool_call_id == wrong_call.tool_calls[0]["id"]
     assert tool_feedback(retry.last) == (
-        "Your answer was rejected (1 problem(s)); fix each:\n"
+        "Your answer was rejected (2 problem(s)); fix each:\n"
         "- versions.0: you may write versions only of products assigned to you this round (Launch brief); "
-        "'Pricing decision' is not one of them")
+        "'Pricing decision' is not one of them\n"
+        "- versions: write a new version of every product assigned to you this round; missing: Launch brief")
     with deviated.graph() as graph:
         by_operative_1 = sorted((v["id"], v["product_id"]) for v in graph.find("version", {"author": "operative-1"}))
         assert by_operative_1 == [(BRIEF_V1, BRIEF), (CHECKLIST_V1, CHECKLIST)]
@@ -342,9 +345,10 @@ def test_three_wrong_answers_fail_the_turn_and_the_mission_goes_on(home: Path) -
             ("about", result.mission_id)]
         assert [(link["type"], link["from"]) for link in graph.links_to("r1.presentation.envoy-1")] == [
             ("expresses", "envoy-1")]
-        assert [r for r, _, _ in spoken(graph)] == [2, 2, 2, 3]
+        assert [r for r, _, _ in spoken(graph)] == [2, 2, 2, 3, 4]
         assert sorted(turns(graph)) == LAUNCH_TURNS
         assert {p["status"] for p in graph.find("product")} == {"accepted"}
+    assert result.failed_turns == 1  # the summary and the exit status say the work is incomplete
 
 
 # ------------------------------------------------------------------------------ 4. budget
@@ -360,18 +364,28 @@ def _spent(home: Path, mission_id: str) -> int:
         return sum(t["input_tokens"] + t["output_tokens"] for t in turns(graph).values())
 
 
-def test_spent_budget_pauses_with_a_question_and_stop_ends_the_mission(home: Path) -> None:
+def _worst_call(home: Path, mission_id: str) -> int:
+    """The worst case of one call the budget may be overspent by: the largest prompt sent, plus
+    a full-length answer (the default max_tokens)."""
+    with open_graph(home, mission_id) as graph:
+        return max(max(t.get("call_input_tokens") or [0]) for t in turns(graph).values()) + 8192
+
+
+def test_spent_budget_pauses_before_the_next_call_and_stop_ends_the_mission(home: Path) -> None:
     paused = run_mission(launch_with_budget(6000), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
 
     spent = _spent(home, paused.mission_id)
     assert (paused.state, paused.stop_reason, paused.round) == ("halted", "questionToUser", 1)
-    assert spent >= 6000 and paused.usage.total_tokens == spent
+    # Checked before every call, not once a round: overspent by less than one call's worst case.
+    assert 6000 <= spent < 6000 + _worst_call(home, paused.mission_id) and paused.usage.total_tokens == spent
     halt = paused.pending_halt
     assert {k: halt[k] for k in ("id", "type", "status", "step", "round", "message", "options")} == {
         "id": "r1.budget", "type": "question", "status": "pending", "step": "budget", "round": 1,
         "message": _budget_question(6000, spent), "options": ["continue", "stop"]}
-    with open_graph(home, paused.mission_id) as graph:
-        assert {t["round"] for t in turns(graph).values()} == {0, 1}  # round 1 ran whole, round 2 did not start
+    with open_graph(home, paused.mission_id) as graph:  # round 1 stopped after its Write step
+        assert sorted(turns(graph)) == ["r0.bootstrap.chair-1", "r0.bootstrap.chair-1.after1", "r1.plan.chair-1",
+                                        "r1.reflect.operative-1", "r1.reflect.operative-2", "r1.write.operative-1",
+                                        "r1.write.operative-2"]
 
     stopped = resume_mission(paused.mission_id, answer="stop", home=home)
 
@@ -380,21 +394,22 @@ def test_spent_budget_pauses_with_a_question_and_stop_ends_the_mission(home: Pat
     assert stopped.pending_halt is None
     with open_graph(home, paused.mission_id) as graph:
         assert (graph.get("r1.budget")["status"], graph.get("r1.budget")["answer"]) == ("answered", "stop")
-        assert {t["round"] for t in turns(graph).values()} == {0, 1}
+        assert len(turns(graph)) == 7
 
 
 def test_continue_doubles_the_budget_and_a_number_below_the_spend_asks_again(home: Path) -> None:
     paused = run_mission(launch_with_budget(6000), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
     mission = paused.mission_id
 
-    again = resume_mission(mission, answer="continue", home=home)  # 12,000 tokens: enough for round 2 only
+    again = resume_mission(mission, answer="continue", home=home)  # 12,000 tokens: round 1, and round 2's start
 
     spent = _spent(home, mission)
     assert (again.state, again.round, again.pending_halt["id"]) == ("halted", 2, "r2.budget")
     assert again.pending_halt["message"] == _budget_question(12000, spent)
+    assert 12000 <= spent < 12000 + _worst_call(home, mission)
     with open_graph(home, mission) as graph:
         assert graph.get(mission)["budget_tokens"] == 12000
-        assert Counter(t["round"] for t in turns(graph).values()) == {0: 2, 1: 9, 2: 9}
+        assert Counter(t["round"] for t in turns(graph).values()) == {0: 2, 1: 9, 2: 2}
 
     # A budget still below the spend is asked about again (it must not replay the answer forever).
     still_short = resume_mission(mission, answer="7000", home=home)
@@ -406,6 +421,30 @@ def test_continue_doubles_the_budget_and_a_number_below_the_spend_asks_again(hom
     with open_graph(home, mission) as graph:
         assert graph.get(mission)["budget_tokens"] == 100000
         assert sorted(turns(graph)) == LAUNCH_TURNS
+
+
+def test_a_budget_set_to_stop_ends_the_mission_without_asking(home: Path) -> None:
+    result = run_mission(launch_with_budget(6000, "stop"), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
+
+    spent = _spent(home, result.mission_id)
+    assert (result.state, result.stop_reason, result.round) == ("done", "budget", 1)
+    assert result.detail == f"the token budget 6000 spent: {spent} tokens" and result.pending_halt is None
+
+
+def test_a_budget_question_never_takes_the_answer_meant_for_the_chair(home: Path) -> None:
+    spec = launch_with_budget(6000)
+    spec = spec.model_copy(update={"answers": [*spec.answers, "A later answer, for the Chair's next question."]})
+
+    result = run_mission(spec, model=f"scripted:{LAUNCH_SCRIPT}", home=home)
+
+    # The budget question waits for the user: the file's second answer is the Chair's, not its.
+    assert (result.state, result.pending_halt["id"]) == ("halted", "r1.budget")
+    with open_graph(home, result.mission_id) as graph:
+        assert graph.get("r0.bootstrap.halt")["answer_source"] == "mission file"
+    done = resume_mission(result.mission_id, answer="100000", home=home)
+    assert (done.state, done.stop_reason, done.round) == ("done", "concluded", 4)
+    with open_graph(home, result.mission_id) as graph:
+        assert graph.get("r1.budget")["answer_source"] == "user"
 
 
 # -------------------------------------------------------------------------------- 5. the user
@@ -460,7 +499,8 @@ TINY_ANSWERS = [  # (tool, input) in call order: bootstrap, reflect, plan, write
         "operativeDomains": {"operative-1": {"responsibility": "The welcome note", "area": "copy"}},
         "initialProducts": [{"name": "Welcome note", "type": "Content", "owner": "operative-1",
                              "dod": "Says what Margin does and how to take a first note."}]}),
-    ("final_output", {"reflections": [{"refersToProduct": "p1", "dodStatus": "not_met", "feedbackResponses": [],
+    ("final_output", {"reasoning": "Nothing is written yet.",
+                      "reflections": [{"refersToProduct": "p1", "dodStatus": "not_met", "feedbackResponses": [],
                                        "nextVersionDelta": "Write the first note."}]}),
     ("final_output", {
         "thinking": {"roundStrategy": "Write the note.", "acceptanceRationale": "Nothing to accept yet."},
@@ -468,13 +508,16 @@ TINY_ANSWERS = [  # (tool, input) in call order: bootstrap, reflect, plan, write
         "assignments": [{"productId": "p1", "assignee": "operative-1", "directive": {
             "objective": "Write the welcome note.", "dod": "What Margin does and the first step.",
             "why": "It is the first thing a user reads.", "importance": 7}}]}),
-    ("final_output", {"versions": [{"productId": "p1", "newVersion": {
+    ("final_output", {"reasoning": "Two sentences: what Margin does, then the first step.",
+                      "versions": [{"productId": "p1", "newVersion": {
         "contentTitle": "Welcome to Margin",
         "content": "Margin keeps your lecture notes in one place and turns them into a revision plan. "
                    "Tap the plus button to take your first note.",
         "changeSummary": "First version."}}]}),
-    ("final_output", {"inspections": [{"productId": "p1", "versionId": "v1", "assessment": "approved", "findings": []}]}),
-    ("final_output", {"messages": [{"asAgent": "operative-1", "content": "The welcome note is written and passed inspection."}]}),
+    ("final_output", {"reasoning": "It meets its definition of done.",
+                      "inspections": [{"productId": "p1", "versionId": "v1", "assessment": "approved", "findings": []}]}),
+    ("final_output", {"reasoning": "One thing happened: the note.",
+                      "messages": [{"asAgent": "operative-1", "content": "The welcome note is written and passed inspection."}]}),
 ]
 TINY_TURNS = ["r0.bootstrap.chair-1", "r1.reflect.operative-1", "r1.plan.chair-1", "r1.write.operative-1",
               "r1.inspect.watchdog-1", "r1.presentation.envoy-1"]
@@ -534,17 +577,25 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
     assert result.cost_usd == round(sum(1000 * n * 3 + 100 * n * 0.3 + 10 * n * 15 for n in range(1, 7)) / 1e6, 6)
 
 
-def test_claude_bad_request_fails_the_mission_with_the_servers_message(claude: FakeAnthropic, home: Path) -> None:
+def test_claude_bad_request_pauses_the_mission_with_the_servers_message(claude: FakeAnthropic, home: Path) -> None:
     claude.reply_tool_use(*TINY_ANSWERS[0], model="claude-sonnet-4-6")
     claude.reply_error(400, "invalid_request_error", "messages.0.content: text content blocks must be non-empty")
 
     result = run_mission(TINY, model="claude-sonnet-4-6", home=home)
 
-    assert (result.state, result.stop_reason, result.round) == ("failed", "error", 1)
-    assert result.detail == ("anthropic returned 400 invalid_request_error: messages.0.content: text content blocks "
-                             "must be non-empty (request id req_fake_2)")
+    assert (result.state, result.stop_reason, result.round) == ("interrupted", None, 1)
+    assert result.detail == ("the model is unavailable: anthropic returned 400 invalid_request_error: "
+                             "messages.0.content: text content blocks must be non-empty (request id req_fake_2)")
     assert "Traceback" not in result.detail and DUMMY_API_KEY not in result.detail
     assert len(claude.requests) == 2  # a 400 is not retried
     with open_graph(home, result.mission_id) as graph:
         assert sorted(turns(graph)) == ["r0.bootstrap.chair-1"]  # the failed call committed nothing
-        assert graph.get(result.mission_id)["status"] == "failed"
+        assert graph.get(result.mission_id)["status"] == "interrupted"
+
+    # Once the provider answers again, the mission goes on from the step that failed.
+    for tool, tool_input in TINY_ANSWERS[1:]:
+        claude.reply_tool_use(tool, tool_input, model="claude-sonnet-4-6")
+    resumed = resume_mission(result.mission_id, home=home)
+    assert (resumed.state, resumed.stop_reason, resumed.round) == ("done", "noMoreRounds", 1)
+    with open_graph(home, result.mission_id) as graph:
+        assert sorted(turns(graph)) == sorted(TINY_TURNS)

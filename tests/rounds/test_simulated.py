@@ -69,11 +69,11 @@ def test_a_growing_tree_keeps_being_accepted(home: Path) -> None:
     assert on_accepted and on_accepted <= addressed
 
 
-def test_done_at_round_halts_in_that_rounds_plan(home: Path) -> None:
+def test_done_at_round_halts_in_that_rounds_plan_and_presents_the_round(home: Path) -> None:
     result, turns = play(home, simulated_team(products_per_round=1, done_at_round=2), operatives=2, rounds=5)
 
     assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 2)
-    assert turns[-1]["step"] == "plan" and turns[-1]["outcome"] == "halt"
+    assert [(t["step"], t["outcome"]) for t in turns[-2:]] == [("plan", "halt"), ("presentation", "final")]
 
 
 def test_the_cli_factory_builds_the_default_team() -> None:
