@@ -23,6 +23,7 @@ from typing import Any
 from cabal.errors import AnswerProblem, AnswerRejected, CabalError, ProtocolRuntimeError, ResourceNotFound
 from cabal.membrane import cluster
 from cabal.membrane.library import ProtocolLibrary
+from cabal.membrane.overlay import SessionView
 from cabal.membrane.protocol import Protocol
 from cabal.membrane.queries import ENRICHMENT_KINDS, run_enrichment
 from cabal.membrane.session import ABORTED, ACTIVE, COMPLETE, Session, SessionStore
@@ -92,7 +93,8 @@ class Membrane:
             if kind not in allowed:
                 raise ProtocolRuntimeError(f"step {key!r} allows enrichment {', '.join(allowed)}, not {kind!r}")
             result = self._active(session)
-            result["enrichment"] = {"type": kind, "target": target, "results": run_enrichment(kind, target, self.graph)}
+            view = SessionView(self.graph, session)  # what the session has prepared is there too
+            result["enrichment"] = {"type": kind, "target": target, "results": run_enrichment(kind, target, view)}
             return result
 
         return self._guarded(go, session_id)
@@ -284,6 +286,8 @@ class Membrane:
         return self.graph.create_cluster(prepared["nodes"], prepared["links"], updates=prepared["updates"] or None)
 
     def _summary(self, session: Session) -> str:
+        if session.summary is not None:  # the walk's: a complete step's own, or the protocol's
+            return session.summary
         template = self.library.get(session.protocol).summary
         return to_text(interpolate(template, Scope(session.context))) if template else ""
 

@@ -32,6 +32,8 @@ class Frame:
     protocol: str
     step: str
     prefix: str = ""  # "" for the top protocol, "call_step." inside a called one
+    collect: str | None = None  # the caller's name for the first node this protocol prepares
+    mark: int = 0  # how many nodes the session had prepared when this protocol was entered
 
 
 @dataclass
@@ -47,6 +49,8 @@ class Session:
     updates: list[dict] = field(default_factory=list)  # prepared by update steps
     moments: list[dict] = field(default_factory=list)  # {node, actor, about, about_template, locals}
     visits: dict[str, int] = field(default_factory=dict)  # step key -> times answered (loops)
+    loops: dict[str, int] = field(default_factory=dict)  # each step key -> items it has gone through
+    outcome: str = "complete"  # or "cancelled": how a complete step ended the protocol
     prompt: str | None = None  # a pending prompt from a dependency (on_missing: prompt)
     summary: str | None = None
     stored: bool = field(default=False, compare=False)  # a session node exists in the graph
