@@ -46,7 +46,7 @@ from cabal.membrane.protocol import (
 )
 from cabal.membrane.queries import run_query
 from cabal.membrane.session import Frame, Session
-from cabal.membrane.templates import PENDING, Scope, Unresolved, _now, evaluate, interpolate, to_text
+from cabal.membrane.templates import PENDING, Instant, Scope, Unresolved, evaluate, interpolate, to_text
 from cabal.membrane.validation import (
     Expects,
     ExpectsField,
@@ -147,7 +147,7 @@ class Walk:
         self.problems: list[AnswerProblem] = []
         self.asked: list[FormEntry] = []
         self.consumed: set[str] = set()
-        self.now = _now()  # one instant for the whole call: an id and a link to it never straddle a second
+        self.now = Instant()  # one instant for the whole call: an id and a link to it never straddle a second
 
     @property
     def scope(self) -> Scope:

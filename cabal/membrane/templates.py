@@ -74,6 +74,20 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+class Instant:
+    """One moment in time, read on first use and the same ever after (formatting it costs)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value: str | None = None
+
+    def __call__(self) -> str:
+        if self._value is None:
+            self._value = _now()
+        return self._value
+
+
 class Scope:
     """Where names resolve: locals (for_each item), then the context, then built-ins.
 
@@ -91,7 +105,7 @@ class Scope:
         locals: Mapping[str, Any] | None = None,
         *,
         absent: frozenset[str] = frozenset(),
-        now: str | None = None,
+        now: Callable[[], str] | None = None,
     ) -> None:
         self.context = context
         self.locals = locals or {}
@@ -107,7 +121,7 @@ class Scope:
         if name in self.context:
             return self.context[name]
         if name == "timestamp":  # a context value of that name wins: a caller can pin the time
-            return self.now or _now()
+            return self.now() if self.now is not None else _now()
         if name in self.absent:
             return None
         raise TemplateError(template, name, "nothing by that name in the context")
