@@ -852,12 +852,18 @@ class _Builder:
                 called = self.callee_names(dep.protocol)
                 spawned |= {names.ANYTHING} if called is None else set(called)
         hint = "declare it under 'context:'" if declared else "list the names a protocol reads from its context under 'context:'"
-        for read in names.unprovided(self.reads, steps, first, declared, start=spawned, callee_names=self.callee_names):
+        unprovided = names.unprovided(self.reads, steps, first, declared, start=spawned, callee_names=self.callee_names)
+        by_name: dict[str, list[names.Read]] = {}
+        for read in unprovided:
+            by_name.setdefault(read.name, []).append(read)
+        for name, reads in by_name.items():  # one problem per name, where it is first read
+            read = min(reads, key=lambda r: (r.line is None, r.line or 0))
             where = "the steps before this one" if read.step is not None else "the protocol's steps"
+            others = f"; also read in {len(reads) - 1} other place(s)" if len(reads) > 1 else ""
             self.problems.items.append(ProtocolProblem(
                 self.source,
-                f"nothing provides {{{read.name}}}: not {where}, a loop variable, a built-in or the declared "
-                f"context ({hint} if the caller passes it)",
+                f"nothing provides {{{name}}}: not {where}, a loop variable, a built-in or the declared "
+                f"context ({hint} if the caller passes it){others}",
                 step=read.step, field=read.field, line=read.line,
             ))  # fmt: skip
 
