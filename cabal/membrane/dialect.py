@@ -566,7 +566,7 @@ class _Translator:
     def _foreach(self, step_id: str, raw: Mapping, next_default: str | None) -> str:
         self._unknown(step_id, raw, ("type", "items", "as", "steps", "next", *STEP_DOC_KEYS), "foreach")
         out = self._base(step_id, raw, "each", next_default)
-        _put(out, "items", _braced(str(raw.get("items", ""))), raw, "items")
+        _put(out, "items", self.text(_braced(str(raw.get("items", ""))), step_id, "items", raw), raw, "items")
         if "as" in raw:
             _put(out, "as", raw["as"], raw)
         body = raw.get("steps")
@@ -796,7 +796,8 @@ class _Translator:
         if not isinstance(link, Mapping):
             return link
         made = _like(link)
-        properties = dict(link.get("properties") or {}) if isinstance(link.get("properties"), Mapping) else link.get("properties")
+        properties = link.get("properties", {})
+        properties = dict(properties) if isinstance(properties, Mapping) else properties
         kind = link.get("type")
         nature = link.get("nature")
         if isinstance(kind, str) and kind not in schema.LINK_TYPES:

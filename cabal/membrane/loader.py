@@ -119,6 +119,7 @@ class _Builder:
         self.callee_names = callee_names
         self.problems = _Problems(source)
         self.reads: list[names.Read] = []
+        self.step_lines: dict[str, int] = {}  # where each step's id is written
         self.name = ""
 
     def fail(self, message: str, **where: Any) -> None:
@@ -159,7 +160,7 @@ class _Builder:
         if first in raw_steps:
             self._check_paths(first, steps, raw_steps)
         provides = names.all_provided(steps)
-        if self.strict_names and (declared is not None or dialect_name == "cabal"):
+        if self.strict_names and (declared is not None or dialect_name == "cabal") and isinstance(first, str):
             self._check_names(first, steps, dependencies, declared or ())
         if self.problems.items:
             raise ProtocolLoadError(self.problems.items)
@@ -230,6 +231,8 @@ class _Builder:
                 self.fail(f"a step must be a mapping, got {type(body).__name__}", step=step_id, at=data)
                 continue
             found[step_id] = body
+            if isinstance(raw, LineDict) and raw.line_of(step_id) is not None:
+                self.step_lines[step_id] = raw.line_of(step_id)
         if not found and not self.problems.items:
             self.fail("a protocol needs at least one step", field="steps", at=data)
         return list(found), found
@@ -772,7 +775,7 @@ class _Builder:
             details = on_missing if isinstance(on_missing, Mapping) else {"action": on_missing}
             for key in details if isinstance(on_missing, Mapping) else ():
                 if key not in ON_MISSING_KEYS:
-                    self.fail(f"on_missing does not take {key!r}", field=f"{field}.on_missing.{key}", at=at)
+                    self.fail(f"on_missing does not take {key!r}", field=f"{field}.on_missing.{key}", at=on_missing)
             action = details.get("action")
             # The seed names the spawned protocol ``spawn_membrane`` and the prompt ``prompt_message``.
             protocol = _first_of(details, item, ("protocol", "spawn_membrane"))
@@ -809,7 +812,8 @@ class _Builder:
                               step=step_id, field=field, at=raw)  # fmt: skip
 
     def _check_paths(self, first: str, steps: Mapping[str, Step], raw_steps: Mapping[str, Any]) -> None:
-        """Every step reachable from the start must be able to reach ``$complete``.
+        """Every step must be able to reach ``$complete``: the reachable ones, and the others too,
+        so that fixing what makes a step unreachable never reveals it as a dead end later.
 
         A step that could not be read, and a target that does not exist, are given the benefit
         of the doubt: they are reported once, where they are, not again as dead ends.
@@ -818,14 +822,6 @@ class _Builder:
             step_id: [t for _, t in (names.targets(steps[step_id]) if step_id in steps else _raw_targets(raw))]
             for step_id, raw in raw_steps.items()
         }
-        reachable: set[str] = set()
-        pending = [first]
-        while pending:
-            step_id = pending.pop()
-            if step_id in reachable or step_id not in raw_steps:
-                continue
-            reachable.add(step_id)
-            pending += edges[step_id]
         finishing = {COMPLETE} | {s for s in raw_steps if s not in steps}
         finishing |= {s for s in steps if steps[s].type == "complete"}
         finishing |= {t for targets in edges.values() for t in targets if t not in raw_steps}
@@ -836,16 +832,14 @@ class _Builder:
                 if step_id not in finishing and any(t in finishing for t in targets):
                     finishing.add(step_id)
                     changed = True
-        for step_id in sorted(reachable - finishing, key=list(raw_steps).index):
+        for step_id in sorted(set(raw_steps) - finishing, key=list(raw_steps).index):
             self.problems.items.append(
                 ProtocolProblem(self.source, "no path from this step to $complete", step=step_id,
-                                line=getattr(raw_steps[step_id], "line", None))  # fmt: skip
+                                line=self.step_lines.get(step_id, getattr(raw_steps[step_id], "line", None)))  # fmt: skip
             )
 
     def _check_names(self, first: Any, steps: Mapping[str, Step], dependencies: tuple[Dependency, ...],
                      declared: tuple[str, ...]) -> None:  # fmt: skip
-        if first not in steps:
-            return
         spawned: set[str] = set()
         for dep in dependencies:
             if dep.action == "spawn" and dep.protocol and self.callee_names is not None:

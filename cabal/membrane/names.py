@@ -94,6 +94,8 @@ def targets(step: Step) -> list[tuple[str, str]]:
 def flow(first: str, steps: Mapping[str, Step], start: Iterable[str] = (),
          callee_names: Callable[[str], frozenset[str] | None] | None = None) -> dict[str, frozenset[str]]:  # fmt: skip
     """For each step reachable from ``first``: the names some path may have provided before it."""
+    if first not in steps:  # the first step could not be read: no path is known
+        return {}
     given = {step_id: provided_by(step, callee_names) for step_id, step in steps.items()}
     before: dict[str, set[str]] = {first: set(start)}
     pending = [first]
@@ -152,7 +154,9 @@ def unprovided(
             if read.after:
                 available = available | provided_by(steps[read.step], callee_names)
         else:
-            continue  # a step no path reaches: reported as such elsewhere, if at all
+            # A step no path reaches (yet): only a name no step provides at all is certain to be
+            # wrong there; whether the others come early enough depends on how it will be reached.
+            available = everything
         if ANYTHING in available or read.name in available:
             continue
         found.append(read)
