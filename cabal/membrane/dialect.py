@@ -775,13 +775,7 @@ class _Translator:
         for key, value in node.items():
             if key == "node_type" and static and key in made:
                 continue
-            if key == "condition" and isinstance(value, str):
-                value = self.condition(value, step_id, f"{field}.condition", node)
-            elif key in ("for_each", "for_each_inner") and isinstance(value, str):
-                value = self.text(_braced(value), step_id, f"{field}.{key}", node)
-            else:
-                value = self.value(value, step_id, f"{field}.{key}", node)
-            _put(made, key, value, node)
+            _put(made, key, self.spec_value(key, value, step_id, field, node), node)
         if "type" not in made and isinstance(kind, str):
             _put(made, "type", kind, node, "node_type")
         known = schema.NODE_TYPES.get(kind) if static else None
@@ -791,6 +785,14 @@ class _Translator:
             if kind == "moment" and "status" not in made:
                 _put(made, "status", "spoken", node, "node_type")
         return made
+
+    def spec_value(self, key: str, value: Any, step_id: str, field: str, at: Mapping) -> Any:
+        """One entry of a node or link spec: a condition, a list to go through, or a value."""
+        if key == "condition" and isinstance(value, str):
+            return self.condition(value, step_id, f"{field}.condition", at)
+        if key in ("for_each", "for_each_inner") and isinstance(value, str):
+            return self.text(_braced(value), step_id, f"{field}.{key}", at)
+        return self.value(value, step_id, f"{field}.{key}", at)
 
     def link(self, link: Any, step_id: str, field: str, raw: Mapping) -> Any:
         if not isinstance(link, Mapping):
@@ -806,15 +808,8 @@ class _Translator:
             nature = kind if nature is None else nature
             kind = "relates"
         for key, value in link.items():
-            if key in ("type", "nature", "properties"):
-                continue
-            if key == "condition" and isinstance(value, str):
-                value = self.condition(value, step_id, f"{field}.condition", link)
-            elif key in ("for_each", "for_each_inner") and isinstance(value, str):
-                value = self.text(_braced(value), step_id, f"{field}.{key}", link)
-            else:
-                value = self.value(value, step_id, f"{field}.{key}", link)
-            _put(made, key, value, link)
+            if key not in ("type", "nature", "properties"):
+                _put(made, key, self.spec_value(key, value, step_id, field, link), link)
         _put(made, "type", kind, link, "type")
         if nature is not None and isinstance(properties, dict):
             properties.setdefault("nature", nature)
@@ -924,7 +919,7 @@ class _Translator:
         filters: list[str] = []
         if head == "timestamp_short":
             path = "timestamp" + (f".{rest}" if rest else "")
-            filters.append("compact")
+            filters += ["truncate:19", "compact"]  # the date and time digits of the ISO timestamp
         elif head == "loop_index":
             path = "position" + (f".{rest}" if rest else "")
         elif head in self.got and rest.split(".")[0] in schema.LINK_TYPES:

@@ -144,6 +144,10 @@ class _Builder:
         if expected_name is not None and name != expected_name:
             self.fail(f"protocol {name!r} must live in a file named {name}.yaml", field="protocol", at=data)
         declared = self._context(data)
+        if docs is None and "docs" in data:  # a canonical file's own documentation
+            docs = data["docs"] if isinstance(data["docs"], Mapping) else None
+            if docs is None:
+                self.fail("'docs' must be a mapping (documentation only)", field="docs", at=data)
         order, raw_steps = self._step_list(data)
         steps: dict[str, Step] = {}
         for index, step_id in enumerate(order):
@@ -378,16 +382,9 @@ class _Builder:
         value = raw.get("questions")
         if value is None:
             return []
-        if not isinstance(value, list) or not value:
-            self.fail("'questions' must be a non-empty list", step=step_id, field="questions", at=raw)
-            return []
-        found = []
-        for index, item in enumerate(value):
-            field = f"questions.{index}"
-            at = item if isinstance(item, LineDict) else raw
-            if not isinstance(item, Mapping) or not _text(item.get("name")) or not _text(item.get("ask")):
-                self.fail("each question needs a 'name' and an 'ask'", step=step_id, field=field, at=at)
-                continue
+        found: list[Question] = []
+        for field, at, item in self._entries(value, step_id, "questions", raw, ("name", "ask"),
+                                             "'questions' must be a non-empty list"):  # fmt: skip
             if any(q.name == item["name"] for q in found):
                 self.fail(f"question {item['name']!r} is asked twice", step=step_id, field=field, at=at)
             keys = ("name", "ask", "why_it_matters", "good_answer", "bad_answer", "expects", "required", "default",
@@ -415,6 +412,23 @@ class _Builder:
                         default=item.get("default"),
                     )
                 )
+        return found
+
+    def _entries(self, value: Any, step_id: str, key: str, raw: Mapping, needs: tuple[str, ...],
+                 not_a_list: str) -> list[tuple[str, Any, Mapping]]:  # fmt: skip
+        """(field, where, entry) of each mapping of a list that has every key it ``needs``."""
+        if not isinstance(value, list) or not value:
+            self.fail(not_a_list, step=step_id, field=key, at=raw)
+            return []
+        found = []
+        for index, item in enumerate(value):
+            field = f"{key}.{index}"
+            at = item if isinstance(item, LineDict) else raw
+            if not isinstance(item, Mapping) or not all(_text(item.get(need)) for need in needs):
+                wanted = " and ".join(repr(need) for need in needs)
+                self.fail(f"each of '{key}' needs {wanted}", step=step_id, field=field, at=at)
+                continue
+            found.append((field, at, item))
         return found
 
     def _enrichment(self, value: Any, step_id: str, raw: Mapping) -> Mapping | None:
@@ -513,12 +527,7 @@ class _Builder:
             self.fail("'checks' must be a list of {condition, goto}", step=step_id, field="checks", at=raw)
             return None
         found = []
-        for index, item in enumerate(value):
-            field = f"checks.{index}"
-            at = item if isinstance(item, LineDict) else raw
-            if not isinstance(item, Mapping) or not _text(item.get("condition")) or not _text(item.get("goto")):
-                self.fail("each check needs a 'condition' and a 'goto' (a step)", step=step_id, field=field, at=at)
-                continue
+        for field, at, item in self._entries(value, step_id, "checks", raw, ("condition", "goto"), ""):
             for key in item:
                 if key not in ("condition", "goto", *DOC_KEYS):
                     self.fail(f"a check does not take {key!r}", step=step_id, field=f"{field}.{key}", at=at)

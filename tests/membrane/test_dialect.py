@@ -253,7 +253,7 @@ def test_close_ticket_steps():
         ("{last | first | id}", "{last|first|field:id}"),
         ("{options | to_json}", "{options|json}"),
         ('{files | join(", ")}', '{files|join:", "}'),
-        ("{timestamp_short}", "{timestamp|compact}"),
+        ("{timestamp_short}", "{timestamp|truncate:19|compact}"),
         ("{module | clean_module_name}", "{module|slugify}"),
         ("{body | extract_title}", "{body|title}"),
         ("{a | count_words + b | count_words}", "{a|words} + {b|words}"),

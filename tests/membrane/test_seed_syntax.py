@@ -232,3 +232,13 @@ def test_an_unknown_dependency_key_is_located():
     with pytest.raises(ProtocolLoadError) as caught:
         load(SPAWNING.replace("spawn_membrane: note", "spawn_membrane: note, retry: 3"), protocol_exists=lambda n: True)
     assert [(p.field, p.line) for p in caught.value.problems] == [("dependencies.0.on_missing.retry", 6)]
+
+
+def test_a_canonical_file_may_keep_documentation():
+    protocol = load("""
+    protocol: p
+    docs: {triggers: [{event: a release}], owner: platform}
+    steps:
+      a: {type: ask, question: x, expects: string}
+    """)
+    assert dict(protocol.docs) == {"triggers": [{"event": "a release"}], "owner": "platform"}
