@@ -263,7 +263,7 @@ class _Translator:
         for position, (step_id, step) in enumerate(self.steps.items()):
             if not isinstance(step, LineDict):
                 continue
-            if step.get("then") == "__next__":  # a generated check: go on to the step placed after it
+            if step.get("then") == ONWARD:  # a generated check last in its chain: the step placed after it
                 step["then"] = order[position + 1] if position + 1 < len(order) else "$complete"
                 self.internal.add((step_id, "then"))
             for key in ("next", "then", "else", "default", "on_complete", "do"):
@@ -311,14 +311,16 @@ class _Translator:
         sequence = [*before, (step_id, first), *after]
         final_next = first.get("next")
         for (made_id, step), (next_id, _) in zip(sequence, sequence[1:]):
-            step["next"] = next_id
-            self.internal.add((made_id, "then" if isinstance(step, _ThenNext) else "next"))
+            key = _onward(step)
+            step[key] = next_id
+            self.internal.add((made_id, key))
             if isinstance(step, LineDict) and step.line is not None:
-                step.key_lines.setdefault("next", step.line)
+                step.key_lines.setdefault(key, step.line)
         last = sequence[-1][1]
         if final_next is not None:
-            last["next"] = final_next
-            last.key_lines["next"] = first.key_lines.get("next", raw.line if isinstance(raw, LineDict) else None)
+            key = _onward(last)
+            last[key] = final_next
+            last.key_lines[key] = first.key_lines.get("next", raw.line if isinstance(raw, LineDict) else None)
         elif "next" in last and len(sequence) > 1:
             del last["next"]
         for made_id, step in sequence:
@@ -453,12 +455,12 @@ class _Translator:
         check = _like(raw)
         _put(check, "type", "branch", raw, "expect")
         _put(check, "condition", self.condition(condition, step_id, "expect", raw), raw, "expect")
-        _put(check, "then", "__next__", raw, "expect")  # the step after, filled in by _chain
+        _put(check, "then", ONWARD, raw, "expect")  # the step after it, filled in by _chain
         _put(check, "else", stop_id, raw, "expect")
         self.steps[stop_id] = stop
         check_id = self.new_id(step_id, "expect")
         self.origins[check_id] = (step_id, "expect")
-        return [(check_id, _ThenNext(check))]
+        return [(check_id, check)]
 
     def _branch(self, step_id: str, raw: Mapping, next_default: str | None) -> str:
         self._unknown(step_id, raw, ("type", "on", "condition", "then", "else", "cases", "default", "checks", "next",
@@ -951,22 +953,13 @@ class _Translator:
         return self.text(condition, step_id, field, at)
 
 
-class _ThenNext(LineDict):
-    """A generated branch whose ``then`` is the step after it (known once the chain is placed)."""
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        if key == "next" and self.get("then") == "__next__":
-            super().__setitem__("then", value)
-            return
-        super().__setitem__(key, value)
-
-    def __init__(self, source: LineDict) -> None:
-        super().__init__(source)
-        self.line = source.line
-        self.key_lines = dict(source.key_lines)
-
-
 _NONE = object()
+ONWARD = "$onward"  # a generated branch's "go on to the step after me", until it is known
+
+
+def _onward(step: Any) -> str:
+    """The key that says where a step goes on to: a generated check's ``then``, else ``next``."""
+    return "then" if isinstance(step, Mapping) and step.get("then") == ONWARD else "next"
 _PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*$")
 
 
