@@ -58,6 +58,8 @@ translated file is still reported at its own line. What the dialect writes, and 
   here as written; anywhere a value is computed, an unknown filter is a located problem.
 - ``read_file`` and ``move_file`` steps are refused (``Refused``): a membrane protocol changes
   the graph, and nothing else, in one atomic commit.
+
+Templates and conditions are read by ``dialect_text``.
 """
 
 from __future__ import annotations
@@ -69,10 +71,9 @@ from typing import Any
 
 from cabal.errors import ProtocolProblem
 from cabal.graph import schema
+from cabal.membrane.dialect_text import TextReader, braced, unbraced
 from cabal.membrane.yaml_reader import LineDict
 
-BASE_NODE_TYPES = ("actor", "space", "thing", "narrative", "moment")
-DOC_CHAIN_TYPES = ("patterns", "behaviors", "algorithm", "validation_doc", "implementation_doc", "health_doc", "sync")
 TOP_DOC_KEYS = ("triggers", "requires_skills", "contextual_knowledge", "config")
 TOP_KEYS = ("protocol", "procedure", "version", "description", "steps", "output", "dependencies", "start",
             *TOP_DOC_KEYS)  # fmt: skip
@@ -82,20 +83,6 @@ REFUSED_STEP_TYPES = {
     "read_file": "reads a file from disk",
     "move_file": "moves a file on disk",
 }
-# Dialect filter -> canonical filter (None: the filter only has meaning as a whole condition).
-SIMPLE_FILTERS = {
-    "slugify": "slugify", "count": "count", "upper": "upper", "lower": "lower", "first": "first",
-    "last": "last", "to_json": "json", "is_present": "is_present", "is_empty": "is_empty", "id": "field:id",
-    "clean_module_name": "slugify", "extract_title": "title", "basename": "basename", "count_words": "words",
-    "format_numbered": "numbered", "format_names": "names", "format_ids": "ids",
-}  # fmt: skip
-CALL_FILTERS = {"truncate": "truncate", "strip_prefix": "strip_prefix", "default": "default", "join": "join",
-                "map": "map", "filter": "where"}  # fmt: skip
-COMPACT_FILTERS = {"pad": "pad", "hash": "hash", "truncate": "truncate"}
-DISPLAY_FILTERS = ("list", "format_list", "summarize", "content_summary", "format", "list_with_ids",
-                   "format_options", "format_markers")  # and every format_with_*  # fmt: skip
-
-
 class Refused(ProtocolProblem):
     """A construct Cabal declines on purpose (not a defect of the file): it is well formed, but
     doing what it says would break the membrane's contract."""
@@ -178,6 +165,8 @@ class _Translator:
         self.internal: set[tuple[str, str]] = set()  # (step, key): a link the translation made itself
         self.origins: dict[str, tuple[str, str]] = {}  # generated step -> (upstream step, field it came from)
         self.short: dict[str, str] = {}  # a foreach body step -> its own name (its results' default name)
+        reader = TextReader(self.knowledge, self.got, self.fail)
+        self.text, self.condition = reader.text, reader.condition
         order = [k for k in (data.get("steps") or {})] if isinstance(data.get("steps"), Mapping) else []
         # Upstream, a step without ``next`` goes on to the step written after it.
         self.following = {step_id: (order[i + 1] if i + 1 < len(order) else "$complete") for i, step_id in enumerate(order)}
@@ -388,7 +377,7 @@ class _Translator:
         if for_each is not None:  # a loop's: already canonical
             _put(out, "for_each", for_each, raw, "type")
         elif isinstance(raw.get("for_each"), str):
-            _put(out, "for_each", self.text(_braced(raw["for_each"]), step_id, "for_each", raw), raw)
+            _put(out, "for_each", self.text(braced(raw["for_each"]), step_id, "for_each", raw), raw)
             if "collect_as" in raw and "questions" in raw:
                 # Each collected answer carries the item it answers for as ``target``: the only
                 # file that collects a for_each's answers reads them as {item.target}.
@@ -555,7 +544,7 @@ class _Translator:
             self.fail("a loop's 'count' must be a number or a reference such as {n}", step=step_id, field="count", at=raw)
             self.steps[step_id] = _placeholder(raw, step_id)
             return step_id
-        items = f"{{{_unbraced(count)}|range}}" if isinstance(count, str) else str(list(range(1, count + 1)))
+        items = f"{{{unbraced(count)}|range}}" if isinstance(count, str) else str(list(range(1, count + 1)))
         body = _like(inner)
         for key, value in inner.items():
             _put(body, key, value, inner)
@@ -568,7 +557,7 @@ class _Translator:
     def _foreach(self, step_id: str, raw: Mapping, next_default: str | None) -> str:
         self._unknown(step_id, raw, ("type", "items", "as", "steps", "next", *STEP_DOC_KEYS), "foreach")
         out = self._base(step_id, raw, "each", next_default)
-        _put(out, "items", self.text(_braced(str(raw.get("items", ""))), step_id, "items", raw), raw, "items")
+        _put(out, "items", self.text(braced(str(raw.get("items", ""))), step_id, "items", raw), raw, "items")
         if "as" in raw:
             _put(out, "as", raw["as"], raw)
         body = raw.get("steps")
@@ -620,7 +609,7 @@ class _Translator:
         self._unknown(step_id, raw, ("type", "input", "sort_by", "group_by", "store_as", "next", *STEP_DOC_KEYS),
                       "transform")  # fmt: skip
         out = self._base(step_id, raw, "set", next_default)
-        chain = [_unbraced(str(raw.get("input", "")))]
+        chain = [unbraced(str(raw.get("input", "")))]
         for key, name in (("sort_by", "sort"), ("group_by", "group")):
             if key in raw:
                 chain.append(f"{name}:{raw[key]}")
@@ -729,7 +718,7 @@ class _Translator:
             if key == "type" and value in ("reference", "reference_or_string"):
                 value = "id"
             if key == "from":
-                value = self.text(_braced(str(value)), step_id, f"{field}.from", expects)
+                value = self.text(braced(str(value)), step_id, f"{field}.from", expects)
             _put(made, key, value, expects)
         if default is not _NONE:
             optional = True
@@ -793,7 +782,7 @@ class _Translator:
         if key == "condition" and isinstance(value, str):
             return self.condition(value, step_id, f"{field}.condition", at)
         if key in ("for_each", "for_each_inner") and isinstance(value, str):
-            return self.text(_braced(value), step_id, f"{field}.{key}", at)
+            return self.text(braced(value), step_id, f"{field}.{key}", at)
         return self.value(value, step_id, f"{field}.{key}", at)
 
     def link(self, link: Any, step_id: str, field: str, raw: Mapping) -> Any:
@@ -836,7 +825,7 @@ class _Translator:
                 _put(made, "fields", self.values(value, step_id, f"{field}.{key}") if isinstance(value, Mapping) else value,
                      update, key)  # fmt: skip
             elif key == "for_each" and isinstance(value, str):
-                _put(made, "for_each", self.text(_braced(value), step_id, f"{field}.for_each", update), update, key)
+                _put(made, "for_each", self.text(braced(value), step_id, f"{field}.for_each", update), update, key)
             elif key not in STEP_DOC_KEYS:
                 self.fail(f"an update does not take {key!r}", step=step_id, field=f"{field}.{key}", at=update)
         return made
@@ -892,67 +881,6 @@ class _Translator:
             return [self.value(item, step_id, f"{field}.{index}", at) for index, item in enumerate(value)]
         return value
 
-    # templates and conditions ------------------------------------------------------------
-
-    def text(self, text: Any, step_id: str | None, field: str, at: Any, *, display: bool = False) -> Any:
-        """A dialect template as a canonical one. ``display``: text only an agent reads."""
-        if not isinstance(text, str):
-            return text
-        pieces, index = [], 0
-        for start, end, inner in _tokens(text):
-            pieces.append(text[index:start])
-            pieces.append(self.reference(inner, text[start:end], step_id, field, at, display=display))
-            index = end
-        pieces.append(text[index:])
-        return "".join(pieces)
-
-    def reference(self, inner: str, token: str, step_id: str | None, field: str, at: Any, *, display: bool) -> str:
-        parts = _split(inner)
-        if " + " in inner and all(" + " not in p for p in parts[:1]):  # ``a | count_words + b | count_words``
-            sums = _sums(inner)
-            if sums is not None:
-                return " + ".join(self.reference(s, "{" + s + "}", step_id, field, at, display=display) for s in sums)
-        path = parts[0].strip()
-        if not _PATH.match(path):
-            return _escape(token)  # not a reference: literal text, as in the canonical format
-        head, _, rest = path.partition(".")
-        if head == "contextual_knowledge" and rest in self.knowledge and len(parts) == 1:
-            return _escape(str(self.knowledge[rest]).strip())
-        filters: list[str] = []
-        if head == "timestamp_short":
-            path = "timestamp" + (f".{rest}" if rest else "")
-            filters += ["truncate:19", "compact"]  # the date and time digits of the ISO timestamp
-        elif head == "loop_index":
-            path = "position" + (f".{rest}" if rest else "")
-        elif head in self.got and rest.split(".")[0] in schema.LINK_TYPES:
-            path = f"{head}.links.{rest}"
-        for chunk in parts[1:]:
-            canonical = _filter(chunk.strip())
-            if canonical is None:
-                if display:
-                    return _escape(token)  # shown as written: the agent reads what the author wrote
-                self.fail(f"unknown filter {chunk.strip()!r} in {token}", step=step_id, field=field, at=at)
-                return _escape(token)
-            filters.append(canonical)
-        return "{" + "|".join([path, *filters]) + "}"
-
-    def condition(self, condition: str, step_id: str | None, field: str, at: Any) -> str:
-        stripped = condition.strip()
-        if stripped in ("ready", "true", "always"):
-            return "true"
-        whole = re.fullmatch(r"\{\s*([^{}|]+?)\s*\|\s*contains\s+(\w+)\s*:\s*(.+?)\s*\}", stripped)
-        if whole:  # {list | contains name: 'x'}: some item's field equals x
-            listed, field_name, wanted = whole.groups()
-            unquoted = wanted[1:-1] if len(wanted) >= 2 and wanted[0] == wanted[-1] and wanted[0] in "'\"" else wanted
-            needle = self.text(unquoted, step_id, field, at) if "{" in unquoted else repr(unquoted)
-            return f"{needle} in {{{listed.strip()}|map:{field_name}}}"
-        whole = re.fullmatch(r"\{\s*([^{}|]+?)\s*\|\s*has_all_doc_types\s*\}", stripped)
-        if whole:
-            types = f"{{{whole.group(1).strip()}|map:type}}"
-            return " and ".join(f"'{kind}' in {types}" for kind in DOC_CHAIN_TYPES)
-        return self.text(condition, step_id, field, at)
-
-
 _NONE = object()
 ONWARD = "$onward"  # a generated branch's "go on to the step after me", until it is known
 
@@ -960,115 +888,11 @@ ONWARD = "$onward"  # a generated branch's "go on to the step after me", until i
 def _onward(step: Any) -> str:
     """The key that says where a step goes on to: a generated check's ``then``, else ``next``."""
     return "then" if isinstance(step, Mapping) and step.get("then") == ONWARD else "next"
-_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*$")
-
-
 def _placeholder(raw: Mapping, step_id: str) -> LineDict:
     """A step that cannot run, kept so the step graph around it is still checked."""
     made = _like(raw)
     _put(made, "type", "complete", raw, "type")
     return made
-
-
-def _braced(value: str) -> str:
-    value = value.strip()
-    return value if value.startswith("{") else "{" + value + "}"
-
-
-def _unbraced(value: str) -> str:
-    value = value.strip()
-    return value[1:-1].strip() if value.startswith("{") and value.endswith("}") else value
-
-
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-def _tokens(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, inner) of each ``{...}`` of a dialect text; quotes may hold braces."""
-    found, index = [], 0
-    while index < len(text):
-        char = text[index]
-        if char in "{}" and text.startswith(char * 2, index):
-            index += 2
-            continue
-        if char != "{":
-            index += 1
-            continue
-        depth, quote, end = 0, None, -1
-        for cursor in range(index + 1, len(text)):
-            c = text[cursor]
-            if quote:
-                if c == quote:
-                    quote = None
-            elif c in "\"'" and "|" in text[index:cursor]:
-                quote = c
-            elif c == "{":
-                depth += 1
-            elif c == "}":
-                if depth == 0:
-                    end = cursor
-                    break
-                depth -= 1
-            elif c == "\n":
-                break
-        if end < 0:
-            index += 1
-            continue
-        found.append((index, end + 1, text[index + 1 : end]))
-        index = end + 1
-    return found
-
-
-def _split(inner: str) -> list[str]:
-    """``a | f("x|y") | g`` -> ["a ", ' f("x|y") ', " g"]."""
-    chunks, current, quote, depth = [], [], None, 0
-    for char in inner:
-        if quote:
-            current.append(char)
-            if char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-            current.append(char)
-        elif char in "({":
-            depth += 1
-            current.append(char)
-        elif char in ")}":
-            depth -= 1
-            current.append(char)
-        elif char == "|" and depth == 0:
-            chunks.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    chunks.append("".join(current))
-    return chunks
-
-
-def _sums(inner: str) -> list[str] | None:
-    """``a | words + b | words`` -> ["a | words", "b | words"] (a sum written across filters)."""
-    pieces = [piece.strip() for piece in inner.split(" + ")]
-    return pieces if len(pieces) > 1 and all(_PATH.match(_split(p)[0].strip()) for p in pieces) else None
-
-
-def _filter(chunk: str) -> str | None:
-    """One dialect filter as a canonical one, or None."""
-    if chunk in SIMPLE_FILTERS:
-        return SIMPLE_FILTERS[chunk]
-    if chunk in DISPLAY_FILTERS or chunk.startswith("format_with_") or re.fullmatch(r"list(\s+\w+)+", chunk):
-        return "names" if chunk == "list names" else "lines"
-    compact = re.fullmatch(r"([a-z_]+?)(\d+)", chunk)
-    if compact and compact.group(1) in COMPACT_FILTERS:
-        return f"{COMPACT_FILTERS[compact.group(1)]}:{compact.group(2)}"
-    call = re.fullmatch(r"([a-z_]+)\s*\((.*)\)", chunk, re.S)
-    if call and call.group(1) in CALL_FILTERS:
-        name, argument = CALL_FILTERS[call.group(1)], call.group(2).strip()
-        return f"{name}:{argument}" if argument else name
-    colon = re.fullmatch(r"([a-z_]+)\s*:\s*(.+)", chunk, re.S)
-    if colon and colon.group(1) in ("truncate", "default", "join", "strip_prefix", "map", "pad", "hash"):
-        return f"{colon.group(1)}:{colon.group(2).strip()}"
-    return None
 
 
 def translate(data: Mapping, source: str) -> Translation:

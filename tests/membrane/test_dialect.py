@@ -11,7 +11,7 @@ import pytest
 from cabal.cli import main
 from cabal.errors import ProtocolLoadError
 from cabal.graph import schema
-from cabal.membrane import Membrane, dialect
+from cabal.membrane import Membrane, dialect, dialect_text
 from cabal.membrane.library import ProtocolLibrary
 from cabal.membrane.loader import load_protocol
 from cabal.membrane.protocol import AskStep, BranchStep, CompleteStep, EachStep, QueryStep, SetStep, UpdateStep
@@ -263,10 +263,10 @@ def test_close_ticket_steps():
     ],
 )
 def test_dialect_templates_become_canonical_ones(written, read):
-    translator = dialect._Translator({"contextual_knowledge": {"rule": "Ids look like {kind}_{name}"}}, "u.yaml")
-    translator.got = {"ticket"}
-    assert translator.text(written, "s", "f", None) == read
-    assert translator.problems == []
+    problems = []
+    reader = dialect_text.TextReader({"rule": "Ids look like {kind}_{name}"}, {"ticket"}, lambda *a, **k: problems.append(a))
+    assert reader.text(written, "s", "f", None) == read
+    assert problems == []
 
 
 @pytest.mark.parametrize(
@@ -280,9 +280,10 @@ def test_dialect_templates_become_canonical_ones(written, read):
     ],
 )
 def test_display_filters(written, read):
-    translator = dialect._Translator({}, "u.yaml")
-    assert translator.text(written, "s", "f", None, display=True) == read
-    assert translator.problems == []
+    problems = []
+    reader = dialect_text.TextReader({}, set(), lambda *a, **k: problems.append(a))
+    assert reader.text(written, "s", "f", None, display=True) == read
+    assert problems == []
 
 
 def test_an_unknown_filter_where_a_value_is_computed_is_located():
@@ -309,13 +310,13 @@ def test_an_unknown_filter_where_a_value_is_computed_is_located():
     [
         ("ready", "true"),
         ("{existing | contains name: '{wanted}'}", "{wanted} in {existing|map:name}"),
-        ("{docs | has_all_doc_types}", " and ".join(f"'{t}' in {{docs|map:type}}" for t in dialect.DOC_CHAIN_TYPES)),
+        ("{docs | has_all_doc_types}", " and ".join(f"'{t}' in {{docs|map:type}}" for t in dialect_text.DOC_CHAIN_TYPES)),
         ("{outcome_type} == 'needs_decision'", "{outcome_type} == 'needs_decision'"),
         ("len({objectives}) == 0", "len({objectives}) == 0"),
     ],
 )
 def test_dialect_conditions(written, read):
-    assert dialect._Translator({}, "u.yaml").condition(written, "s", "f", None) == read
+    assert dialect_text.TextReader({}, set(), print).condition(written, "s", "f", None) == read
 
 
 # ------------------------------------------------------------------- nodes, links, moments
