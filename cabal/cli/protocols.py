@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cabal.errors import ConfigError, ProtocolLoadError, ProtocolProblem
+from cabal.errors import ConfigError
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -80,6 +80,10 @@ def describe_protocol(protocol: Any) -> str:
     lines = [f"{protocol.name}" + (f" (version {protocol.version})" if protocol.version else ""), f"source: {protocol.source}"]
     if protocol.description:
         lines.append(" ".join(protocol.description.split()))
+    if protocol.dialect != "cabal":
+        lines.append(f"dialect: {protocol.dialect} (translated into Cabal's format when loaded)")
+    if protocol.context is not None:
+        lines.append(f"context: {', '.join(protocol.context) or '(none)'}")
     for dep in protocol.dependencies:
         what = f"node {dep.exists}" if dep.exists else f"{dep.query.verb} query"
         action = f"spawn {dep.protocol}" if dep.action == "spawn" else dep.action
@@ -101,7 +105,7 @@ def describe_protocol(protocol: Any) -> str:
                 lines.append(f"      moment: {step.moment.type} ({', '.join(step.moment.agent_provides)})")
         elif isinstance(step, QueryStep):
             lines.append(f"  {step.id}: query {step.query.verb} -> {step.store_as}, then {step.next}")
-        elif isinstance(step, BranchStep):
+        elif isinstance(step, BranchStep) and step.checks is None:
             if step.cases is not None:
                 routes = ", ".join(f"{k}: {v}" for k, v in step.cases.items())
                 lines.append(f"  {step.id}: branch on {step.condition!r} ({routes})")
@@ -113,9 +117,28 @@ def describe_protocol(protocol: Any) -> str:
             lines.append(f"  {step.id}: create {len(step.nodes)} node spec(s), {len(step.links)} link spec(s) -> {step.next}")
         elif isinstance(step, UpdateStep):
             lines.append(f"  {step.id}: update {step.node} ({', '.join(step.fields)}) -> {step.next}")
+        else:  # set, each, complete, and a branch's checks
+            lines.append(f"  {step.id}: {_outline(step)}")
     if protocol.summary:
         lines.append(f"summary: {protocol.summary}")
+    if protocol.docs:
+        import yaml
+
+        lines.append("documentation:")
+        shown = yaml.safe_dump(json.loads(json.dumps(dict(protocol.docs), default=str)), sort_keys=False, allow_unicode=True)
+        lines += [f"  {line}" for line in shown.rstrip().splitlines()]
     return "\n".join(lines)
+
+
+def _outline(step: Any) -> str:
+    """One line for the step kinds the first outline does not cover."""
+    if step.type == "set":
+        return f"set {', '.join(step.values)} -> {step.next}"
+    if step.type == "each":
+        return f"each {step.as_name} in {step.items}: {step.body} ..., then {step.next}"
+    if step.type == "complete":
+        return f"complete ({step.outcome})" + (f": {' '.join(step.summary.split())}" if step.summary else "")
+    return "branch on checks (" + ", ".join(f"{c!r}: {t}" for c, t in step.checks) + ")"
 
 
 def _expects(expects: Any) -> str:
@@ -124,29 +147,12 @@ def _expects(expects: Any) -> str:
 
 def cmd_protocols_check(args: argparse.Namespace) -> int:
     from cabal import resources
-    from cabal.membrane.library import ProtocolLibrary
-    from cabal.membrane.loader import load_protocol
+    from cabal.membrane.checking import check_files
 
     files = _protocol_files(args.paths) if args.paths else sorted(
         resources.files_by_name("protocols", SUFFIXES, args.protocols).values()
     )
-    library = ProtocolLibrary(args.protocols)
-    given = {path.stem for path in files}
-
-    def exists(name: str) -> bool:  # a call target may be another file being checked, or any known protocol
-        return name in given or library.exists(name)
-
-    problems: list[ProtocolProblem] = []
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(ProtocolProblem(str(path), f"cannot read: {exc}"))
-            continue
-        try:
-            load_protocol(text, str(path), protocol_exists=exists, expected_name=path.stem)
-        except ProtocolLoadError as exc:
-            problems += exc.problems
+    problems = check_files(files, args.protocols)
     for problem in problems:
         print(problem)
     broken = len({p.file for p in problems})

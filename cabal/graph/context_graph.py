@@ -197,6 +197,21 @@ class ContextGraph:
             raise NodeNotFound(node_id) from None
         return self.get(node_id) or {}
 
+    def copy(self, name: str) -> ContextGraph:
+        """This graph copied under another name (empty if this one holds nothing yet).
+
+        The membrane runs a Cypher read on such a scratch copy with a session's pending cluster
+        committed into it, so the read sees what the session prepared (read-your-writes).
+        """
+        try:
+            self._db.connection.execute_command("GRAPH.COPY", self.name, name)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise GraphUnavailable(self.address.describe(), str(exc)) from None
+        except redis.ResponseError as exc:
+            if "empty key" not in str(exc):
+                raise GraphError(f"cannot copy graph {self.name!r} to {name!r}: {exc}") from None
+        return self.select(name)
+
     def delete_graph(self) -> None:
         """Drop this whole named graph (a mission's graph, a test's graph)."""
         try:

@@ -12,13 +12,14 @@ graph's MERGE on ids writes nothing new.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from cabal.errors import ProtocolRuntimeError, TemplateError
+from cabal.graph import schema
 from cabal.membrane.protocol import CreateStep, LinkSpec, MomentSpec, NodeSpec
 from cabal.membrane.results import Cluster
-from cabal.membrane.templates import Scope, evaluate, interpolate, to_text
+from cabal.membrane.templates import Scope, Unresolved, evaluate, interpolate, references, to_text
 
 
 def storable(value: Any) -> Any:
@@ -32,17 +33,31 @@ def storable(value: Any) -> Any:
     return value
 
 
-def each(for_each: str | None, condition: str | None, scope: Scope) -> Iterator[Scope]:
-    """The scopes a spec is instantiated in: one per ``for_each`` item that passes ``condition``."""
+def items_of(template: str, scope: Scope) -> list:
+    """The list a ``for_each`` names (no answer is the empty list)."""
+    items = interpolate(template, scope)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise TemplateError(template, template, f"for_each needs a list, got {type(items).__name__}")
+    return items
+
+
+def each(for_each: str | None, condition: str | None, scope: Scope, inner: str | None = None) -> Iterator[Scope]:
+    """The scopes a spec is instantiated in: one per ``for_each`` item (and, with ``inner``, per
+    item of the list ``inner`` names in that item's scope) that passes ``condition``.
+
+    Inside, ``item`` is the item, ``index`` its place from 0 and ``position`` from 1;
+    ``inner_item`` and ``inner_index`` the inner loop's.
+    """
     if for_each is None:
         scopes: list[Scope] = [scope]
     else:
-        items = interpolate(for_each, scope)
-        if items is None:
-            items = []
-        if not isinstance(items, list):
-            raise TemplateError(for_each, for_each, f"for_each needs a list, got {type(items).__name__}")
-        scopes = [scope.with_locals(item=item, index=index) for index, item in enumerate(items)]
+        scopes = [scope.with_locals(item=item, index=index, position=index + 1)
+                  for index, item in enumerate(items_of(for_each, scope))]  # fmt: skip
+    if inner is not None:
+        scopes = [outer.with_locals(inner_item=item, inner_index=index)
+                  for outer in scopes for index, item in enumerate(items_of(inner, outer))]  # fmt: skip
     for candidate in scopes:
         if condition is None or evaluate(condition, candidate):
             yield candidate
@@ -51,12 +66,23 @@ def each(for_each: str | None, condition: str | None, scope: Scope) -> Iterator[
 def node_of(spec: NodeSpec, scope: Scope) -> dict[str, Any]:
     node: dict[str, Any] = {}
     for key, template in spec.fields.items():
-        value = interpolate(template, scope, nonempty=key == "id")
+        value = interpolate(template, scope, nonempty=key in ("id", "node_type", "type"))
         if key == "id" and not isinstance(value, str):
             value = to_text(value)
         value = storable(value)
         if value is not None:  # an optional answer left empty: the field is simply absent
             node[key] = value
+    kind = spec.fields.get("node_type")
+    if isinstance(kind, str) and references(kind):  # a type from an answer: checked now it is known
+        known = schema.NODE_TYPES.get(node.get("node_type"))
+        if known is None:
+            raise ProtocolRuntimeError(
+                f"node {node.get('id')!r}: {kind} is {node.get('node_type')!r}, which is not a node type "
+                f"(known: {', '.join(sorted(schema.NODE_TYPES))})"
+            )
+        missing = [f for f in known.required if node.get(f) in (None, "")]
+        if missing:
+            raise ProtocolRuntimeError(f"node {node['id']!r}: a {known.name} node needs {', '.join(missing)}")
     return node
 
 
@@ -67,7 +93,15 @@ def link_of(spec: LinkSpec, scope: Scope) -> dict[str, Any]:
         if isinstance(value, (list, dict)):
             raise TemplateError(template, template, "a link end must be one id; use for_each for a list")
         ends.append(to_text(value))
-    link: dict[str, Any] = {"type": spec.type, "from": ends[0], "to": ends[1]}
+    kind = spec.type
+    if references(kind):  # a type from an answer: it must still be one the schema knows
+        kind = to_text(interpolate(kind, scope, nonempty=True))
+        if kind not in schema.LINK_TYPES:
+            raise ProtocolRuntimeError(
+                f"link {ends[0]!r} -> {ends[1]!r}: {spec.type} is {kind!r}, which is not a link type "
+                f"(known: {', '.join(sorted(schema.LINK_TYPES))})"
+            )
+    link: dict[str, Any] = {"type": kind, "from": ends[0], "to": ends[1]}
     properties = {k: storable(interpolate(v, scope)) for k, v in spec.properties.items()}
     properties = {k: v for k, v in properties.items() if v is not None}
     if properties:
@@ -76,8 +110,8 @@ def link_of(spec: LinkSpec, scope: Scope) -> dict[str, Any]:
 
 
 def instantiate(step: CreateStep, scope: Scope) -> tuple[list[dict], list[dict]]:
-    nodes = [node_of(spec, s) for spec in step.nodes for s in each(spec.for_each, spec.condition, scope)]
-    links = [link_of(spec, s) for spec in step.links for s in each(spec.for_each, spec.condition, scope)]
+    nodes = [node_of(spec, s) for spec in step.nodes for s in each(spec.for_each, spec.condition, scope, spec.for_each_inner)]
+    links = [link_of(spec, s) for spec in step.links for s in each(spec.for_each, spec.condition, scope, spec.for_each_inner)]
     return nodes, links
 
 
@@ -131,15 +165,7 @@ def _about(moment: dict, context: dict, default: list[str]) -> list[str]:
 
 def build(nodes: list[dict], links: list[dict], moments: list[dict], context: dict) -> tuple[list[dict], list[dict]]:
     """The final nodes and links; refuses a created node that nothing links (P4)."""
-    # A moment with no explicit target is about the protocol's first created node: its output.
-    default_about = [nodes[0]["id"]] if nodes else []
-    all_nodes = unique_nodes(nodes)
-    all_links = list(links)
-    for moment in moments:
-        node = moment["node"]
-        all_nodes.append(node)
-        all_links.append({"type": "expresses", "from": moment["actor"], "to": node["id"]})
-        all_links += [{"type": "about", "from": node["id"], "to": target} for target in _about(moment, context, default_about)]
+    all_nodes, all_links = _assemble(nodes, links, moments, context, strict=True)
     linked = {end for link in all_links for end in (link["from"], link["to"])}
     isolated = [node["id"] for node in all_nodes if node["id"] not in linked]
     if isolated:
@@ -148,6 +174,32 @@ def build(nodes: list[dict], links: list[dict], moments: list[dict], context: di
             "a protocol creates clusters, never isolated nodes (pattern P4): add a link"
         )
     return all_nodes, unique_links(all_links)
+
+
+def _assemble(nodes: list[dict], links: list[dict], moments: list[dict], context: dict, *,
+              strict: bool) -> tuple[list[dict], list[dict]]:  # fmt: skip
+    # A moment with no explicit target is about the protocol's first created node: its output.
+    default_about = [nodes[0]["id"]] if nodes else []
+    all_nodes = unique_nodes(nodes, strict=strict)
+    all_links = list(links)
+    for moment in moments:
+        node = moment["node"]
+        all_nodes.append(node)
+        all_links.append({"type": "expresses", "from": moment["actor"], "to": node["id"]})
+        try:
+            about = _about(moment, context, default_about)
+        except (TemplateError, Unresolved):
+            if strict:
+                raise
+            about = []  # not known yet: it may name a node a later step creates
+        all_links += [{"type": "about", "from": node["id"], "to": target} for target in about]
+    return all_nodes, all_links
+
+
+def pending(nodes: list[dict], links: list[dict], moments: list[dict], context: dict) -> tuple[list[dict], list[dict]]:
+    """What a session has prepared so far, as the nodes and links its commit would write now
+    (read-your-writes); lenient where the final build is strict, since the session goes on."""
+    return _assemble(nodes, links, moments, context, strict=False)
 
 
 def unique_nodes(nodes: list[dict], *, strict: bool = True) -> list[dict]:

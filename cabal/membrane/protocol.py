@@ -15,8 +15,9 @@ from cabal.membrane.queries import QuerySpec
 from cabal.membrane.validation import Expects
 
 COMPLETE = "$complete"
-STEP_TYPES = ("ask", "query", "branch", "call_protocol", "create", "update")
+STEP_TYPES = ("ask", "query", "branch", "call_protocol", "create", "update", "set", "each", "complete")
 AGENT_PROVIDES = ("description", "reasoning")
+OUTCOMES = ("complete", "cancelled", "failed")  # failed: stop with the summary as the error
 
 
 def case_key(value: Any) -> str:
@@ -33,7 +34,8 @@ class MomentSpec:
     type: str = "answer"
     agent_provides: tuple[str, ...] = AGENT_PROVIDES
     about: Any = None  # template: an id or a list of ids; default: the step's target
-    prose: str | None = None  # template, for steps no agent answers (query, update)
+    prose: str | None = None  # template: the prose of steps no agent answers (query, create, update),
+    # and of an ask step whose agent_provides is empty (its prose is made of its answers)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +49,7 @@ class Question:
     good_answer: str | None = None
     bad_answer: str | None = None
     required: bool = True
+    default: Any = None  # the answer when none is given (only for a question that is not required)
 
     def public(self) -> dict[str, Any]:
         shown = {"name": self.name, "ask": self.ask, "expects": self.expects.public()}
@@ -72,6 +75,14 @@ class AskStep(Step):
     questions: tuple[Question, ...] = ()
     for_each: str | None = None  # a template naming a list: the step is answered once per item
     context_enrichment: Mapping[str, Any] | None = None
+    store_as: str | None = None  # where the answer lands in the context (default: the step id)
+    flatten: bool = False  # each question's answer is also stored under its own name
+    item_as: str | None = None  # with for_each: each answer (a mapping) also holds its item under this name
+    resolves_from: bool = False  # some expects takes ``from:`` (a list in the context to pick from)
+
+    @property
+    def target(self) -> str:
+        return self.store_as or self.id
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,11 +93,12 @@ class QueryStep(Step):
 
 @dataclass(frozen=True, kw_only=True)
 class BranchStep(Step):
-    condition: str
+    condition: str | None = None
     then: str | None = None
     otherwise: str | None = None  # ``else:`` in YAML
     cases: Mapping[str, str] | None = None
     default: str | None = None
+    checks: tuple[tuple[str, str], ...] | None = None  # (condition, step): the first that holds wins
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +106,7 @@ class CallStep(Step):
     protocol: str
     context: Mapping[str, Any]
     on_complete: str
+    store_created_as: str | None = None  # the first node the called protocol prepares lands here
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,16 +114,18 @@ class NodeSpec:
     fields: Mapping[str, Any]  # id, node_type, type and the node's fields, as templates
     for_each: str | None = None
     condition: str | None = None
+    for_each_inner: str | None = None  # a list read in each item's scope: one node per inner item
 
 
 @dataclass(frozen=True, kw_only=True)
 class LinkSpec:
-    type: str
+    type: str  # a link type of the schema, or a template whose value must be one
     source: str  # ``from:`` in YAML
     target: str  # ``to:`` in YAML
     properties: Mapping[str, Any]
     for_each: str | None = None
     condition: str | None = None
+    for_each_inner: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +138,32 @@ class CreateStep(Step):
 class UpdateStep(Step):
     node: str
     fields: Mapping[str, Any]
+    for_each: str | None = None  # update each node of a list (``node`` reads ``{item}``)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetStep(Step):
+    """Names given values from templates (an answer renamed, a value derived from answers)."""
+
+    values: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EachStep(Step):
+    """Runs the steps from ``body`` once per item of ``items``, the item named ``as_name``; the
+    body's last step goes back to this step, which goes on to ``next`` after the last item."""
+
+    items: str
+    as_name: str
+    body: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompleteStep(Step):
+    """The protocol ends here (a called one returns to its caller), with its own summary."""
+
+    summary: str | None = None
+    outcome: str = "complete"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +189,11 @@ class Protocol:
     dependencies: tuple[Dependency, ...] = ()
     summary: str | None = None
     output: CreateStep | None = None  # ``output.cluster``: created when the protocol completes
+    context: tuple[str, ...] | None = None  # declared: the names it reads from its context
+    provides: frozenset[str] = frozenset()  # the names its steps put into the context
+    reads: tuple[Any, ...] = ()  # every name its templates and conditions read (``names.Read``)
+    docs: Mapping[str, Any] | None = None  # documentation only (the upstream dialect's keys)
+    dialect: str = "cabal"  # or "upstream": read through ``dialect``
 
     def step(self, step_id: str) -> Step:
         """A step by id; a stored session may name one its protocol file no longer has."""

@@ -18,6 +18,7 @@ from typing import Any
 from cabal.errors import AnswerProblem, AnswerRejected, ProtocolRuntimeError, ResourceNotFound
 from cabal.membrane import cluster
 from cabal.membrane.library import ProtocolLibrary
+from cabal.membrane.overlay import SessionView
 from cabal.membrane.protocol import Protocol
 from cabal.membrane.queries import ENRICHMENT_KINDS, run_enrichment
 from cabal.membrane.results import Cluster, Created, Form, MembraneResult
@@ -76,7 +77,8 @@ class Membrane:
         allowed = step.context_enrichment["allows"] if step.context_enrichment else ENRICHMENT_KINDS
         if kind not in allowed:
             raise ProtocolRuntimeError(f"step {key!r} allows enrichment {', '.join(allowed)}, not {kind!r}")
-        enrichment = {"type": kind, "target": target, "results": run_enrichment(kind, target, self.graph)}
+        view = SessionView(self.graph, session)  # what the session has prepared is there too
+        enrichment = {"type": kind, "target": target, "results": run_enrichment(kind, target, view)}
         return self._active(session, enrichment=enrichment)
 
     # ------------------------------------------------------------------ protocol as form
@@ -236,6 +238,8 @@ class Membrane:
         return Created(nodes=counts["nodes"], links=counts["links"])
 
     def _summary(self, session: Session) -> str:
+        if session.summary is not None:  # the walk's: a complete step's own, or the protocol's
+            return session.summary
         template = self.library.get(session.protocol).summary
         return to_text(interpolate(template, Scope(session.context))) if template else ""
 

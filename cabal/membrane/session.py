@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cabal.errors import ProtocolRuntimeError
@@ -32,6 +32,8 @@ class Frame:
     protocol: str
     step: str
     prefix: str = ""  # "" for the top protocol, "call_step." inside a called one
+    collect: str | None = None  # the caller's name for the first node this protocol prepares
+    mark: int = 0  # how many nodes the session had prepared when this protocol was entered
 
 
 @dataclass
@@ -47,6 +49,8 @@ class Session:
     updates: list[dict] = field(default_factory=list)  # prepared by update steps
     moments: list[dict] = field(default_factory=list)  # {node, actor, about, about_template, locals}
     visits: dict[str, int] = field(default_factory=dict)  # step key -> times answered (loops)
+    loops: dict[str, int] = field(default_factory=dict)  # each step key -> items it has gone through
+    outcome: str = "complete"  # or "cancelled": how a complete step ended the protocol
     prompt: str | None = None  # a pending prompt from a dependency (on_missing: prompt)
     summary: str | None = None
     stored: bool = field(default=False, compare=False)  # a session node exists in the graph
@@ -64,8 +68,10 @@ class Session:
         return self.frames[:-1]
 
     def to_state(self) -> str:
-        state = asdict(self)
-        del state["stored"]
+        # json.dumps reads the state as it is: copying it first (dataclasses.asdict) cost most
+        # of a step's time. Frames are flat; everything else is plain data already.
+        state = {name: getattr(self, name) for name in _STATE_FIELDS}
+        state["frames"] = [dict(frame.__dict__) for frame in self.frames]
         try:
             return json.dumps(state, ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
@@ -82,6 +88,9 @@ class Session:
 
     def copy(self) -> Session:
         return Session.from_state(self.to_state(), stored=self.stored)
+
+
+_STATE_FIELDS = tuple(f.name for f in fields(Session) if f.name != "stored")
 
 
 class SessionStore:

@@ -12,7 +12,10 @@ protocol completes, or the path depends on an answer it cannot use. Two modes:
   against, until the path depends on an answer (a branch, a query or a for_each over one).
 
 Create and update steps only prepare: nodes, links and updates accumulate in the session and
-are committed in one cluster when the protocol completes (see ``cluster``).
+are committed in one cluster when the protocol completes (see ``cluster``). Every read the walk
+makes (queries, id checks, dependencies) goes through ``SessionView``, which merges what the
+session has prepared, so a step sees what earlier steps and called protocols created as if it
+were committed (read-your-writes).
 """
 
 from __future__ import annotations
@@ -24,15 +27,19 @@ from typing import Any
 from cabal.errors import AnswerProblem, ProtocolRuntimeError, TemplateError
 from cabal.membrane import cluster
 from cabal.membrane.library import ProtocolLibrary
+from cabal.membrane.overlay import SessionView
 from cabal.membrane.protocol import (
     COMPLETE,
     AskStep,
     BranchStep,
     CallStep,
+    CompleteStep,
     CreateStep,
     Dependency,
+    EachStep,
     Protocol,
     QueryStep,
+    SetStep,
     Step,
     UpdateStep,
     case_key,
@@ -40,8 +47,17 @@ from cabal.membrane.protocol import (
 from cabal.membrane.queries import run_query
 from cabal.membrane.results import AskView
 from cabal.membrane.session import Frame, Session
-from cabal.membrane.templates import PENDING, Scope, Unresolved, evaluate, interpolate, to_text
-from cabal.membrane.validation import Expects, ExpectsField, hoist_defs, list_of, object_of, schema_of, validate
+from cabal.membrane.templates import PENDING, Instant, Scope, Unresolved, evaluate, interpolate, to_text
+from cabal.membrane.validation import (
+    Expects,
+    ExpectsField,
+    hoist_defs,
+    list_of,
+    object_of,
+    schema_of,
+    validate,
+    with_choices,
+)
 
 MAX_DEPTH = 8  # protocols on the call stack, spawned ones included
 MAX_AUTOMATIC_STEPS = 1000  # steps without an answer in one walk: beyond this it is a loop
@@ -69,24 +85,38 @@ class FormEntry:
     question: str
 
 
-def answer_expects(step: AskStep, items: list | None) -> Expects:
+def enveloped(step: AskStep) -> bool:
+    """Whether the answer comes wrapped with the moment's prose (``{answer, description, ...}``)."""
+    return step.moment is not None and bool(step.moment.agent_provides)
+
+
+def answer_expects(step: AskStep, items: list | None, expects: Expects | None = None) -> Expects:
     """The full answer of an ask step: its expects, in the moment envelope, once per item."""
-    expects = step.expects
-    if step.moment is not None:
+    expects = expects or step.expects
+    if enveloped(step):
         provided = [ExpectsField(name, _MOMENT_TEXT, True, _PROVIDED_HELP[name]) for name in step.moment.agent_provides]
         expects = object_of([ExpectsField("answer", expects, True), *provided])
     return list_of(expects, len(items)) if items is not None else expects
 
 
 def items_of(step: AskStep, scope: Scope) -> list | None:
-    if step.for_each is None:
-        return None
-    items = interpolate(step.for_each, scope)
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise TemplateError(step.for_each, step.for_each, f"for_each needs a list, got {type(items).__name__}")
-    return items
+    return None if step.for_each is None else cluster.items_of(step.for_each, scope)
+
+
+def choices(step: AskStep, scope: Scope) -> Expects:
+    """The step's expects with each ``from:`` list read from the scope (the ids to pick from)."""
+    if not step.resolves_from:
+        return step.expects
+
+    def ids_of(template: str) -> list[str] | None:
+        try:
+            value = interpolate(template, scope)
+        except (TemplateError, Unresolved):
+            return None
+        items = [] if value is None else value if isinstance(value, list) else [value]
+        return [to_text(item.get("id")) if isinstance(item, Mapping) else to_text(item) for item in items]
+
+    return with_choices(step.expects, ids_of)
 
 
 def render(template: str, scope: Scope) -> str:
@@ -111,20 +141,24 @@ class Walk:
         self.session = session
         self.library = library
         self.graph = graph
+        self.view = SessionView(graph, session)
         self.answers = answers or {}
         self.form = form
         self.max_depth = max_depth
         self.problems: list[AnswerProblem] = []
         self.asked: list[FormEntry] = []
         self.consumed: set[str] = set()
+        self.now = Instant()  # one instant for the whole call: an id and a link to it never straddle a second
 
     @property
     def scope(self) -> Scope:
-        return Scope(self.session.context)
+        frames = self.session.frames
+        absent = self.library.get(frames[-1].protocol).provides if frames else frozenset()
+        return Scope(self.session.context, absent=absent, now=self.now)
 
     # ------------------------------------------------------------------------ entering
 
-    def enter(self, protocol: Protocol, prefix: str = "") -> None:
+    def enter(self, protocol: Protocol, prefix: str = "", *, collect: str | None = None) -> None:
         """Push a protocol, after checking its dependencies (spawned ones run first)."""
         if len(self.session.frames) >= self.max_depth:
             raise ProtocolRuntimeError(
@@ -139,7 +173,7 @@ class Walk:
                 raise ProtocolRuntimeError(f"missing dependency {dep.id!r}{detail}", protocol=protocol.name)
             if dep.action == "prompt":
                 self.session.prompt = to_text(interpolate(dep.message, self.scope))
-        self.session.frames.append(Frame(protocol.name, protocol.first, prefix))
+        self.session.frames.append(Frame(protocol.name, protocol.first, prefix, collect, len(self.session.nodes)))
         # The stack runs last-in first: spawned protocols finish, then this one starts.
         for dep in reversed([d for d in spawns if d.action == "spawn"]):
             self.enter(self.library.get(dep.protocol), f"{prefix}{dep.id}.")
@@ -148,14 +182,11 @@ class Walk:
         if dep.exists is not None:
             node_id = to_text(interpolate(dep.exists, self.scope, nonempty=True))
             return bool(self.lookup([node_id]))
-        return bool(run_query(dep.query, self.scope, self.graph))
+        return bool(run_query(dep.query, self.scope, self.view))
 
     def lookup(self, ids: list[str]) -> dict[str, dict]:
         """Nodes by id: the graph's, and the ones this session has prepared but not committed."""
-        prepared = {node["id"]: node for node in self.session.nodes if node["id"] in ids}
-        rest = [node_id for node_id in ids if node_id not in prepared]
-        found = {node["id"]: node for node in self.graph.get_many(rest)} if rest else {}
-        return {**found, **prepared}
+        return {node["id"]: node for node in self.view.get_many(ids)}
 
     # ------------------------------------------------------------------------- walking
 
@@ -171,8 +202,13 @@ class Walk:
                     except Unresolved:
                         return Stop("unresolved")
                 if len(frames) == 1:
+                    if not self.form:
+                        self._summarise(protocol)
                     return Stop("complete")
                 frames.pop()
+                if frame.collect is not None:  # the caller keeps the first node this protocol prepared
+                    nodes = self.session.nodes
+                    self.session.context[frame.collect] = nodes[frame.mark] if len(nodes) > frame.mark else None
                 continue
             step = protocol.step(frame.step)
             key = frame.prefix + step.id
@@ -189,20 +225,28 @@ class Walk:
             protocol=self.session.protocol,
         )
 
+    def _summarise(self, protocol: Protocol) -> None:
+        """The session's summary: a complete step's, else the protocol's (no answer reads as none)."""
+        if self.session.summary is None and protocol.summary:
+            self.session.summary = to_text(interpolate(protocol.summary, self.scope))
+
     # ---------------------------------------------------------------------------- ask
 
     def _ask(self, step: AskStep, key: str, frame: Frame) -> object:
-        items = items_of(step, self.scope)
+        scope = self.scope
+        items = items_of(step, scope)
         context = self.session.context
         if items == []:  # nothing to answer for: the step's answer is the empty list
-            context[step.id] = self.session.answers[key] = []
+            context[step.target] = self.session.answers[key] = []
             return step.next
-        expects = answer_expects(step, items)
+        expects = answer_expects(step, items, choices(step, scope))
         if self.form:
             if any(entry.key == key for entry in self.asked):
                 return WAIT  # a loop back to a step already on the form
-            self.asked.append(FormEntry(key, step, expects, render(step.question, self.scope)))
-            context[step.id] = PENDING
+            self.asked.append(FormEntry(key, step, expects, render(step.question, scope)))
+            context[step.target] = PENDING
+            if step.flatten and items is None:
+                context.update(dict.fromkeys((q.name for q in step.questions), PENDING))
             return step.next
         if key not in self.answers or key in self.consumed:
             return WAIT
@@ -210,7 +254,9 @@ class Walk:
         value, problems = validate(expects, self.answers[key], self.lookup, key)
         if problems:
             self.problems += problems
-            context[step.id] = PENDING  # later steps that depend on it stop the walk
+            context[step.target] = PENDING  # later steps that depend on it stop the walk
+            if step.flatten and items is None:
+                context.update(dict.fromkeys((q.name for q in step.questions), PENDING))
             return step.next
         self._accept(step, key, frame, value, items)
         return step.next
@@ -218,24 +264,29 @@ class Walk:
     def _accept(self, step: AskStep, key: str, frame: Frame, value: Any, items: list | None) -> None:
         session = self.session
         values = value if items is not None else [value]
-        accepted = [v["answer"] for v in values] if step.moment is not None else values
+        accepted = [v["answer"] for v in values] if enveloped(step) else values
+        if step.item_as is not None and items is not None:  # each answer keeps the item it answers for
+            accepted = [{**one, step.item_as: item} for one, item in zip(accepted, items)]
         answer = accepted if items is not None else accepted[0]
         session.answers[key] = answer
-        session.context[step.id] = answer
+        session.context[step.target] = answer
+        if step.flatten and items is None and isinstance(answer, Mapping):
+            # Each question's answer also goes by its own name (``{space_id}``, not ``{ask.space_id}``).
+            session.context.update({q.name: answer.get(q.name) for q in step.questions})
         if step.moment is None:
             return
         visit = session.visits.get(key, 0) + 1
         session.visits[key] = visit
         for index, envelope in enumerate(values):
             item_index = index if items is not None else None
-            one = envelope["answer"]
+            one = envelope["answer"] if enveloped(step) else envelope
             targets = one if step.expects.type == "id_list" else [one] if step.expects.type == "id" else None
-            locals_ = {"answer": one} | ({"item": items[index], "index": index} if items is not None else {})
-            fields = {
-                "prose": envelope.get("description", ""),
-                "reasoning": envelope.get("reasoning"),
-                "answer": to_text(one),
-            }
+            locals_ = {"answer": one} | ({"item": items[index], "index": index, "position": index + 1} if items is not None else {})
+            prose = envelope.get("description", "") if enveloped(step) else ""
+            if not prose and step.moment.prose:  # the moment's prose is made of the answers it names
+                prose = render(step.moment.prose, self.scope.with_locals(**locals_))
+            fields = {"prose": prose, "reasoning": envelope.get("reasoning") if enveloped(step) else None,
+                      "answer": to_text(one)}  # fmt: skip
             self._moment(step, key, frame, visit, item_index, fields, targets, locals_)
 
     def _moment(self, step: Step, key: str, frame: Frame, visit: int, index: int | None,
@@ -255,7 +306,7 @@ class Walk:
         )
 
     def _automatic_moment(self, step: Step, key: str, frame: Frame, default_prose: str, about: list[str] | None) -> None:
-        """The moment of a step no agent answers (query, update): its prose comes from the protocol."""
+        """The moment of a step no agent answers (query, create, update): its prose comes from the protocol."""
         if step.moment is None or self.form:
             return
         prose = render(step.moment.prose, self.scope) if step.moment.prose else default_prose
@@ -266,13 +317,20 @@ class Walk:
     # ------------------------------------------------------------------ automatic steps
 
     def _query(self, step: QueryStep, key: str, frame: Frame) -> str:
-        rows = run_query(step.query, self.scope, self.graph)
+        rows = run_query(step.query, self.scope, self.view)
         self.session.context[step.store_as] = rows
-        self._automatic_moment(step, key, frame, f"{key} found {len(rows)} result(s)", None)
+        count = len(rows) if isinstance(rows, list) else int(rows is not None)
+        self._automatic_moment(step, key, frame, f"{key} found {count} result(s)", None)
         return step.next
 
     def _branch(self, step: BranchStep, key: str, frame: Frame) -> str:
-        value = evaluate(step.condition, self.scope)
+        scope = self.scope
+        if step.checks is not None:
+            for condition, target in step.checks:
+                if evaluate(condition, scope):
+                    return target
+            raise ProtocolRuntimeError(f"branch {key!r}: none of its checks holds", protocol=frame.protocol, step=step.id)
+        value = evaluate(step.condition, scope)
         if step.cases is None:
             return step.then if value else step.otherwise
         target = step.cases.get(case_key(value), step.default)
@@ -289,12 +347,17 @@ class Walk:
         protocol = self.library.get(step.protocol)
         frame.step = step.on_complete  # where the caller resumes once the callee completes
         self.session.context.update(passed)
-        self.enter(protocol, f"{key}.")
+        self.enter(protocol, f"{key}.", collect=step.store_created_as)
         return None
 
     def _create(self, step: CreateStep, key: str, frame: Frame) -> str:
-        if not self.form:
-            self._prepare(step)
+        if self.form:
+            return step.next
+        before = len(self.session.nodes)
+        self._prepare(step)
+        made = [n["id"] for n in self.session.nodes[before:] if n.get("node_type") != "moment"]
+        made = made or [n["id"] for n in self.session.nodes[before:]]
+        self._automatic_moment(step, key, frame, f"{key} created {', '.join(made) or 'links only'}", made or None)
         return step.next
 
     def _prepare(self, step: CreateStep) -> None:
@@ -305,16 +368,56 @@ class Walk:
     def _update(self, step: UpdateStep, key: str, frame: Frame) -> str:
         if self.form:
             return step.next
-        node_id = to_text(interpolate(step.node, self.scope, nonempty=True))
-        if not self.lookup([node_id]):
-            raise ProtocolRuntimeError(f"update step {key!r}: no node {node_id!r} to update", step=step.id)
-        # As in a create, a field whose value is None is left out (an optional answer not given),
-        # rather than erased from the node.
-        values = {k: cluster.storable(interpolate(v, self.scope)) for k, v in step.fields.items()}
-        fields = {k: v for k, v in values.items() if v is not None}
-        self.session.updates.append({"id": node_id, "fields": fields})
-        self._automatic_moment(step, key, frame, f"updated {node_id}: {', '.join(fields)}", [node_id])
+        scope = self.scope
+        scopes = [scope] if step.for_each is None else list(cluster.each(step.for_each, None, scope))
+        updated = []
+        for one in scopes:
+            node_id = to_text(interpolate(step.node, one, nonempty=True))
+            if not self.lookup([node_id]):
+                raise ProtocolRuntimeError(f"update step {key!r}: no node {node_id!r} to update", step=step.id)
+            # As in a create, a field whose value is None is left out (an optional answer not given),
+            # rather than erased from the node.
+            values = {k: cluster.storable(interpolate(v, one)) for k, v in step.fields.items()}
+            fields = {k: v for k, v in values.items() if v is not None}
+            self.session.updates.append({"id": node_id, "fields": fields})
+            updated.append(node_id)
+        if updated:
+            self._automatic_moment(step, key, frame, f"updated {', '.join(updated)}: {', '.join(step.fields)}", updated)
         return step.next
+
+    def _set(self, step: SetStep, key: str, frame: Frame) -> str:
+        scope = self.scope
+        values = {}
+        for name, template in step.values.items():
+            try:
+                values[name] = interpolate(template, scope)
+            except Unresolved:
+                if not self.form:
+                    raise
+                values[name] = PENDING  # the form goes on: what depends on it will stop it
+        self.session.context.update(values)
+        return step.next
+
+    def _each(self, step: EachStep, key: str, frame: Frame) -> str:
+        items = cluster.items_of(step.items, self.scope)
+        done = self.session.loops.get(key, 0)
+        if done < len(items):
+            self.session.context[step.as_name] = items[done]
+            self.session.loops[key] = done + 1
+            return step.body
+        self.session.loops.pop(key, None)
+        return step.next
+
+    def _complete(self, step: CompleteStep, key: str, frame: Frame) -> str:
+        summary = to_text(interpolate(step.summary, self.scope)) if step.summary else None
+        if step.outcome == "failed" and not self.form:
+            raise ProtocolRuntimeError(summary or f"protocol {frame.protocol!r} stopped at {key!r}",
+                                       protocol=frame.protocol, step=step.id)  # fmt: skip
+        if self.session.frames[0] is frame and not self.form:
+            self.session.outcome = step.outcome
+            if summary is not None:
+                self.session.summary = summary
+        return COMPLETE
 
 
 # ---------------------------------------------------------------------------- describing
@@ -337,11 +440,12 @@ def describe_step(session: Session, key: str, step: AskStep) -> AskView:
         id=key,
         question=question,
         expects=step.expects.public(),
-        answer_schema=hoist_defs(schema_of(answer_expects(step, items), question or None)),
+        answer_schema=hoist_defs(schema_of(answer_expects(step, items, choices(step, scope)), question or None)),
         context_enrichment=_plain(step.context_enrichment) if step.context_enrichment else None,
         questions=tuple(q.public() for q in step.questions) if step.questions else None,
         items=None if items is None else tuple(
-            {"index": i, "item": item, "question": render(step.question, scope.with_locals(item=item, index=i))}
+            {"index": i, "item": item,
+             "question": render(step.question, scope.with_locals(item=item, index=i, position=i + 1))}
             for i, item in enumerate(items)
         ),
         moment={"type": step.moment.type, "agent_provides": list(step.moment.agent_provides)}

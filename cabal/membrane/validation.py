@@ -49,12 +49,16 @@ class Expects:
         return shown
 
 
+_NO_DEFAULT = object()
+
+
 @dataclass(frozen=True)
 class ExpectsField:
     name: str
     expects: Expects
     required: bool = True
     description: str | None = None
+    default: Any = _NO_DEFAULT  # taken when the field is not answered (a field with one is optional)
 
 
 class Check:
@@ -178,13 +182,20 @@ def _check_string(expects: Expects, value: Any, check: Check, path: str) -> Any:
 
 def _id_schema(expects: Expects) -> dict:
     kind = expects.get("node_type")
-    return {"type": "string", "description": f"id of an existing {kind or 'graph'} node"}
+    schema: dict[str, Any] = {"type": "string", "description": f"id of an existing {kind or 'graph'} node"}
+    if expects.get("one_of") is not None:
+        schema["enum"] = list(expects.get("one_of"))
+    return schema
 
 
 def _check_node(expects: Expects, node_id: str, node: dict | None, check: Check, path: str) -> None:
     if node is None:
         check.fail(path, f"no node with id {node_id!r} in the graph")
         return
+    one_of = expects.get("one_of")
+    if one_of is not None and node_id not in one_of:
+        listed = ", ".join(map(repr, one_of[:20])) or "none: the list is empty"
+        check.fail(path, f"{node_id!r} is not one of the nodes to pick from ({listed})")
     kind = expects.get("node_type")
     if kind is not None and node.get("node_type") != kind:
         check.fail(path, f"expected a {kind} node, but {node_id!r} is a {node.get('node_type')}")
@@ -203,9 +214,7 @@ def _check_id(expects: Expects, value: Any, check: Check, path: str) -> Any:
 
 
 def _id_list_schema(expects: Expects) -> dict:
-    kind = expects.get("node_type")
-    items = {"type": "string", "description": f"id of an existing {kind or 'graph'} node"}
-    return _count_bounds(expects, {"type": "array", "items": items})
+    return _count_bounds(expects, {"type": "array", "items": _id_schema(expects)})
 
 
 def _check_id_list(expects: Expects, value: Any, check: Check, path: str) -> Any:
@@ -358,6 +367,8 @@ def _object_schema(expects: Expects) -> dict:
     properties = {}
     for f in expects.fields:
         properties[f.name] = schema_of(f.expects, f.description)
+        if f.default is not _NO_DEFAULT:
+            properties[f.name]["default"] = f.default
     required = [f.name for f in expects.fields if f.required]
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
@@ -372,7 +383,7 @@ def _check_object(expects: Expects, value: Any, check: Check, path: str) -> Any:
         if value.get(f.name) is None:
             if f.required:
                 check.fail(_join(path, f.name), f"an answer is required ({describe(f.expects)})")
-            result[f.name] = None
+            result[f.name] = None if f.default is _NO_DEFAULT else f.default
             continue
         result[f.name] = validate_into(f.expects, value[f.name], check, _join(path, f.name))
     for extra in sorted(set(value) - set(names)):
@@ -402,9 +413,12 @@ TYPES: dict[str, ExpectsType] = {
     t.name: t
     for t in (
         ExpectsType("string", {"min_length": _COUNT, "max_length": _COUNT, "pattern": _TEXT}, _string_schema, _check_string),
-        ExpectsType("id", {"node_type": _TEXT, "filter": (dict,)}, _id_schema, _check_id),
+        ExpectsType("id", {"node_type": _TEXT, "filter": (dict,), "from": _TEXT}, _id_schema, _check_id),
         ExpectsType(
-            "id_list", {"node_type": _TEXT, "filter": (dict,), "min": _COUNT, "max": _COUNT}, _id_list_schema, _check_id_list
+            "id_list",
+            {"node_type": _TEXT, "filter": (dict,), "min": _COUNT, "max": _COUNT, "from": _TEXT},
+            _id_list_schema,
+            _check_id_list,
         ),
         ExpectsType(
             "string_list", {"min": _COUNT, "max": _COUNT, "min_length": _COUNT}, _string_list_schema, _check_string_list
@@ -465,7 +479,7 @@ def validate(expects: Expects, value: Any, lookup: NodeLookup, path: str = "") -
 
 def describe(expects: Expects) -> str:
     """A few words on what is expected, for messages about missing answers."""
-    constraints = ", ".join(f"{k}={v!r}" for k, v in expects.constraints.items() if k != "count")
+    constraints = ", ".join(f"{k}={v!r}" for k, v in expects.constraints.items() if k not in ("count", "one_of"))
     return expects.type + (f" ({constraints})" if constraints else "")
 
 
@@ -522,6 +536,35 @@ def parse_expects(raw: Any) -> tuple[Expects | None, list[tuple[str, str]]]:
         problems.append(("expects.entity", f"no entity model named {constraints['entity']!r}"))
     description = raw.get("description") if isinstance(raw.get("description"), str) else None
     return Expects(kind, MappingProxyType(constraints), description=description), problems
+
+
+def has_from(expects: Expects) -> bool:
+    """Whether an answer picks from a list in the context (``from:``), anywhere inside."""
+    return (
+        expects.get("from") is not None
+        or any(has_from(f.expects) for f in expects.fields)
+        or (expects.item is not None and has_from(expects.item))
+    )
+
+
+def with_choices(expects: Expects, ids_of: Callable[[str], list[str] | None]) -> Expects:
+    """The expects with each ``from:`` template read into the ids to pick from (``one_of``).
+
+    ``ids_of`` turns the template into ids, or None when the list is not known yet (the
+    constraint then stays as written and nothing is enforced until it is).
+    """
+    if not has_from(expects):
+        return expects
+    constraints = dict(expects.constraints)
+    if expects.get("from") is not None:
+        ids = ids_of(expects.get("from"))
+        if ids is not None:
+            constraints["one_of"] = ids
+    fields = tuple(
+        ExpectsField(f.name, with_choices(f.expects, ids_of), f.required, f.description, f.default) for f in expects.fields
+    )
+    item = with_choices(expects.item, ids_of) if expects.item is not None else None
+    return Expects(expects.type, MappingProxyType(constraints), fields, item, expects.description)
 
 
 def object_of(fields: list[ExpectsField]) -> Expects:

@@ -60,12 +60,13 @@ def test_check_reports_every_problem_located_and_exits_1(tmp_path, capsys):
         (f"{file}:10 step 'second' field 'next'", "next points to 'nowhere', which is not a step of this protocol"),
         (f"{file}:14 step 'write' field 'nodes.0.name'", "unknown filter 'shout'"),
         (f"{file}:16 step 'write' field 'links.0.type'", "unknown link type 'likes'"),
+        (f"{file}:16 step 'write' field 'links.0.to'", "nothing provides {space_id}"),
         (f"{misnamed}:1 field 'protocol'", "protocol 'other' must live in a file named other.yaml"),
     ]
     for where, message in expected:
         assert any(line.startswith(where + ": ") and message in line for line in lines), (where, lines)
     assert len(lines) == len(expected)
-    assert captured.err == "6 problem(s) in 2 of 3 protocol file(s)\n"
+    assert captured.err == "7 problem(s) in 2 of 3 protocol file(s)\n"
 
 
 def test_check_a_missing_path_is_a_clean_error(capsys):
