@@ -50,6 +50,7 @@ Approximations (deterministic, so tests can state exact numbers):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import threading
@@ -157,7 +158,7 @@ def request_parts(body: Mapping[str, Any]) -> list[Part]:
         raise CacheRuleError(
             f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(breakpoints)}."
         )
-    for earlier, later in zip(breakpoints, breakpoints[1:]):
+    for earlier, later in itertools.pairwise(breakpoints):
         if TTL_SECONDS[later] > TTL_SECONDS[earlier]:
             raise CacheRuleError(
                 f"a ttl='{later}' cache_control block must not come after a ttl='{earlier}' cache_control block"
