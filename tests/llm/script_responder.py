@@ -1,0 +1,68 @@
+"""A fake-server responder that plays a whole mission from a model script, behind the Messages API.
+
+    server.respond_with(script_responder(LAUNCH_SCRIPT))
+    run_mission(spec, model="claude-sonnet-4-6", home=...)  # ANTHROPIC_BASE_URL -> server.url
+
+A request over HTTP carries only text, as it would to a real model, so the responder reads
+from it what a script is keyed by: the round (the user prompt's ``# Round N`` line), the step
+(the system prompt's ``Your step now:`` line, matched against the steps' headings) and the
+agent (``You are NAME (AGENT_ID)``). The answer is the script's next entry for that key,
+as ``ScriptedChatModel`` picks it, sent back as one tool_use block.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from cabal.llm import ScriptedChatModel, call_metadata
+from cabal.vocabulary import Step
+
+from .fake_anthropic import message_body, tool_use_block
+
+_AGENT = re.compile(r"^You are .*?\(([\w-]+)\)", re.M)
+_STEP = re.compile(r"^Your step now: (.+)$", re.M)
+_ROUND = re.compile(r"^# Round (\d+)", re.M)
+_STEPS = {step.heading: step for step in Step}
+
+
+def script_responder(script: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """``fn(request_body) -> Message body``: the script's answer for the request's key."""
+    model = ScriptedChatModel.from_file(script)
+    ids = itertools.count(1)
+    lock = threading.Lock()
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        round_number, step, agent = call_key(body)
+        tools = list(body.get("tools") or [])
+        reply = model.bind_tools(tools).invoke([HumanMessage("answer")],
+                                               config={"metadata": call_metadata(round=round_number, step=step,
+                                                                                 agent=agent)})
+        (call,) = reply.tool_calls
+        with lock:
+            number = next(ids)
+        return message_body([tool_use_block(call["name"], call["args"], tool_id=f"toolu_script_{number:05d}")],
+                            stop_reason="tool_use")
+
+    return respond
+
+
+def call_key(body: Mapping[str, Any]) -> tuple[int, Step, str]:
+    """(round, step, agent) of a request, read from its prompts."""
+    system = _text(body.get("system"))
+    first = (body.get("messages") or [{}])[0]
+    user = _text(first.get("content"))
+    step = _STEPS[_STEP.search(system)[1].strip()]
+    return int(_ROUND.search(user)[1]), step, _AGENT.search(system)[1]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(block.get("text", "") for block in content or [] if isinstance(block, Mapping))

@@ -1,0 +1,102 @@
+"""A whole mission through the real Claude client against the fake API's responder mode.
+
+The launch example's script answers every request (``script_responder``); the engine talks to
+it through ``ChatAnthropic`` and the ``anthropic`` SDK exactly as it would to the real API, on
+a real embedded FalkorDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cabal.rounds.api import run_mission
+from cabal.rounds.mission import load_mission
+
+from .fake_anthropic import FakeAnthropic
+from .prompt_cache import CacheUsage, minimum_cacheable_tokens, part_tokens
+from .script_responder import script_responder
+
+MODEL = "claude-sonnet-4-6"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "launch"
+MISSION = load_mission(EXAMPLE / "launch.mission.yaml")[0].model_copy(update={"model": MODEL})
+
+
+@pytest.fixture
+def home(graph_server) -> Path:
+    return graph_server.home
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic().start()
+    server.respond_with(script_responder(EXAMPLE / "launch.script.yaml"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-mission")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    for name in ("ANTHROPIC_API_URL", "ANTHROPIC_AUTH_TOKEN", "LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def expected_cache_usage(bodies: list[dict]) -> list[CacheUsage]:
+    """The engine's one breakpoint (end of the system prompt): the tools + system prefix is
+    written the first time it is seen (if long enough) and read every time after."""
+    seen: set[str] = set()
+    expected = []
+    for body in bodies:
+        prefix = [*body["tools"], *body["system"]]
+        prefix_tokens = sum(part_tokens({k: v for k, v in part.items() if k != "cache_control"}) for part in prefix)
+        total = prefix_tokens + sum(
+            part_tokens({"role": m["role"], "content": block})
+            for m in body["messages"]
+            for block in ([{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else m["content"]))
+        key = repr(prefix)
+        if key in seen:
+            expected.append(CacheUsage(total - prefix_tokens, prefix_tokens, 0))
+        elif prefix_tokens >= minimum_cacheable_tokens(MODEL):
+            seen.add(key)
+            expected.append(CacheUsage(total - prefix_tokens, 0, prefix_tokens))
+        else:
+            expected.append(CacheUsage(total, 0, 0))
+    return expected
+
+
+def test_mission_runs_against_the_responder_and_reads_its_prompts_from_cache(api: FakeAnthropic, home: Path) -> None:
+    result = run_mission(MISSION, model=MODEL, home=home)
+
+    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 4)
+    bodies = [request.body for request in api.requests]
+    assert len(bodies) == len(api.cache_log) == result.usage.calls
+    for body in bodies:
+        marked = [block for block in body["system"] if "cache_control" in block]
+        assert marked == [body["system"][-1]]
+        assert not any("cache_control" in tool for tool in body["tools"])
+    # Operatives call in parallel: the cache saw the requests in cache_log's order.
+    in_cache_order = [api.requests[record.request_index].body for record in api.cache_log]
+    assert [record.usage for record in api.cache_log] == expected_cache_usage(in_cache_order)
+
+    totals = api.cache_totals()
+    assert totals["cache_read_tokens"] > 0
+    assert result.usage.input_tokens == totals["prompt_tokens"]
+    assert result.usage.cache_read_tokens == totals["cache_read_tokens"]
+    # Sonnet per million tokens: $3 input, $0.30 cache read, $3.75 cache write, $15 output.
+    expected_cost = (totals["input_tokens"] * 3 + totals["cache_read_tokens"] * 0.3
+                     + totals["cache_creation_tokens"] * 3.75 + result.usage.output_tokens * 15) / 1e6
+    assert result.cost_usd == pytest.approx(expected_cost, abs=1e-5)
+
+
+def test_overload_injected_before_the_responder_is_retried_by_the_client(api: FakeAnthropic, home: Path) -> None:
+    api.reply_overloaded(retry_after=0.01)
+
+    result = run_mission(MISSION, model=MODEL, home=home)
+
+    assert (result.state, result.round) == ("done", 4)
+    assert len(api.requests) == len(api.cache_log) + 1
+    assert api.requests[0].body == api.requests[1].body
+    # Cabal retried it (the client runs with max_retries=0): to the SDK both are first tries.
+    assert [r.headers["x-stainless-retry-count"] for r in api.requests[:2]] == ["0", "0"]
