@@ -179,6 +179,16 @@ class ModelError(CabalError):
         super().__init__(message)
 
 
+class CallRefused(ModelError):
+    """A limit shared beyond one mission (a batch's budget) refuses further model calls.
+
+    Like a provider outage, it is not the mission's fault: the mission pauses ``interrupted``
+    and goes on when it is resumed under a limit that allows it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, provider="batch")
+
+
 class StepFailed(CabalError):
     """A round step could not get a valid answer within its retry budget."""
 

@@ -4,7 +4,7 @@ The round engine calls models only through ``call_model``; tests and offline run
 ``ScriptedChatModel`` or ``FunctionChatModel`` in place of Claude.
 """
 
-from cabal.llm.call import ModelReply, RetryNotice, call_model
+from cabal.llm.call import CallLimiter, ModelReply, RetryNotice, call_model
 from cabal.llm.keys import AGENT_KEY, FACTS_KEY, ROUND_KEY, STEP_KEY, TURN_KEY, CallKey, call_metadata
 from cabal.llm.models import make_model, model_name
 from cabal.llm.settings import DEFAULT_MODEL, ModelSettings, RetryPolicy
@@ -20,6 +20,7 @@ __all__ = [
     "TURN_KEY",
     "Budget",
     "CallKey",
+    "CallLimiter",
     "FunctionChatModel",
     "ModelCall",
     "ModelReply",

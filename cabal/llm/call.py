@@ -4,14 +4,19 @@ errors made plain.
 Retries live here, not in the provider's SDK (the client is built with ``max_retries=0``), so
 one policy covers every provider, honours the server's ``retry-after``, and tells the caller
 about each wait (``on_retry``): a run whose output is not a terminal still says why it waits.
+
+Processes that share one provider account (a batch's workers) also share a ``CallLimiter``:
+each call holds one of its slots while it is in flight, and a rate-limit reply makes every
+worker hold off, not only the one that got it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anthropic
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_messages
@@ -24,6 +29,21 @@ from cabal.llm.usage import Usage
 CACHE_CONTROL = {"type": "ephemeral"}
 # Statuses worth another try: timeout, conflict, rate limit, server errors, overload (529).
 TRANSIENT_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+# Statuses that speak for the whole account (rate limit, overload), not for one request.
+SHARED_BACKOFF_STATUSES = frozenset({429, 529})
+
+
+class CallLimiter(Protocol):
+    """Limits on model calls shared beyond one mission (the workers of a batch)."""
+
+    def slot(self) -> AbstractContextManager[None]:
+        """Held while one call is in flight: waits for a free slot and for any hold-off to
+        pass; raises ``CallRefused`` when no further call may start."""
+        ...
+
+    def hold_off(self, seconds: float) -> None:
+        """The provider asked to slow down: no call of any sharer starts for ``seconds``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -66,6 +86,7 @@ def call_model(
     retry: RetryPolicy = RetryPolicy(),
     on_retry: Callable[[RetryNotice], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    limiter: CallLimiter | None = None,
 ) -> ModelReply:
     """Offer ``tools`` (Anthropic format: name, description, input_schema) and ask once.
 
@@ -84,16 +105,19 @@ def call_model(
             raise ModelError(f"cannot offer tools to {model_name(model)}: {error}") from error
     for attempt in range(retry.max_retries + 1):
         try:
-            raw = runnable.invoke(prepared, config={"metadata": dict(metadata)})
+            with limiter.slot() if limiter is not None else nullcontext():
+                raw = runnable.invoke(prepared, config={"metadata": dict(metadata)})
             break
         except ModelError:
-            raise  # a fake model's own refusal (no scripted answer left, ...): nothing to retry
+            raise  # a fake model's own refusal, or the limiter's (CallRefused): nothing to retry
         except (anthropic.AnthropicError, ValueError, KeyError, TypeError) as error:
             # ValueError and friends: a body the client could not read (not JSON, not a message).
             failure = _model_error(error)
             if not failure.transient or attempt >= retry.max_retries:
                 raise failure from error
             wait = retry.wait_s(attempt + 1, _retry_after_s(error))
+            if limiter is not None and failure.status in SHARED_BACKOFF_STATUSES:
+                limiter.hold_off(wait)
             if on_retry is not None:
                 on_retry(RetryNotice(attempt + 1, retry.max_retries, wait, str(failure)))
             sleep(wait)

@@ -16,7 +16,7 @@ from typing import Any
 
 from cabal.errors import ModelError
 from cabal.graph import ContextGraph
-from cabal.llm import Budget, ModelSettings, Usage, model_name
+from cabal.llm import Budget, CallLimiter, ModelSettings, Usage, model_name
 from cabal.membrane import Cluster, Membrane
 from cabal.rounds.budget import BudgetSpent, SpendMeter
 from cabal.rounds.context import ContextBuilder, PromptLibrary
@@ -50,6 +50,7 @@ class MissionRun:
     on_event: Callable[[Event], None] = lambda event: None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     meter: SpendMeter | None = None  # the budget's gate; built from the graph's spend at the first use
+    limiter: CallLimiter | None = None  # limits on model calls shared with other missions (a batch)
     # The view: one snapshot, loaded at its first use and kept current by applying each
     # committed cluster at the next step boundary (agents within a step share one view).
     _view: Snapshot | None = field(default=None, repr=False)
@@ -148,7 +149,7 @@ class MissionRun:
                             self.team.writes(agent_id, step), self._committer)
         turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
-                    settings=self.settings, on_retry=lambda notice: self.emit(
+                    settings=self.settings, limiter=self.limiter, on_retry=lambda notice: self.emit(
                         "model_retry", round=snapshot.round, step=step, agent=agent_id, retry=notice.retry,
                         max_retries=notice.max_retries, wait_s=round(notice.wait_s, 3), reason=notice.reason))
         try:

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_CONTEXT, envelope_models
 from cabal.errors import AnswerProblem, AnswerRejected
 from cabal.limits import answer_problems
-from cabal.llm import ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model
+from cabal.llm import CallLimiter, ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model
 from cabal.membrane import Cluster
 from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import Prompt
@@ -101,6 +101,7 @@ class Turn:
     gate: CallGate | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
     on_retry: Callable[[RetryNotice], None] | None = None
+    limiter: CallLimiter | None = None  # limits shared with other missions (a batch's workers)
     result: TurnResult = field(default_factory=lambda: TurnResult(outcome=TurnOutcome.FAILED))
 
     def run(self) -> TurnResult:
@@ -173,7 +174,7 @@ class Turn:
                                                 output_tokens=self.settings.max_tokens, calls=1))
         try:
             reply = call_model(self.model, messages, tools, metadata=metadata, retry=self.settings.retry,
-                               on_retry=self.on_retry)
+                               on_retry=self.on_retry, limiter=self.limiter)
         except BaseException:
             if reservation is not None:
                 self.gate.settle(reservation, Usage())
