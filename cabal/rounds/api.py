@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import secrets
 import sqlite3
 import traceback
@@ -28,12 +29,14 @@ from langgraph.types import Command
 
 from cabal.config import DEFAULT_HOME, existing_home, resolve_home
 from cabal.entities import USER_COLLAB_TYPE, HaltAnswer
-from cabal.errors import AnswerRejected, CabalError, GraphUnavailable, MissionError, ModelError, ResourceNotFound
+from cabal.errors import (AnswerRejected, CabalError, CallRefused, GraphUnavailable, MissionError, ModelError,
+                          ResourceNotFound)
 from cabal.graph import ContextGraph
-from cabal.llm import Budget, ModelSettings, Usage, make_model, model_name
+from cabal.llm import Budget, CallLimiter, ModelSettings, Usage, make_model, model_name
 from cabal.llm.usage import price_per_mtok
 from cabal.membrane.validation import pydantic_problems
 from cabal.membrane import Membrane
+from cabal.rounds.checkpoints import CheckpointStore
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.engine import ANSWER_FROM_FILE, build_graph
 from cabal.rounds.ids import item_id
@@ -45,6 +48,8 @@ from cabal.rounds.transcript import render_transcript
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
 MISSION_PREFIX = "m-"
+# A mission id names a graph and a folder: lower-case letters, digits and inner hyphens.
+MISSION_ID = re.compile(r"m-[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?")
 ERROR_LOG = "error.log"  # in the mission's folder: the traceback of an engine error, for whoever debugs it
 
 
@@ -91,6 +96,11 @@ class Workspace:
 
     @contextmanager
     def checkpointer(self):
+        store = CheckpointStore.from_environment()  # CABAL_CHECKPOINTS=postgresql://... for a cluster
+        if store.shared:
+            with store.postgres_saver() as saver:
+                yield saver
+            return
         self.home.mkdir(parents=True, exist_ok=True)
         # timeout: wait for another process's write instead of failing with "database is locked".
         connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False, timeout=30)
@@ -175,7 +185,8 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
 
 
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
-                 settings: ModelSettings, on_event: Callable[[Event], None] | None, answers: list[str]) -> MissionRun:
+                 settings: ModelSettings, on_event: Callable[[Event], None] | None, answers: list[str],
+                 limiter: CallLimiter | None = None) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
@@ -188,18 +199,23 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
         model=model, team=team,
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
         budget=budget, settings=settings, answers=list(answers), on_event=on_event or (lambda event: None),
+        limiter=limiter,
     )
 
 
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
-                on_event: Callable[[Event], None] | None = None) -> MissionResult:
+                on_event: Callable[[Event], None] | None = None, mission_id: str | None = None,
+                call_limiter: CallLimiter | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
     ``model_settings``: overrides of the model's settings (``timeout_s``, ``max_retries``, ...),
     applied over the mission file's and the ``CABAL_MODEL_*`` environment's. Nothing is written
     until the mission file, the settings and the model are known to be good.
+    ``mission_id``: the id to give it (``m-`` then lower-case letters, digits, hyphens), for a
+    caller that must know it before the mission runs (a batch); default: a new one.
+    ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -213,10 +229,16 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
     chat_model, settings, model_spec = _chat_model(model, settings, base)
     workspace = Workspace.at(home, url)
-    mission_id = _new_mission_id(spec)
+    if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
+        raise MissionError(f"invalid mission id {mission_id!r}: use m- then lower-case letters, digits and "
+                           "hyphens (at most 82 characters)")
+    mission_id = mission_id or _new_mission_id(spec)
     graph = workspace.graph(mission_id)
     try:
-        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers)
+        if graph.exists(mission_id):
+            raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
+        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers,
+                           call_limiter)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
@@ -239,7 +261,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
 def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
                    home: str | Path | None = None, url: str | None = None,
                    model_settings: dict[str, Any] | None = None,
-                   on_event: Callable[[Event], None] | None = None) -> MissionResult:
+                   on_event: Callable[[Event], None] | None = None,
+                   call_limiter: CallLimiter | None = None) -> MissionResult:
     """Continue a mission: answer its pending question, pick it up after a crash, a kill or a
     model outage, or continue one the user stopped or that ran out of rounds (``rounds``: the
     new round limit). The mission file's unattended answers not yet used are used again."""
@@ -263,7 +286,8 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         settings = settings.from_environment().with_overrides(**(model_settings or {}))
         chat_model, settings, _ = _chat_model(model if model is not None else stored, settings, None)
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
-        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers[used:])
+        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers[used:],
+                           call_limiter)
         pending = status.pending_halt
         if pending is not None and answer is None:
             raise MissionError(f"mission {mission_id} is waiting for an answer: {pending.get('message')}",
@@ -318,7 +342,13 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
         try:
             if reopen:  # an ended mission goes on: as if its last round's Presentation had just run
                 app.update_state(config, {"stop": None, "detail": None, "halt": None}, as_node="presentation")
+            elif payload is None and app.get_state(config).created_at is None:
+                # Stopped after the mission was written but before its first checkpoint: start
+                # the loop (turns already committed are skipped by their ids).
+                payload = {"round": 0}
             app.invoke(payload, config, context=run)
+        except CallRefused as refused:
+            _pause(run, str(refused))
         except ModelError as error:
             _pause(run, f"the model is unavailable: {error}")
         except KeyboardInterrupt:
