@@ -88,6 +88,22 @@ def read_yaml(text: str, source: str) -> Any:
         raise ProtocolLoadError([ProtocolProblem(source, f"invalid YAML: {problem}", line=line)]) from None
 
 
+def line_at(data: Any, path: tuple[Any, ...]) -> int | None:
+    """The line of the deepest mapping key along ``path`` (a pydantic error's ``loc``: keys and
+    list indexes) that ``data`` knows, or None when it knows none."""
+    line = data.line if isinstance(data, LineDict) else None
+    for part in path:
+        if isinstance(data, LineDict) and part in data:
+            line = data.key_lines.get(part, line)
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+            line = data.line if isinstance(data, LineDict) and data.line else line
+        else:
+            break
+    return line
+
+
 class Problems:
     """The located problems of one file, gathered while a loader reads all of it."""
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cabal.errors import ConfigError
+from cabal.errors import ConfigError, ProtocolLoadError
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
 from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
+from cabal.yaml_reader import line_at, read_yaml
 
 
 
@@ -88,14 +88,18 @@ class MissionSpec(BaseModel):
 
 
 def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
-    """Read a mission file; returns the spec and the file's folder (for relative paths)."""
+    """Read a mission file; returns the spec and the file's folder (for relative paths).
+
+    A broken file is one ``ConfigError`` line that says where: ``FILE:LINE: ...``."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read mission file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    try:
+        data = read_yaml(text, str(path))  # YAML 1.2 scalars, and the line of every key
+    except ProtocolLoadError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a mission file is a mapping with at least `request:`")
     data.setdefault("name", path.stem.removesuffix(".mission"))
@@ -106,7 +110,20 @@ def parse_mission(data: dict, *, source: str = "<mission>") -> MissionSpec:
     try:
         return MissionSpec.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc']) or '(top)'}: {error['msg']}" for error in exc.errors()
-        )
-        raise ConfigError(f"{source}: invalid mission: {problems}") from None
+        raise ConfigError(located_problems(exc, data, source, "invalid mission")) from None
+
+
+def located_problems(error: ValidationError, data: dict, source: str, what: str) -> str:
+    """One line for every problem of ``data``: ``SOURCE:LINE: WHAT: field: message; ...``, each
+    problem after the first with its own line (when ``data`` was read with lines)."""
+    parts, first_line = [], None
+    for problem in error.errors():
+        field = ".".join(str(p) for p in problem["loc"]) or "(top)"
+        line = line_at(data, problem["loc"])
+        if first_line is None:
+            first_line = line or 0
+            parts.append(f"{field}: {problem['msg']}")
+        else:
+            parts.append(f"{field}{f' (line {line})' if line else ''}: {problem['msg']}")
+    where = f"{source}:{first_line}" if first_line else source
+    return f"{where}: {what}: " + "; ".join(parts)
