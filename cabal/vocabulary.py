@@ -56,6 +56,14 @@ class MissionState(StrEnum):
     FAILED = "failed"  # an error in the engine or the team's data: the message says which
 
 
+class NotStarted(StrEnum):
+    """Where a batch's mission is before it has a state of its own (a ``MissionState`` after)."""
+
+    PENDING = "pending"  # waiting for a worker, or for the batch to go on
+    INVALID = "invalid"  # its mission file is broken: it never runs
+    REFUSED = "refused"  # it could not start (its model or settings were refused); a re-run tries again
+
+
 class StopReason(StrEnum):
     """Why a mission stopped or paused (the names of cabal-rounds.md)."""
 
