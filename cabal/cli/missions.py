@@ -199,9 +199,12 @@ def cmd_missions(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from cabal.rounds.mission import MissionSpec
+    if args.kind == "batch":
+        from cabal.batch.plan import BatchSpec as Spec
+    else:
+        from cabal.rounds.mission import MissionSpec as Spec
 
-    print(json.dumps(MissionSpec.model_json_schema(), indent=2))
+    print(json.dumps(Spec.model_json_schema(), indent=2))
     return 0
 
 
@@ -250,5 +253,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     missions = common(commands.add_parser("missions", help="list the missions of the workspace"))
     missions.set_defaults(func=cmd_missions)
 
-    schema = commands.add_parser("schema", help="print the JSON Schema of a mission file")
+    schema = commands.add_parser("schema", help="print the JSON Schema of a mission file (or of a batch file)")
+    schema.add_argument("kind", nargs="?", choices=("mission", "batch"), default="mission")
     schema.set_defaults(func=cmd_schema)

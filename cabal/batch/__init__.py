@@ -1,0 +1,31 @@
+"""Batches: many missions at once, on this machine's processes or a Dask cluster, with a report.
+
+The public API, imported on first use so ``import cabal.batch.plan`` stays light:
+
+- ``run_batch``, ``resume_batch``, ``batch_status``, ``batches`` (``api``) and their values,
+  ``BatchResult`` (``runner``) and ``BatchReport``/``MissionRow`` (``report``);
+- ``BatchSpec``, ``load_plan`` (``plan``): what a batch is, and the batch file.
+
+The rest is the batch's own: ``worker`` (one mission in the process that runs it), ``local``
+and ``cluster`` (the two pools of workers), ``limits`` (what workers share about model calls),
+``store`` (the batch's durable state), ``events`` and ``progress`` (what a watcher sees),
+``render`` and ``html`` (the report as md, json, csv and html).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "run_batch": "api", "resume_batch": "api", "batch_status": "api", "batches": "api",
+    "BatchResult": "runner", "BatchReport": "report", "MissionRow": "report",
+    "BatchSpec": "plan", "load_plan": "plan",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(import_module(f"cabal.batch.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'cabal.batch' has no attribute {name!r}")
