@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cabal.batch.cluster import check_address
 from cabal.batch.plan import BatchPlan, BatchSpec, load_plan, plan_of_spec
 from cabal.batch.report import BatchReport, collect
 from cabal.batch.runner import BatchResult, RunOptions, execute
@@ -40,6 +41,8 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
     ``answers``: mission id -> answer to its pending question. ``on_event``: every event of
     the batch (``cabal.batch.events``) and of its missions (tagged with the mission's id).
     """
+    if dask is not None:
+        check_address(dask)  # before anything is planned or written
     if isinstance(plan, BatchSpec):
         plan = plan_of_spec(plan, repeat=repeat)
     elif not isinstance(plan, BatchPlan):

@@ -65,7 +65,10 @@ class DaskPool:
     @contextmanager
     def opened(self) -> Iterator[None]:
         """Connected to the cluster (started here for ``local:N``) until the end of the block."""
-        from distributed import Client, LocalCluster
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ConfigError("--dask needs Dask's distributed package", hint="pip install 'cabal[cluster]'") from None
 
         logging.getLogger("distributed").setLevel(logging.ERROR)  # a restarted worker is ours to report
         local = LOCAL.fullmatch(self.address)

@@ -2,20 +2,26 @@
 
 Each process is forked from a server process that has already imported the engine, so a
 start costs milliseconds instead of the seconds an import takes; a crash takes one mission
-down, never the batch; and a process that dies (killed, out of memory) is seen at once by its
-exit status, and its mission runs again in a new process, resuming from its last checkpoint.
+down, never the batch; and a process that dies (killed, out of memory) is seen at once: its
+pipe closes without an outcome, and its mission runs again in a new process, resuming from
+its last checkpoint.
+
+Each process has a pipe of its own to the batch. Its writes are synchronous, so all it sent
+is in the pipe when it exits; and if the batch itself goes away, a write fails instead of
+blocking, and the mission goes on to its end unwatched.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -24,7 +30,7 @@ from cabal.batch.limits import FileLimits
 from cabal.batch.worker import MissionTask, run_task
 
 PRELOAD = ["cabal.batch.worker"]  # imported once by the fork server, shared by every mission process
-POLL_S = 0.1
+POLL_S = 0.5  # the longest the loop sleeps with nothing to read (a pipe that has something wakes it)
 EXIT_GRACE_S = 10.0  # a process that reported its outcome but does not exit is ended after this
 
 
@@ -37,6 +43,7 @@ def default_workers(missions: int) -> int:
 class _Running:
     task: MissionTask
     process: BaseProcess
+    pipe: Connection  # the batch's end: what the process sends
     outcome: MissionOutcome | None = None
     reported_at: float = 0.0  # when the outcome came: the process should end soon after
 
@@ -60,53 +67,68 @@ class LocalPool:
         yield  # the fork server starts with the first mission
 
     def run(self, tasks: list[MissionTask], deliver: Callable[[Any], None]) -> None:
-        """Run every task; ``deliver`` gets each message of the workers (events, outcomes) and a
-        ``MissionLost`` for each process that died before its outcome."""
+        """Run every task; ``deliver`` gets each message of the processes (events, outcomes)
+        and a ``MissionLost`` for each process that died before its outcome."""
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOAD)
-        inbox = context.Queue()
         waiting = deque(tasks)
-        running: dict[str, _Running] = {}
+        running: dict[Connection, _Running] = {}
         try:
             while waiting or running:
                 # A process that reported is only ending: its place goes to the next mission.
                 while waiting and sum(entry.outcome is None for entry in running.values()) < self.workers:
-                    task = waiting.popleft()
-                    process = context.Process(target=_main, args=(task, inbox), name=f"cabal-{task.mission_id}")
-                    process.start()
-                    running[task.mission_id] = _Running(task, process)
-                self._receive(inbox, running, deliver, timeout=POLL_S)
-                for mission_id, entry in list(running.items()):
-                    if entry.process.exitcode is None:
-                        if entry.outcome is not None and time.monotonic() - entry.reported_at > EXIT_GRACE_S:
-                            entry.process.kill()
+                    entry = self._start(context, waiting.popleft())
+                    running[entry.pipe] = entry
+                for pipe in wait(list(running), timeout=POLL_S):
+                    entry = running[pipe]
+                    if self._receive(entry, deliver):
                         continue
-                    self._receive(inbox, running, deliver, timeout=0)  # what it sent just before it ended
-                    del running[mission_id]
-                    entry.process.close()
-                    if entry.outcome is None:
-                        retry = entry.task.attempt <= self.retries
-                        deliver(MissionLost(mission_id, entry.task.attempt, _death(entry.process), retry))
-                        if retry:
-                            waiting.appendleft(replace(entry.task, attempt=entry.task.attempt + 1))
+                    del running[pipe]  # its pipe closed: the process ended
+                    self._ended(entry, deliver, waiting)
+                for entry in running.values():
+                    if entry.outcome is not None and time.monotonic() - entry.reported_at > EXIT_GRACE_S:
+                        entry.process.kill()  # reported, yet hangs on its way out
         finally:
             for entry in running.values():  # interrupted (Ctrl-C): the missions pause themselves
                 entry.process.join(EXIT_GRACE_S)
-            inbox.close()
+                entry.pipe.close()
 
     @staticmethod
-    def _receive(inbox: Any, running: dict[str, _Running], deliver: Callable[[Any], None], *, timeout: float) -> None:
-        """Everything the processes sent so far (waiting up to ``timeout`` for the first)."""
+    def _start(context: Any, task: MissionTask) -> _Running:
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(target=_main, args=(task, writer), name=f"cabal-{task.mission_id}")
+        process.start()
+        writer.close()  # the process has its own: EOF here once it is gone
+        return _Running(task, process, reader)
+
+    @staticmethod
+    def _receive(entry: _Running, deliver: Callable[[Any], None]) -> bool:
+        """Everything ``entry``'s process sent so far; False once its pipe is closed."""
         while True:
             try:
-                message = inbox.get(timeout=timeout) if timeout else inbox.get_nowait()
-            except queue.Empty:
-                return
-            timeout = 0
-            if isinstance(message, MissionOutcome) and message.mission_id in running:
-                running[message.mission_id].outcome = message
-                running[message.mission_id].reported_at = time.monotonic()
+                message = entry.pipe.recv()
+            except (EOFError, OSError):
+                return False
+            if isinstance(message, MissionOutcome):
+                entry.outcome, entry.reported_at = message, time.monotonic()
             deliver(message)
+            if not entry.pipe.poll():
+                return True
+
+    def _ended(self, entry: _Running, deliver: Callable[[Any], None], waiting: deque[MissionTask]) -> None:
+        entry.process.join(EXIT_GRACE_S)
+        if entry.process.exitcode is None:  # closed its pipe, yet hangs on its way out
+            entry.process.kill()
+            entry.process.join()
+        reason = _death(entry.process)
+        entry.process.close()
+        entry.pipe.close()
+        if entry.outcome is not None:
+            return
+        retry = entry.task.attempt <= self.retries
+        deliver(MissionLost(entry.task.mission_id, entry.task.attempt, reason, retry))
+        if retry:
+            waiting.appendleft(replace(entry.task, attempt=entry.task.attempt + 1))
 
 
 def _death(process: BaseProcess) -> str:
@@ -116,6 +138,19 @@ def _death(process: BaseProcess) -> str:
     return f"its process ended with status {code} before it reported"
 
 
-def _main(task: MissionTask, inbox: Any) -> None:
-    """A mission process: run the task, report everything through ``inbox``."""
-    inbox.put(run_task(task, inbox.put))
+def _main(task: MissionTask, pipe: Connection) -> None:
+    """A mission process: run the task, send everything through ``pipe``."""
+    lock = threading.Lock()  # operatives' turns run in threads; one message at a time on the pipe
+    watched = [True]
+
+    def send(message: Any) -> None:
+        if not watched[0]:
+            return
+        try:
+            with lock:
+                pipe.send(message)
+        except OSError:  # the batch is gone: finish the mission unwatched
+            watched[0] = False
+
+    send(run_task(task, send))
+    pipe.close()

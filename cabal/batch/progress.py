@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from cabal.batch.events import (BatchEnded, BatchStarted, BudgetReached, MissionEnded, MissionLost,
                                 MissionStarted)
 from cabal.batch.render import duration
-from cabal.vocabulary import MissionState
+from cabal.vocabulary import MissionState, NotStarted
 
 
 class SpendTally:
@@ -77,8 +77,10 @@ class BatchProgress:
             self.to_run, self.parallel = event.to_run, max(1, event.parallel)
             self.spend = SpendTally(event.spent)
             self.budget = (event.budget_tokens, event.budget_cost_usd)
-            done = f", {event.finished} already finished" if event.finished else ""
-            self._line(f"batch {event.batch_id}: {event.missions} missions{done}; running {event.to_run} "
+            invalid = sum(state == NotStarted.INVALID for state in event.states.values())
+            before = (f", {event.finished - invalid} finished before" if event.finished > invalid else "") \
+                + (f", {invalid} invalid" if invalid else "")
+            self._line(f"batch {event.batch_id}: {event.missions} missions{before}; running {event.to_run} "
                        f"on {event.workers}")
         elif isinstance(event, MissionStarted):
             self.running.add(event.mission_id)

@@ -137,6 +137,7 @@ class _Coordinator:
         self.tally, self.emit = tally, emit
         self.refused: str | None = None
         self.starts: dict[str, int] = {}
+        self.started: dict[str, tuple[float, float, str]] = {}  # the attempt running: clock, time, worker
         self.ended: set[str] = set()
         self._failure: BaseException | None = None
         self._inbox: queue.Queue = queue.Queue()
@@ -161,15 +162,22 @@ class _Coordinator:
 
     def _handle(self, message: Any) -> None:
         if isinstance(message, MissionStarted):
+            if message.mission_id in self.started:  # started again with no word from the last attempt
+                self._handle(MissionLost(message.mission_id, self.starts[message.mission_id],
+                                         "its worker died; the scheduler gave the mission to another", retry=True))
             # The pool numbers local retries; a Dask worker cannot know it runs a task again.
             attempt = self.starts[message.mission_id] = max(message.attempt, self.starts.get(message.mission_id, 0) + 1)
+            self.started[message.mission_id] = (time.monotonic(), time.time(), message.worker)
             self.emit(replace(message, attempt=attempt))
         elif isinstance(message, MissionOutcome):
             self._ended(replace(message, attempt=max(self.starts.get(message.mission_id, 1), message.attempt)))
         elif isinstance(message, MissionLost):
             self.emit(message)
-            if not message.retry:
-                self._ended(self._given_up(message))
+            lost = self._lost(message)
+            if message.retry:
+                self.store.record(lost)  # its time counts; the mission goes on in the next attempt
+            else:
+                self._ended(lost)
         elif isinstance(message, dict):
             if message.get("kind") == "turn_done" and message.get("mission") not in self.ended:
                 self.tally.turn(message)
@@ -177,19 +185,22 @@ class _Coordinator:
             self.emit(message)
 
     def _ended(self, outcome: MissionOutcome) -> None:
+        self.started.pop(outcome.mission_id, None)
         self.store.record(outcome)
         self.ended.add(outcome.mission_id)
         self.tally.settle(outcome.mission_id, outcome.usage.total_tokens, outcome.cost_usd)
         self.emit(MissionEnded(self.plan.mission(outcome.mission_id).key, outcome))
         self._check_budget()
 
-    def _given_up(self, lost: MissionLost) -> MissionOutcome:
-        """The outcome of a mission whose workers kept dying: where its graph says it is."""
+    def _lost(self, lost: MissionLost) -> MissionOutcome:
+        """The outcome of an attempt whose worker died: where the mission's graph says it is."""
+        clock, started_at, worker = self.started.pop(lost.mission_id, (time.monotonic(), time.time(), ""))
+        timing = {"started_at": started_at, "elapsed_s": round(time.monotonic() - clock, 3), "worker": worker}
         status, _ = read_status(self.workspace, lost.mission_id)
         if status is None:
-            return MissionOutcome(lost.mission_id, lost.attempt, NotStarted.PENDING, detail=lost.reason)
+            return MissionOutcome(lost.mission_id, lost.attempt, NotStarted.PENDING, detail=lost.reason, **timing)
         return MissionOutcome(lost.mission_id, lost.attempt, status.state, status.stop_reason, status.round,
-                              status.usage, status.cost_usd, status.failed_turns, detail=lost.reason)
+                              status.usage, status.cost_usd, status.failed_turns, detail=lost.reason, **timing)
 
     def _check_budget(self) -> None:
         if self.refused is not None:

@@ -233,6 +233,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         raise MissionError(f"invalid mission id {mission_id!r}: use m- then lower-case letters, digits and "
                            "hyphens (at most 82 characters)")
     mission_id = mission_id or _new_mission_id(spec)
+    with workspace.checkpointer():
+        pass  # a checkpoint store that cannot be reached is an error now, before anything is written
     graph = workspace.graph(mission_id)
     try:
         if graph.exists(mission_id):
