@@ -38,6 +38,7 @@ class MissionOutcome:
     elapsed_s: float = 0.0
     worker: str = ""  # host:pid
     peak_rss_mb: float | None = None  # the worker process's peak memory
+    cpu_s: float | None = None  # CPU the worker process used meanwhile (all its threads)
 
     def to_wire(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -29,7 +29,9 @@ from cabal.batch.events import MissionLost, MissionOutcome
 from cabal.batch.limits import FileLimits
 from cabal.batch.worker import MissionTask, run_task
 
-PRELOAD = ["cabal.batch.worker"]  # imported once by the fork server, shared by every mission process
+# Imported once by the fork server, so no mission process pays for it: the engine, the Claude
+# client (imported at a Claude mission's first call otherwise), and the plan's py: model modules.
+PRELOAD = ["cabal.batch.worker", "langchain_anthropic"]
 POLL_S = 0.5  # the longest the loop sleeps with nothing to read (a pipe that has something wakes it)
 EXIT_GRACE_S = 10.0  # a process that reported its outcome but does not exit is ended after this
 
@@ -70,7 +72,7 @@ class LocalPool:
         """Run every task; ``deliver`` gets each message of the processes (events, outcomes)
         and a ``MissionLost`` for each process that died before its outcome."""
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
+        context.set_forkserver_preload(PRELOAD + _model_modules(tasks))  # once the server runs, it stays as it is
         waiting = deque(tasks)
         running: dict[Connection, _Running] = {}
         try:
@@ -129,6 +131,12 @@ class LocalPool:
         deliver(MissionLost(entry.task.mission_id, entry.task.attempt, reason, retry))
         if retry:
             waiting.appendleft(replace(entry.task, attempt=entry.task.attempt + 1))
+
+
+def _model_modules(tasks: list[MissionTask]) -> list[str]:
+    """The modules of the tasks' ``py:MODULE:FACTORY`` models."""
+    names = {task.spec.model_settings().name for task in tasks}
+    return sorted({name.split(":")[1] for name in names if name.startswith("py:") and name.count(":") == 2})
 
 
 def _death(process: BaseProcess) -> str:

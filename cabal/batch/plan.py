@@ -33,6 +33,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,11 @@ class BatchPlan:
     budget: BatchBudget = BatchBudget()
 
     def mission(self, mission_id: str) -> PlannedMission | None:
-        return next((m for m in self.missions if m.mission_id == mission_id), None)
+        return self._by_id.get(mission_id)
+
+    @cached_property
+    def _by_id(self) -> dict[str, PlannedMission]:  # a batch may hold thousands: no scan per lookup
+        return {m.mission_id: m for m in self.missions}
 
 
 # ------------------------------------------------------------------------------- planning

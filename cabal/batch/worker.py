@@ -49,11 +49,11 @@ class MissionTask:
 def run_task(task: MissionTask, send: Send) -> MissionOutcome:
     """Run ``task``'s mission until it ends or pauses; never raises for the mission's sake."""
     _use_checkpoints(task.checkpoints)
-    started_at, clock = time.time(), time.monotonic()
+    started_at, clock, cpu = time.time(), time.monotonic(), _cpu_s()
     worker = f"{socket.gethostname()}:{os.getpid()}"
 
     def outcome(state: str, result: MissionResult | None = None, detail: str | None = None) -> MissionOutcome:
-        return _outcome(task, state, result, detail, started_at, time.monotonic() - clock, worker)
+        return _outcome(task, state, result, detail, started_at, time.monotonic() - clock, _cpu_s() - cpu, worker)
 
     workspace = Workspace.at(task.home, task.url)
     try:
@@ -120,8 +120,13 @@ def _use_checkpoints(checkpoints: str | None) -> None:
         os.environ.pop(CHECKPOINTS_ENV, None)
 
 
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _outcome(task: MissionTask, state: str, result: MissionResult | None, detail: str | None, started_at: float,
-             elapsed_s: float, worker: str) -> MissionOutcome:
+             elapsed_s: float, cpu_s: float, worker: str) -> MissionOutcome:
     pending = result.pending_halt if result is not None else None
     return MissionOutcome(
         mission_id=task.mission_id, attempt=task.attempt, state=str(state),
@@ -132,5 +137,5 @@ def _outcome(task: MissionTask, state: str, result: MissionResult | None, detail
         failed_turns=result.failed_turns if result is not None else 0,
         pending_question=str(pending.get("message")) if pending else None,
         detail=detail, started_at=started_at, elapsed_s=round(elapsed_s, 3), worker=worker,
-        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1), cpu_s=round(cpu_s, 3),
     )
