@@ -17,16 +17,20 @@ STATE_COLOURS = {
     "done": "#2e7d32", "halted": "#f9a825", "interrupted": "#607d8b", "failed": "#c62828", "running": "#1565c0",
     "pending": "#9e9e9e", "refused": "#6a1b9a", "invalid": "#8d6e63",
 }
-LABEL_W, BAR_W, VALUE_W, ROW_H = 170, 380, 90, 20
+LABEL_W, BAR_W, VALUE_W, ROW_H = 150, 250, 90, 20  # two charts side by side on a laptop screen
+LEGEND_COLUMNS = 3  # of 160 px each, within the chart's width
+REQUEST_CHARS = 160  # the table shows the start of a request; the whole of it is its tooltip
 
 STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1100px;color:#222;padding:0 1rem}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1280px;color:#222;padding:0 1rem}
+.wide{overflow-x:auto}
 h1{font-size:1.5rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:2rem}
 .muted{color:#666}.charts{display:flex;flex-wrap:wrap;gap:1.5rem}
 figure{margin:0}figcaption{font-weight:600;margin-bottom:.3rem}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .4rem;text-align:left;vertical-align:top}
 th{background:#f5f5f5}td.n,th.n{text-align:right;white-space:nowrap}tr.total td{font-weight:600;border-top:2px solid #999}
+td.text{min-width:16em}td.mission,td.model{white-space:nowrap}
 .state{display:inline-block;width:.7em;height:.7em;border-radius:2px;margin-right:.35em}
 code{font-size:12px}svg text{font:12px system-ui,sans-serif;fill:#222}
 """
@@ -48,7 +52,8 @@ def html_page(report: BatchReport, page: Path | None = None) -> str:
         f"{escape(duration(totals.duration_s))} of worker time{escape(budget_text)}</p>",
         '<div class="charts">',
         _figure("Outcomes", outcomes_chart(report)),
-        _figure("Cost per mission (US$)", bar_chart(report.rows, lambda r: r.cost_usd, lambda v: f"${v:.4f}")),
+        _figure("Cost per mission (US$)", bar_chart(report.rows, lambda r: r.cost_usd, lambda v: f"${v:.4f}")
+                if totals.cost_usd > 0 else '<p class="muted">no cost recorded: the models have no known prices</p>'),
         _figure("Duration per mission", bar_chart(report.rows, lambda r: r.duration_s, duration)),
         "</div>",
         "<h2>Missions</h2>", _table(report, page),
@@ -81,10 +86,11 @@ def outcomes_chart(report: BatchReport) -> str:
         bars.append(f'<rect x="{x:.1f}" y="0" width="{share:.1f}" height="24" fill="{STATE_COLOURS[state]}">'
                     f"<title>{count} {escape(state)}</title></rect>")
         x += share
-        legend.append(f'<rect x="{(index % 4) * 160}" y="{36 + (index // 4) * 20}" width="12" height="12" '
-                      f'fill="{STATE_COLOURS[state]}"/><text x="{(index % 4) * 160 + 18}" y="{46 + (index // 4) * 20}">'
+        column, line = index % LEGEND_COLUMNS, index // LEGEND_COLUMNS
+        legend.append(f'<rect x="{column * 160}" y="{36 + line * 20}" width="12" height="12" '
+                      f'fill="{STATE_COLOURS[state]}"/><text x="{column * 160 + 18}" y="{46 + line * 20}">'
                       f"{count} {escape(state)}</text>")
-    height = 36 + ((len(counts) + 3) // 4) * 20
+    height = 36 + -(-len(counts) // LEGEND_COLUMNS) * 20
     return (f'<svg width="{width}" height="{height}" role="img" '
             f'aria-label="outcomes">{"".join(bars)}{"".join(legend)}</svg>')
 
@@ -123,19 +129,20 @@ def _table(report: BatchReport, page: Path | None) -> str:
         if link is not None:
             mission = f'<a href="{escape(link)}">{mission}</a>'
         rows.append(
-            f"<tr><td><b>{escape(row.key)}</b><br><code>{mission}</code></td><td>{escape(row.request)}</td>"
-            f"<td>{escape(row.model)}</td><td class=n>{row.operatives or ''}</td>"
+            f'<tr><td class="mission"><b>{escape(row.key)}</b><br><code>{mission}</code></td>'
+            f'<td class="text" title="{escape(row.request)}">{escape(clip(row.request, REQUEST_CHARS))}</td>'
+            f"<td class=model>{escape(row.model)}</td><td class=n>{row.operatives or ''}</td>"
             f'<td><span class="state" style="background:{STATE_COLOURS[row.state]}"></span>{escape(state_text(row))}</td>'
             f"<td class=n>{rounds_text(row)}</td><td class=n>{row.products_accepted}/{row.products_total}</td>"
             f"<td class=n>{row.failed_turns}</td><td class=n>{row.tokens:,}</td><td class=n>${row.cost_usd:.4f}</td>"
-            f"<td class=n>{escape(duration(row.duration_s))}</td><td>{escape(row.pending_question or '')}</td></tr>")
+            f'<td class=n>{escape(duration(row.duration_s))}</td><td class="text">{escape(row.pending_question or "")}</td></tr>')
     totals = report.totals
     rows.append(f'<tr class="total"><td>total ({totals.missions})</td><td></td><td></td><td></td><td></td><td></td>'
                 f"<td class=n>{totals.products_accepted}/{totals.products_total}</td>"
                 f"<td class=n>{totals.failed_turns}</td><td class=n>{totals.tokens:,}</td>"
                 f"<td class=n>${totals.cost_usd:.4f}</td><td class=n>{escape(duration(totals.duration_s))}</td>"
                 f"<td></td></tr>")
-    return f"<table>{head}{''.join(rows)}</table>"
+    return f'<div class="wide"><table>{head}{"".join(rows)}</table></div>'
 
 
 def _link(row: MissionRow, page: Path | None) -> str | None:

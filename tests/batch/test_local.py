@@ -127,7 +127,8 @@ def test_the_report_in_each_format(six, home: str, tmp_path: Path, capsys: pytes
 
     assert status == 0 and written == f"wrote {page}\n"
     html = page.read_text()
-    assert html.count("<svg") == 3  # outcomes, cost per mission, duration per mission
+    assert html.count("<svg") == 2  # outcomes and duration per mission; scripted models cost nothing:
+    assert "no cost recorded: the models have no known prices" in html
     assert "<script" not in html and "http" not in html and "src=" not in html and "url(" not in html
     link = os.path.relpath(own, page.parent)
     assert f'<a href="{link}">{first.mission_id}</a>' in html
