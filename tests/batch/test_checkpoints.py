@@ -5,13 +5,15 @@ or out of reach is one line, before anything is written. And a mission id chosen
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from cabal import run_mission
-from cabal.errors import MissionError
+from cabal import resume_mission, run_mission
+from cabal.errors import MissionError, ModelError
 from cabal.graph import ContextGraph
+from cabal.llm import FunctionChatModel
 
 from .conftest import ANSWER, QUESTION_SCRIPT, cabal
 
@@ -66,3 +68,23 @@ def test_a_mission_takes_the_id_its_caller_chose(home: str) -> None:
 def _missions(home: str) -> list[str]:
     with ContextGraph.open(name="cabal", home=home) as graph:
         return sorted(name for name in graph.list_graphs() if name.startswith("m-"))
+
+
+def test_a_mission_stopped_before_its_first_checkpoint_starts_its_loop_on_resume(
+        home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CABAL_CHECKPOINTS", raising=False)
+    spec = {"request": "Write the README intro.", "team": {"operatives": 1}, "rounds": 3,
+            "model": f"scripted:{QUESTION_SCRIPT}", "answers": [ANSWER]}
+
+    def outage(request):
+        raise ModelError("the provider is down", transient=True)
+
+    paused = run_mission(spec, model=FunctionChatModel(outage), mission_id="m-no-checkpoint-0001", home=home)
+    # As if its process had died after the mission was written, before the loop's first checkpoint.
+    with sqlite3.connect(Path(home, "checkpoints.sqlite")) as connection:
+        for table in ("checkpoints", "writes"):
+            connection.execute(f"DELETE FROM {table} WHERE thread_id = ?", ("m-no-checkpoint-0001",))
+    done = resume_mission("m-no-checkpoint-0001", model=f"scripted:{QUESTION_SCRIPT}", home=home)
+
+    assert (paused.state, paused.detail) == ("interrupted", "the model is unavailable: the provider is down")
+    assert (done.state, done.stop_reason, done.round) == ("done", "concluded", 3)
