@@ -12,7 +12,6 @@ the batch and how long the batch's workers spent on each.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from pathlib import Path
 from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BATCH_PREFIX, BatchBudget, BatchPlan, PlannedMission
 from cabal.errors import CabalError, ConfigError, ResourceNotFound
+from cabal.locks import exclusive, is_held
 from cabal.rounds.mission import MissionSpec
 
 BATCHES = "batches"
@@ -97,29 +97,13 @@ class BatchStore:
     @contextmanager
     def running(self) -> Iterator[None]:
         """Only one process runs a batch at a time (two would start the same missions)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / "lock", "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise BatchBusy(f"batch {self.batch_id} is being run by another process",
-                                hint=f"wait for it to finish, or watch it: cabal batch status {self.batch_id}") from None
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with exclusive(self.folder / "lock", lambda: BatchBusy(
+                f"batch {self.batch_id} is being run by another process",
+                hint=f"wait for it to finish, or watch it: cabal batch status {self.batch_id}")):
+            yield
 
     def is_running(self) -> bool:
-        try:
-            lock = open(self.folder / "lock")  # noqa: SIM115 - closed below, lock released with it
-        except FileNotFoundError:
-            return False
-        with lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            return False
+        return is_held(self.folder / "lock")
 
 
 def batch_ids(home: Path) -> list[str]:

@@ -34,6 +34,7 @@ from cabal.errors import (AnswerRejected, CabalError, CallRefused, GraphUnavaila
 from cabal.graph import ContextGraph
 from cabal.llm import Budget, CallLimiter, ModelSettings, Usage, make_model, model_name
 from cabal.llm.usage import price_per_mtok
+from cabal.locks import exclusive, is_held
 from cabal.membrane.validation import pydantic_problems
 from cabal.membrane import Membrane
 from cabal.rounds.checkpoints import CheckpointStore
@@ -130,31 +131,14 @@ class Workspace:
     @contextmanager
     def driving(self, mission_id: str):
         """Only one process drives a mission at a time (two would race for the same turns)."""
-        lock_path = self._lock_path(mission_id)
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock_path, "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise MissionError(f"mission {mission_id} is being run by another process",
-                                   hint="wait for it to pause or finish, then resume") from None
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with exclusive(self._lock_path(mission_id), lambda: MissionError(
+                f"mission {mission_id} is being run by another process",
+                hint="wait for it to pause or finish, then resume")):
+            yield
 
     def is_driven(self, mission_id: str) -> bool:
         """Whether a live process drives the mission now (it holds the mission's lock)."""
-        try:
-            lock = open(self._lock_path(mission_id))  # noqa: SIM115 - closed below, lock released with it
-        except FileNotFoundError:
-            return False
-        with lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            return False
+        return is_held(self._lock_path(mission_id))
 
     def transcript_path(self, mission_id: str) -> Path:
         return self.mission_dir(mission_id) / "transcript.md"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,26 @@ def cabal(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -
                    **(env or {})}
     return subprocess.run([str(CABAL), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=ROOT,
                           env=environment, timeout=timeout)
+
+
+class WorkerKiller:
+    """An ``on_event`` that kills the worker process of the first mission to reach round 2
+    (the process, with SIGKILL: no chance to pause), and keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+        self.killed: list[str] = []
+        self._workers: dict[str, int] = {}
+
+    def __call__(self, event) -> None:
+        from cabal.batch.events import MissionStarted
+
+        self.events.append(event)
+        if isinstance(event, MissionStarted):
+            self._workers[event.mission_id] = int(event.worker.rsplit(":", 1)[1])
+        elif isinstance(event, dict) and event["kind"] == "step" and event["round"] == 2 and not self.killed:
+            self.killed.append(event["mission"])
+            os.kill(self._workers[event["mission"]], signal.SIGKILL)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from cabal.batch.events import BatchEnded, BatchStarted, BudgetReached, MissionE
 from cabal.batch.progress import BatchProgress
 from cabal.llm.usage import Usage
 
-from .conftest import batch_file, cli
+from .conftest import ANSWER, batch_file, cli, readme_requests
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -76,6 +77,25 @@ def test_the_view_is_plain_lines_when_output_is_not_a_terminal() -> None:
         "batch b-demo-1 ended in 12.5 s: 2 done, 1 interrupted "
         "[2/3 done · 1 running · 0 halted · 0 failed · 1,500 tokens of 20,000 · $0.0300 of $1.00 · ~4.0 s left]",
     ]
+
+
+def test_events_go_to_a_file_as_json_lines_the_missions_own_tagged_with_their_id(
+        home: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = batch_file(tmp_path, "events", readme_requests(2), answers=[ANSWER])
+    events_file = tmp_path / "events.jsonl"
+
+    status, out, _ = cli(capsys, "batch", str(plan), "--workers", "2", "--events", str(events_file), "--home", home)
+
+    assert status == 0, out
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "batch_start" and kinds[-1] == "batch_end"
+    assert kinds.count("mission_start") == kinds.count("mission_end") == 2
+    missions = {e["mission_id"] for e in events if e["kind"] == "mission_start"}
+    own = [e for e in events if e["kind"] in ("start", "step", "turn_start", "turn_done", "answer", "stop")]
+    assert {e["mission"] for e in own} == missions
+    assert sum(e["kind"] == "turn_done" for e in own) == 2 * 13  # every turn of both missions
+    assert events[-1]["counts"] == {"done": 2}
 
 
 def test_a_mission_event_is_forwarded_with_its_mission() -> None:

@@ -4,8 +4,6 @@ the limits workers share through the Dask scheduler."""
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import threading
 import time
@@ -21,7 +19,7 @@ from cabal.batch.limits import DaskLimits
 from cabal.batch.plan import load_plan
 from cabal.errors import CallRefused, ConfigError
 
-from .conftest import ANSWER, batch_file, mission_facts, readme_requests
+from .conftest import ANSWER, WorkerKiller, batch_file, mission_facts, readme_requests
 
 
 def test_a_batch_on_a_dask_local_cluster_survives_a_killed_worker(home: str, tmp_path: Path, postgres: str,
@@ -32,20 +30,11 @@ def test_a_batch_on_a_dask_local_cluster_survives_a_killed_worker(home: str, tmp
     path = batch_file(tmp_path, "cluster", readme_requests(6), model="py:slow_models:question", answers=[ANSWER])
     clean = run_mission(load_plan(path).missions[0].spec, home=home)
     assert (clean.state, clean.stop_reason) == ("done", "concluded")
-    workers: dict[str, int] = {}
-    killed: list[str] = []
-    events: list = []
+    killer = WorkerKiller()  # kills a Dask worker process, not a thread
 
-    def kill_in_round_2(event) -> None:
-        events.append(event)
-        if isinstance(event, MissionStarted):
-            workers[event.mission_id] = int(event.worker.rsplit(":", 1)[1])
-        elif isinstance(event, dict) and event["kind"] == "step" and event["round"] == 2 and not killed:
-            killed.append(event["mission"])
-            os.kill(workers[event["mission"]], signal.SIGKILL)  # the worker process, not a thread
+    result = run_batch(path, dask="local:2", home=home, on_event=killer)
 
-    result = run_batch(path, dask="local:2", home=home, on_event=kill_in_round_2)
-
+    killed, events = killer.killed, killer.events
     assert len(killed) == 1
     assert result.report.summary() == "6 missions: 6 done"
     starts = [e for e in events if isinstance(e, MissionStarted)]

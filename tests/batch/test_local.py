@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from cabal.batch.events import BatchEnded, BatchStarted, MissionEnded, MissionLo
 from cabal.batch.plan import load_plan
 from cabal.batch.render import render
 
-from .conftest import ANSWER, QUESTION_SCRIPT, batch_file, cabal, cli, mission_facts, readme_requests
+from .conftest import ANSWER, QUESTION_SCRIPT, WorkerKiller, batch_file, cabal, cli, mission_facts, readme_requests
 
 INPUT, OUTPUT = 8529, 937  # what one question mission's scripted calls count, with these requests
 TOKENS = INPUT + OUTPUT
@@ -162,20 +161,11 @@ def test_a_killed_worker_process_resumes_its_mission_with_the_graph_of_a_clean_r
     path = batch_file(tmp_path, "killed", readme_requests(6), model=model, answers=[ANSWER])
     clean = run_mission(load_plan(path).missions[0].spec, home=home)  # the reference, uninterrupted
     assert (clean.state, clean.stop_reason) == ("done", "concluded")
-    workers: dict[str, int] = {}
-    killed: list[str] = []
-    events: list = []
+    killer = WorkerKiller()
 
-    def kill_in_round_2(event) -> None:
-        events.append(event)
-        if isinstance(event, MissionStarted):
-            workers[event.mission_id] = int(event.worker.rsplit(":", 1)[1])
-        elif isinstance(event, dict) and event["kind"] == "step" and event["round"] == 2 and not killed:
-            killed.append(event["mission"])
-            os.kill(workers[event["mission"]], signal.SIGKILL)
+    result = run_batch(path, workers=2, home=home, on_event=killer)
 
-    result = run_batch(path, workers=2, home=home, on_event=kill_in_round_2)
-
+    killed, events = killer.killed, killer.events
     assert len(killed) == 1
     lost = [e for e in events if isinstance(e, MissionLost)]
     assert [(e.mission_id, e.attempt, e.reason, e.retry) for e in lost] == [
