@@ -32,6 +32,7 @@ from cabal.batch.progress import SpendTally
 from cabal.batch.report import FINISHED, BatchReport, MissionRow, collect, read_status
 from cabal.batch.store import BatchStore
 from cabal.batch.worker import MissionTask
+from cabal.config import resolve_server
 from cabal.errors import ConfigError
 from cabal.rounds.api import Workspace
 from cabal.rounds.checkpoints import CheckpointStore
@@ -69,13 +70,17 @@ def execute(plan: BatchPlan, options: RunOptions, *, home: str | Path | None = N
     emit = on_event or (lambda event: None)
     workspace = Workspace.at(home, url)
     store = BatchStore(workspace.home, plan.batch_id)
+    # Sent with every task, so each worker writes where this process would (FALKORDB_URL
+    # and CABAL_CHECKPOINTS here, whatever a worker's own environment says).
+    url = resolve_server(url, workspace.home).url
     checkpoints = CheckpointStore.from_environment()
     with store.running():
         store.save_plan(plan)
         before = collect(workspace, store, plan)
         answers = _checked_answers(before, options.answers)
         to_run = [row for row in before.rows if _needs_run(row, answers)]
-        tally = SpendTally({row.mission_id: (row.tokens, row.cost_usd) for row in before.rows})
+        spent_before = {row.mission_id: (row.tokens, row.cost_usd) for row in before.rows}
+        tally = SpendTally(spent_before)
         spent = plan.budget.spent(tally.tokens, tally.cost_usd)
         if not to_run or spent:
             return BatchResult(before, 0, time.monotonic() - started, spent)
@@ -89,8 +94,7 @@ def execute(plan: BatchPlan, options: RunOptions, *, home: str | Path | None = N
             emit(BatchStarted(plan.batch_id, plan.name, len(before.rows), len(tasks),
                               sum(row.state in FINISHED for row in before.rows), pool.describe(),
                               min(len(tasks), max(1, pool.workers)), {row.mission_id: row.state for row in before.rows},
-                              {row.mission_id: (row.tokens, row.cost_usd) for row in before.rows},
-                              plan.budget.tokens, plan.budget.cost_usd))
+                              spent_before, plan.budget.tokens, plan.budget.cost_usd))
             coordinator = _Coordinator(plan, store, workspace, limits, tally, emit)
             try:
                 pool.run(tasks, coordinator.deliver)

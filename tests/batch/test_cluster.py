@@ -103,3 +103,21 @@ def test_a_bad_cluster_address_is_one_line(address: str, problem: str) -> None:
     with pytest.raises(ConfigError) as error:
         check_address(address)
     assert str(error.value) == problem
+
+
+def test_workers_on_other_machines_need_a_graph_server_and_checkpoints_they_reach() -> None:
+    from cabal.batch.cluster import DaskPool
+
+    here = {"tcp://127.0.0.1:40001": {}}
+    elsewhere = {"tcp://127.0.0.1:40001": {}, "tcp://10.9.8.7:40002": {}}
+    DaskPool("tcp://10.9.8.1:8786", url=None, checkpoints_shared=False)._check_reach(here)  # one machine: fine
+    DaskPool("tcp://10.9.8.1:8786", url="redis://db:6379", checkpoints_shared=True)._check_reach(elsewhere)
+
+    with pytest.raises(ConfigError) as graph:
+        DaskPool("tcp://10.9.8.1:8786", url=None, checkpoints_shared=True)._check_reach(elsewhere)
+    with pytest.raises(ConfigError) as checkpoints:
+        DaskPool("tcp://10.9.8.1:8786", url="redis://db:6379", checkpoints_shared=False)._check_reach(elsewhere)
+
+    assert str(graph.value) == "the Dask workers on 10.9.8.7 cannot reach this machine's embedded graph server"
+    assert graph.value.hint == "set FALKORDB_URL to a FalkorDB server every worker reaches"
+    assert str(checkpoints.value) == "the Dask workers on 10.9.8.7 cannot reach this workspace's SQLite checkpoints"
