@@ -40,6 +40,10 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
     batch file's), on top of each mission's own. ``repeat``: runs of each mission.
     ``answers``: mission id -> answer to its pending question. ``on_event``: every event of
     the batch (``cabal.batch.events``) and of its missions (tagged with the mission's id).
+
+    Local workers are processes started by a fork server, which imports the calling script
+    as ``__mp_main__``: a script that calls this at module level needs the usual
+    ``if __name__ == "__main__":`` guard.
     """
     if dask is not None:
         check_address(dask)  # before anything is planned or written

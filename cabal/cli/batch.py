@@ -183,14 +183,20 @@ def _refuse_options(args: argparse.Namespace, *, allowed: tuple[str, ...]) -> No
             raise ConfigError(f"--{name.replace('_', '-')} does not apply to cabal {form}")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
+def _whole(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is not at least {least}")
+        return value
+
+    return parse
+
+
+_positive = _whole(1)
 
 
 def _cost(text: str) -> float:
@@ -221,7 +227,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--max-tokens", type=_positive, help="the batch's token budget (on top of each mission's)")
     run.add_argument("--max-cost", type=_cost, metavar="USD", help="the batch's cost budget in US dollars")
     run.add_argument("--repeat", type=_positive, help="PLAN: run each mission N times")
-    run.add_argument("--retries", type=int, default=2, help="local: new processes for a mission whose process died")
+    run.add_argument("--retries", type=_whole(0), default=2, help="local: new processes for a mission whose process died")
     run.add_argument("--answer", action="append", metavar="MISSION_ID=TEXT", help="resume: answer a pending question")
     run.add_argument("--events", metavar="FILE", help="append every event (JSON lines) to FILE")
     run.add_argument("--verbose", action="store_true", help="print every mission's events, tagged with its id")
