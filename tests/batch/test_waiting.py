@@ -9,7 +9,7 @@ from cabal.batch import batch_status, resume_batch, run_batch
 from cabal.batch.events import BudgetReached
 from cabal.batch.render import render
 
-from .conftest import ANSWER, QUESTION, batch_file, cabal, readme_requests
+from .conftest import ANSWER, QUESTION, QUESTION_SCRIPT, batch_file, cabal, readme_requests
 
 TOKENS = 9466  # one question mission (see test_local)
 
@@ -87,3 +87,26 @@ def test_a_spent_batch_budget_pauses_the_batch_until_it_is_raised(home: str, tmp
 
 def _batch_id(output: str) -> str:
     return output.splitlines()[0].split()[1].rstrip(":")
+
+
+def test_missions_are_independent_one_that_fails_or_spends_its_budget_never_stops_the_others(
+        home: str, tmp_path: Path) -> None:
+    common = f"team: {{operatives: 1}}\nrounds: 3\nanswers: ['{ANSWER}']\n"
+    (tmp_path / "fine.mission.yaml").write_text(f"request: Write the README intro.\n{common}"
+                                                f"model: scripted:{QUESTION_SCRIPT}\n")
+    (tmp_path / "frugal.mission.yaml").write_text(f"request: Write the README intro.\n{common}"
+                                                  f"model: scripted:{QUESTION_SCRIPT}\n"
+                                                  "budget: {tokens: 2000, when_spent: stop}\n")
+    (tmp_path / "broken-model.mission.yaml").write_text(f"request: Write the README intro.\n{common}"
+                                                        "model: py:slow_models:broken\n")
+
+    ran = cabal("batch", str(tmp_path), "--workers", "3", "--home", home)
+
+    assert ran.returncode == 1  # one failed
+    rows = {row.key: row for row in batch_status(_batch_id(ran.stdout), home=home).rows}
+    assert (rows["fine.mission.yaml"].state, rows["fine.mission.yaml"].stop_reason) == ("done", "concluded")
+    assert (rows["frugal.mission.yaml"].state, rows["frugal.mission.yaml"].stop_reason) == ("done", "budget")
+    broken = rows["broken-model.mission.yaml"]
+    assert (broken.state, broken.stop_reason) == ("failed", "error")
+    assert broken.detail == "RuntimeError: the model's adapter is broken"
+    assert f"failed: broken-model.mission.yaml ({broken.mission_id}): {broken.detail}" in ran.stdout.splitlines()

@@ -1,4 +1,5 @@
-"""Scripted models that take their time, for batch tests that kill a worker mid-mission.
+"""Models for the batch tests: scripted ones that take their time (to kill a worker mid-mission),
+and one that breaks.
 
 `model: py:slow_models:question` (this folder is on sys.path: tests/batch/conftest.py puts it
 there before any worker process starts) answers from the question mission's script, each
@@ -23,3 +24,12 @@ def question(**options) -> FunctionChatModel:
                                                              config={"metadata": dict(request.metadata)})
 
     return FunctionChatModel(answer, latency_s=LATENCY_S, **options)
+
+
+def broken(**options) -> FunctionChatModel:
+    """A model whose every call breaks in a way no retry fixes: the mission fails."""
+
+    def answer(request):
+        raise RuntimeError("the model's adapter is broken")
+
+    return FunctionChatModel(answer, **options)
