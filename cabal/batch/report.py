@@ -22,8 +22,15 @@ from cabal.vocabulary import MissionState, NotStarted
 MISSION_REPORT = "report.html"  # a mission's own report, in its folder, where one was written
 # The states a batch has nothing more to do for, unless someone answers or raises a limit.
 FINISHED = frozenset({MissionState.DONE, MissionState.FAILED, NotStarted.INVALID})
+TO_RUN = frozenset({NotStarted.PENDING, NotStarted.REFUSED, MissionState.INTERRUPTED})
 STATE_ORDER = (MissionState.DONE, MissionState.HALTED, MissionState.INTERRUPTED, MissionState.FAILED,
                MissionState.RUNNING, NotStarted.PENDING, NotStarted.REFUSED, NotStarted.INVALID)
+
+
+def needs_run(state: str, answered: bool) -> bool:
+    """Whether a batch runs a mission in ``state``: one not started or interrupted, or one halted
+    that has been given its answer."""
+    return state in TO_RUN or (state == MissionState.HALTED and answered)
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,14 @@ from cabal.batch.limits import DaskLimits, FileLimits
 from cabal.batch.local import LocalPool, default_workers
 from cabal.batch.plan import BatchPlan
 from cabal.batch.progress import SpendTally
-from cabal.batch.report import FINISHED, BatchReport, MissionRow, collect, read_status
+from cabal.batch.report import FINISHED, BatchReport, collect, needs_run, read_status
 from cabal.batch.store import BatchStore
 from cabal.batch.worker import MissionTask
 from cabal.config import resolve_server
 from cabal.errors import ConfigError
 from cabal.rounds.api import Workspace
 from cabal.rounds.checkpoints import CheckpointStore
-from cabal.vocabulary import MissionState, NotStarted
+from cabal.vocabulary import NotStarted
 
 OnEvent = Callable[[Any], None]
 
@@ -78,7 +78,7 @@ def execute(plan: BatchPlan, options: RunOptions, *, home: str | Path | None = N
         store.save_plan(plan)
         before = collect(workspace, store, plan)
         answers = _checked_answers(before, options.answers)
-        to_run = [row for row in before.rows if _needs_run(row, answers)]
+        to_run = [row for row in before.rows if needs_run(row.state, row.mission_id in answers)]
         spent_before = {row.mission_id: (row.tokens, row.cost_usd) for row in before.rows}
         tally = SpendTally(spent_before)
         spent = plan.budget.spent(tally.tokens, tally.cost_usd)
@@ -104,12 +104,6 @@ def execute(plan: BatchPlan, options: RunOptions, *, home: str | Path | None = N
         elapsed = time.monotonic() - started
         emit(BatchEnded(plan.batch_id, after.totals.states, round(elapsed, 3), coordinator.refused))
         return BatchResult(after, len(tasks), elapsed, coordinator.refused)
-
-
-def _needs_run(row: MissionRow, answers: Mapping[str, str]) -> bool:
-    if row.state in (NotStarted.PENDING, NotStarted.REFUSED, MissionState.INTERRUPTED):
-        return True
-    return row.state == MissionState.HALTED and row.mission_id in answers
 
 
 def _checked_answers(report: BatchReport, answers: Mapping[str, str]) -> dict[str, str]:

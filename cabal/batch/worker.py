@@ -18,6 +18,7 @@ from typing import Any
 
 from cabal.batch.events import MissionOutcome, MissionStarted, tagged
 from cabal.batch.limits import DaskLimits, FileLimits
+from cabal.batch.report import needs_run
 from cabal.errors import CabalError
 from cabal.llm.usage import Usage
 from cabal.rounds.api import MissionResult, Workspace, resume_mission, run_mission, status_of
@@ -65,7 +66,7 @@ def run_task(task: MissionTask, send: Send) -> MissionOutcome:
     refusal = task.limits.refusal()
     if refusal is not None:
         return outcome(status.state if status else NotStarted.PENDING, status, refusal)
-    if status is not None and not _needs_run(status, task.answer):
+    if status is not None and not needs_run(status.state, task.answer is not None):
         return outcome(status.state, status)
 
     send(MissionStarted(task.mission_id, task.key, task.attempt, worker, resumed=status is not None))
@@ -91,12 +92,6 @@ def run_task(task: MissionTask, send: Send) -> MissionOutcome:
             return outcome(NotStarted.REFUSED, None, str(error))
         return outcome(after.state, after, str(error))
     return outcome(result.state, result, result.detail)
-
-
-def _needs_run(status: MissionResult, answer: str | None) -> bool:
-    if status.state == MissionState.INTERRUPTED:
-        return True
-    return status.state == MissionState.HALTED and answer is not None
 
 
 def _status(workspace: Workspace, mission_id: str) -> MissionResult | None:
