@@ -97,3 +97,23 @@ def test_every_state_has_a_colour_and_an_unknown_format_is_refused(report: Batch
     assert FORMATS == ("md", "html", "json", "csv")
     with pytest.raises(ConfigError, match="unknown report format 'pdf'; use one of md, html, json, csv"):
         render(report, "pdf")
+
+
+def test_a_batch_in_every_state_is_counted_in_order_and_coloured_by_state() -> None:
+    states = [str(state) for state in STATE_ORDER]
+    everyone = BatchReport("b-all-00000000", "all", "/plans/all", True, BatchBudget(),
+                           tuple(row(state, state, 0.0, 1.0) for state in reversed(states)))
+
+    md, html = render(everyone, "md"), render(everyone, "html")
+
+    assert md.splitlines()[2].startswith("8 missions: " + ", ".join(f"1 {state}" for state in states) + " · ")
+    assert "running now" in md and "Batch budget" not in md
+    # The outcomes bar: one segment and one legend entry per state, in the report's order.
+    segments = re.findall(r'<rect x="[\d.]+" y="0" width="([\d.]+)" height="24" fill="(#\w+)"><title>1 (\w+)</title>',
+                          html)
+    assert segments == [(f"{BAR_W / 8:.1f}", STATE_COLOURS[state], state) for state in states]
+    # Each table row's mark has its own state's colour (the table keeps the plan's order).
+    marks = re.findall(r'<span class="state" style="background:(#\w+)"></span>(\w+)</td>', html)
+    assert marks == [(STATE_COLOURS[state], state) for state in reversed(states)]
+    # No prices known: the cost chart gives way to a sentence; no mission report, no link.
+    assert "no cost recorded" in html and html.count("<svg") == 2 and "<a href=" not in html
