@@ -32,7 +32,7 @@ def test_data_folders_are_inside_the_package(wheel):
 
 def test_console_script_and_package(wheel):
     entry_points = next(n for n in wheel.namelist() if n.endswith("entry_points.txt"))
-    assert "cabal = cabal.cli:main" in wheel.read(entry_points).decode()
+    assert "cabal = cabal.cli:entry" in wheel.read(entry_points).decode()
     assert "cabal/graph/context_graph.py" in wheel.namelist()
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
-from cabal.errors import CabalError
+from cabal.errors import CabalError, ConfigError
 
 Command = Callable[[argparse.Namespace], int]
+EXIT_ERROR, EXIT_USAGE = 1, 2  # a command could not do what was asked; its arguments or files are wrong
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +53,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cabal: {error}", file=sys.stderr)
         if error.hint:
             print(f"hint: {error.hint}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE if isinstance(error, ConfigError) else EXIT_ERROR
     except KeyboardInterrupt:
-        print("cabal: interrupted", file=sys.stderr)
+        print("\ncabal: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`cabal missions | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def entry() -> None:
+    """The ``cabal`` console script. After Ctrl-C it leaves at once: a model call still in flight
+    in a worker thread would otherwise hold the process until it returns (the mission is paused
+    and each turn commits whole or not at all, so nothing is lost by not waiting)."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code == 130:
+        os._exit(code)
+    sys.exit(code)

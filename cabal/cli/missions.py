@@ -19,6 +19,19 @@ if TYPE_CHECKING:
     from cabal.rounds import MissionResult
 
 
+# Exit statuses of the commands that run a mission (the README has the table).
+EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_HALTED, EXIT_FAILED_TURNS, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5
+EXIT_CTRL_C = 130
+
+
+def exit_status(result: MissionResult) -> int:
+    """How a mission that ran is told to the shell: done, done with failed turns, waiting for
+    an answer, interrupted (resume it), or failed."""
+    if result.state == "done":
+        return EXIT_FAILED_TURNS if result.failed_turns else EXIT_DONE
+    return {"halted": EXIT_HALTED, "interrupted": EXIT_INTERRUPTED}.get(result.state, EXIT_FAILED)
+
+
 class Progress:
     """Live progress: one updating line on a terminal, plain lines otherwise."""
 
@@ -29,9 +42,11 @@ class Progress:
         self.cost = 0.0
         self.started = time.monotonic()
         self.where = ""
+        self.mission_id: str | None = None  # the mission being run, to say how to resume it
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event["kind"]
+        self.mission_id = event.get("mission") or self.mission_id
         if kind == "start":
             self._line(f"mission {event['mission']}: {event['operatives']} operatives, up to {event['rounds']} rounds, "
                        f"model {event['model']}")
@@ -57,6 +72,13 @@ class Progress:
             self._line(f"answer ({event['source']}): {event['text']}")
         elif kind == "stop":
             self._line(f"stopped: {event['reason']}" + (f" ({event['detail']})" if event.get("detail") else ""))
+        elif kind == "model_retry":  # a run whose output is not a terminal says why it waits, too
+            self._line(f"round {event['round']} · {event['step']} · {event['agent']}: {event['reason']}; "
+                       f"retry {event['retry']} of {event['max_retries']} in {event['wait_s']:.1f} s")
+        elif kind == "interrupted":
+            self._line(f"interrupted: {event['detail']}; go on with: {event['hint']}")
+        elif kind == "warning":
+            self._line(f"warning: {event['message']}")
 
     def _status(self, text: str) -> None:
         if self.live:
@@ -104,20 +126,43 @@ def report(result: MissionResult) -> None:
         print(f"transcript: {result.transcript_path}")
 
 
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The model settings given on the command line (they override the mission file's and the
+    environment's)."""
+    return {"timeout_s": args.timeout, "max_retries": args.max_retries, "max_tokens": args.max_tokens,
+            "temperature": args.temperature}
+
+
+def _interrupted(progress: Progress, mission_id: str | None = None) -> int:
+    mission_id = mission_id or progress.mission_id
+    print("\ncabal: interrupted (Ctrl-C)" + (f"; the mission is paused. Go on with: cabal resume {mission_id}"
+                                           if mission_id else ""), file=sys.stderr)
+    return EXIT_CTRL_C
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url, rounds=args.rounds,
-                             on_event=Progress())
+    progress = Progress()
+    try:
+        result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url, rounds=args.rounds,
+                                    model_settings=_settings(args), on_event=progress)
+    except KeyboardInterrupt:
+        return _interrupted(progress)
     if not args.quiet:
         print_conversation(result.mission_id, args.home, args.url)
     report(result)
-    return 1 if result.state == "failed" else 0
+    return exit_status(result)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    result = rounds.resume_mission(args.mission_id, answer=args.answer, model=args.model, home=args.home, url=args.url,
-                                on_event=Progress())
+    progress = Progress()
+    try:
+        result = rounds.resume_mission(args.mission_id, answer=args.answer, model=args.model, rounds=args.rounds,
+                                       home=args.home, url=args.url, model_settings=_settings(args),
+                                       on_event=progress)
+    except KeyboardInterrupt:
+        return _interrupted(progress, args.mission_id)
     report(result)
-    return 1 if result.state == "failed" else 0
+    return exit_status(result)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -126,16 +171,24 @@ def cmd_chat(args: argparse.Namespace) -> int:
     while result.pending_halt is not None:
         if not sys.stdin.isatty() and args.answer is None:
             print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'")
-            return 0
-        answer = args.answer if args.answer is not None else input("\nyou> ").strip()
+            return EXIT_HALTED
+        try:
+            answer = args.answer if args.answer is not None else input("\nyou> ").strip()
+        except EOFError:  # Ctrl-D: no answer now; the question keeps
+            print(f"\nno answer given; answer later with: cabal chat {args.mission_id}")
+            return EXIT_HALTED
         args.answer = None
         if not answer:
             continue
-        result = rounds.resume_mission(args.mission_id, answer=answer, model=args.model, home=args.home, url=args.url,
-                                    on_event=Progress())
+        progress = Progress()
+        try:
+            result = rounds.resume_mission(args.mission_id, answer=answer, model=args.model, home=args.home,
+                                           url=args.url, model_settings=_settings(args), on_event=progress)
+        except KeyboardInterrupt:
+            return _interrupted(progress, args.mission_id)
         print_conversation(args.mission_id, args.home, args.url)
     report(result)
-    return 0
+    return exit_status(result)
 
 
 def cmd_say(args: argparse.Namespace) -> int:
@@ -190,7 +243,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_missions(args: argparse.Namespace) -> int:
     from cabal.rounds.api import Workspace
 
-    workspace = Workspace.at(args.home, args.url)
+    workspace = Workspace.at(args.home, args.url, reading=True)
     for mission_id in workspace.missions():
         result = rounds.mission_status(mission_id, home=args.home, url=args.url)
         print(f"{mission_id}: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
@@ -210,6 +263,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         add_graph_options(parser)
         if model:
             parser.add_argument("--model", help="Claude model name, scripted:PATH or py:module:factory")
+            parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one model call may take")
+            parser.add_argument("--max-retries", type=int, metavar="N",
+                                help="retries of a failed model call (rate limit, overload, timeout) before pausing")
+            parser.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer a call may give")
+            parser.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (0 to 1)")
         return parser
 
     run = common(commands.add_parser("run", help="run a mission file"), model=True)
@@ -221,6 +279,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"), model=True)
     resume.add_argument("mission_id")
     resume.add_argument("--answer", help="your answer to the Chair's question")
+    resume.add_argument("--rounds", type=int, help="a new round limit: continues a mission that ran out of rounds "
+                                                   "or that you stopped")
     resume.set_defaults(func=cmd_resume)
 
     chat = common(commands.add_parser("chat", help="the team's conversation; answer a pending question"), model=True)

@@ -322,14 +322,14 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
         except ModelError as error:
             _pause(run, f"the model is unavailable: {error}")
         except KeyboardInterrupt:
+            run.close(wait=False)  # do not wait for model calls in flight
             _pause(run, "interrupted (Ctrl-C)")
             raise
         except GraphUnavailable:
             raise  # nothing can be recorded; the mission shows interrupted once its lock is free
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
-        finally:
-            run.close()
+        run.close()
     path = workspace.transcript_path(run.mission_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_transcript(run.graph, run.mission_id))

@@ -104,13 +104,15 @@ class ContextBuilder:
     def build(self, agent_id: str, step: str, *, extra: list[str] | None = None) -> Prompt:
         agent = self.team.get(agent_id)
         card = self.team.cards[agent.role]
-        stored = self.snapshot.agents.get(agent_id, {})
-        persona = stored.get("persona") or card.persona
+        # The Chair writes personas and domains at bootstrap (and may change them later): they
+        # replace the role card's persona and tell each operative what it is responsible for.
+        persona = (_charter_map(self.snapshot.mission, "personas").get(agent_id)
+                   or self.snapshot.agents.get(agent_id, {}).get("persona") or card.persona)
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
-                                            persona=persona, step=step, skills=agent.skills)
+                                            persona=str(persona), step=step, skills=agent.skills)
         ids = TempIds(agents=frozenset(self.team.ids()))
         self._facts = FactsDraft()
-        sections = [self._charter(agent_id, stored)]
+        sections = [self._charter(agent_id)]
         if step != Step.BOOTSTRAP:
             sections.append(self._tree(agent_id, step, ids))
         detail = getattr(self, f"_detail_{step}")(agent_id, ids)
@@ -118,6 +120,8 @@ class ContextBuilder:
         sections.append(self._since_last_turn(agent_id, step, ids))
         sections.append(self._remarks(agent_id))
         sections += extra or []
+        sections.append(f"## Valid ids\n{ids.summary()} · users u:all, u:user (new products: new-1, new-2, ...)"
+                        if step == Step.PLAN else f"## Valid ids\n{ids.summary()}")
         facts = self._facts.freeze(round=self.snapshot.round, step=step, agent=agent_id,
                                    request=str(self.snapshot.mission.get("request") or ""),
                                    team=tuple((a.id, a.role) for a in self.team.agents))
@@ -125,7 +129,7 @@ class ContextBuilder:
 
     # ---------------------------------------------------------------------------- sections
 
-    def _charter(self, agent_id: str, stored: dict) -> str:
+    def _charter(self, agent_id: str) -> str:
         mission = self.snapshot.mission
         limit = mission.get("rounds")
         lines = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
@@ -137,8 +141,10 @@ class ContextBuilder:
                     lines += [f"## {title}", *[f"- {clip(item, ITEM_CHARS)}" for item in items[:12]]]
         else:
             lines += ["## The user's request", clip(mission.get("request"), 4000)]
-        if stored.get("responsibility"):
-            lines.append(f"Your domain: {stored['responsibility']} ({stored.get('area', '')})")
+        domain = _charter_map(mission, "domains").get(agent_id)
+        if isinstance(domain, dict) and domain.get("responsibility"):
+            lines.append(f"## Your domain\n{clip(domain['responsibility'], ITEM_CHARS)}"
+                         + (f" (area: {clip(domain.get('area'), 80)})" if domain.get("area") else ""))
         return "\n".join(lines)
 
     def _tree_line(self, product: dict, ids: TempIds, depth: int) -> str:
@@ -473,3 +479,14 @@ class ContextBuilder:
                 body = "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in latest) or "no peer content"
             parts.append(f"{title}\n{clip(body, 4 * CONTENT_CHARS)}")
         return "REQUESTED CONTEXT\n\n" + "\n\n".join(parts)
+
+
+def _charter_map(mission: dict, key: str) -> dict:
+    """A mapping the charter keeps on the mission node as JSON (personas, domains); {} if none."""
+    value = mission.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}

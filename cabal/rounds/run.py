@@ -64,9 +64,11 @@ class MissionRun:
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.team.ids(Role.OPERATIVE))),
                                         thread_name_prefix="cabal-turn")
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the run's thread pool; ``wait=False`` leaves turns in flight to finish (or die
+        with the process) on their own."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
     def emit(self, kind: str, **fields: Any) -> None:
         self.on_event({"kind": kind, "mission": self.mission_id, **fields})

@@ -72,7 +72,7 @@ def launch(home: str) -> tuple[subprocess.CompletedProcess[str], str]:
 def start_question(home: str, *extra: str, env: dict[str, str] | None = None) -> str:
     """`cabal run` the question mission: it pauses at bootstrap with the Chair's question."""
     result = cabal("run", str(QUESTION), "--home", home, *extra, env=env)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # 3: waiting for the user's answer
     mission_id = mission_id_of(result.stdout)
     assert "state: halted (questionToUser), round 0" in result.stdout
     return mission_id
@@ -169,7 +169,7 @@ def test_a_question_halts_the_run_and_resume_finishes_it(home: str) -> None:
     result = cabal("run", str(QUESTION), "--home", home)
     mission_id = mission_id_of(result.stdout)
 
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # halted: waiting for the user's answer
     assert_plain(result)
     assert f"chair-1 asks you: {QUESTION_TEXT}  [users / contributors]" in result.stdout
     assert "state: halted (questionToUser), round 0" in result.stdout
@@ -191,7 +191,7 @@ def test_chat_answers_the_pending_question(home: str) -> None:
 
     waiting = cabal("chat", mission_id, "--home", home)  # no TTY and no --answer: says how to answer
 
-    assert waiting.returncode == 0, waiting.stderr
+    assert waiting.returncode == 3, waiting.stderr
     assert f"chair-1 asks you: {QUESTION_TEXT}" in waiting.stdout
     assert f"waiting for your answer: cabal resume {mission_id} --answer '...'" in waiting.stdout
 
@@ -255,7 +255,7 @@ def test_a_mission_file_with_an_unknown_key_is_a_one_line_error(home: str, tmp_p
 
     result = cabal("run", str(mission), "--home", home)
 
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error: the mission file is wrong
     assert_plain(result)
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()

@@ -371,6 +371,11 @@ def _worst_call(home: Path, mission_id: str) -> int:
         return max(max(t.get("call_input_tokens") or [0]) for t in turns(graph).values()) + 8192
 
 
+ROUND_1_ORDER = ["r1.reflect.operative-1", "r1.reflect.operative-2", "r1.plan.chair-1", "r1.write.operative-1",
+                 "r1.write.operative-2", "r1.peer_review.operative-1", "r1.peer_review.operative-2",
+                 "r1.inspect.watchdog-1", "r1.presentation.envoy-1"]  # parallel pairs in id order
+
+
 def test_spent_budget_pauses_before_the_next_call_and_stop_ends_the_mission(home: Path) -> None:
     paused = run_mission(launch_with_budget(6000), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
 
@@ -382,10 +387,9 @@ def test_spent_budget_pauses_before_the_next_call_and_stop_ends_the_mission(home
     assert {k: halt[k] for k in ("id", "type", "status", "step", "round", "message", "options")} == {
         "id": "r1.budget", "type": "question", "status": "pending", "step": "budget", "round": 1,
         "message": _budget_question(6000, spent), "options": ["continue", "stop"]}
-    with open_graph(home, paused.mission_id) as graph:  # round 1 stopped after its Write step
-        assert sorted(turns(graph)) == ["r0.bootstrap.chair-1", "r0.bootstrap.chair-1.after1", "r1.plan.chair-1",
-                                        "r1.reflect.operative-1", "r1.reflect.operative-2", "r1.write.operative-1",
-                                        "r1.write.operative-2"]
+    with open_graph(home, paused.mission_id) as graph:  # round 1 stopped part of the way: a prefix of it ran
+        done = sorted(t for t in turns(graph) if t.startswith("r1."))
+        assert 0 < len(done) < len(ROUND_1_ORDER) and done == sorted(ROUND_1_ORDER[:len(done)])
 
     stopped = resume_mission(paused.mission_id, answer="stop", home=home)
 
@@ -394,26 +398,25 @@ def test_spent_budget_pauses_before_the_next_call_and_stop_ends_the_mission(home
     assert stopped.pending_halt is None
     with open_graph(home, paused.mission_id) as graph:
         assert (graph.get("r1.budget")["status"], graph.get("r1.budget")["answer"]) == ("answered", "stop")
-        assert len(turns(graph)) == 7
+        assert sorted(t for t in turns(graph) if t.startswith("r1.")) == done
 
 
 def test_continue_doubles_the_budget_and_a_number_below_the_spend_asks_again(home: Path) -> None:
     paused = run_mission(launch_with_budget(6000), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
     mission = paused.mission_id
 
-    again = resume_mission(mission, answer="continue", home=home)  # 12,000 tokens: round 1, and round 2's start
+    again = resume_mission(mission, answer="continue", home=home)  # 12,000 tokens
 
     spent = _spent(home, mission)
-    assert (again.state, again.round, again.pending_halt["id"]) == ("halted", 2, "r2.budget")
+    assert (again.state, again.pending_halt["id"]) == ("halted", "r1.budget2")
     assert again.pending_halt["message"] == _budget_question(12000, spent)
     assert 12000 <= spent < 12000 + _worst_call(home, mission)
     with open_graph(home, mission) as graph:
         assert graph.get(mission)["budget_tokens"] == 12000
-        assert Counter(t["round"] for t in turns(graph).values()) == {0: 2, 1: 9, 2: 2}
 
     # A budget still below the spend is asked about again (it must not replay the answer forever).
     still_short = resume_mission(mission, answer="7000", home=home)
-    assert (still_short.state, still_short.round, still_short.pending_halt["id"]) == ("halted", 2, "r2.budget2")
+    assert (still_short.state, still_short.pending_halt["id"]) == ("halted", "r1.budget3")
     assert still_short.pending_halt["message"] == _budget_question(7000, spent)
 
     done = resume_mission(mission, answer="100000 tokens", home=home)
@@ -599,3 +602,25 @@ def test_claude_bad_request_pauses_the_mission_with_the_servers_message(claude: 
     assert (resumed.state, resumed.stop_reason, resumed.round) == ("done", "noMoreRounds", 1)
     with open_graph(home, result.mission_id) as graph:
         assert sorted(turns(graph)) == sorted(TINY_TURNS)
+
+
+def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(deviated: Deviated) -> None:
+    reflect = deviated.player.calls_of(1, "reflect", "operative-1")[0]
+    # The Chair's bootstrap wrote them (the launch script); the role card's persona is replaced.
+    assert "\nProduct marketer who writes for students\n" in reflect.system
+    assert "You are a senior specialist on the team" not in reflect.system
+    assert "## Your domain\nLaunch brief and checklist (area: marketing)" in reflect.prompt
+    (inspect_call,) = deviated.player.calls_of(1, "inspect", "watchdog-1")
+    assert "\nReviewer who checks every claim against its definition of done\n" in inspect_call.system
+    assert "## Your domain" not in inspect_call.prompt  # only operatives have domains
+
+
+def test_each_turn_moment_keeps_the_agents_reasoning(deviated: Deviated) -> None:
+    with deviated.graph() as graph:
+        moments = {m["id"]: m for m in graph.find("moment", {"type": "turn"}, fields=["reasoning"])}
+    assert moments["r1.reflect.operative-1"]["reasoning"] == script_args(1, "reflect", "operative-1")["reasoning"]
+    assert moments["r1.inspect.watchdog-1"]["reasoning"] == script_args(1, "inspect", "watchdog-1")["reasoning"]
+    # The Chair's thinking is its reasoning; a halt's message is the reasoning of a halting turn.
+    plan = script_args(1, "plan", "chair-1")["thinking"]
+    assert moments["r1.plan.chair-1"]["reasoning"] == f"{plan['roundStrategy']} {plan['acceptanceRationale']}"
+    assert moments["r4.plan.chair-1"]["reasoning"] == DONE_MESSAGE

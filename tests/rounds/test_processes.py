@@ -51,7 +51,7 @@ def test_a_question_asked_in_one_process_is_answered_in_another(home: str) -> No
     asked = cabal("run", str(QUESTION), "--home", home)  # process A: runs until the Chair asks
     mission_id = mission_id_of(asked.stdout)
 
-    assert asked.returncode == 0, asked.stderr
+    assert asked.returncode == 3, asked.stderr  # 3: waiting for the user's answer
     with ContextGraph.open(name=mission_id, home=home) as graph:
         assert graph.get(mission_id)["status"] == "halted"
         assert graph.get("r0.bootstrap.halt")["status"] == "pending"
