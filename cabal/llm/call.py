@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, conve
 
 from cabal.errors import ModelError
 from cabal.llm.models import model_name, redact_secrets
+from cabal.llm.observe import call_returned
 from cabal.llm.usage import Usage
 
 CACHE_CONTROL = {"type": "ephemeral"}
@@ -48,6 +50,7 @@ def call_model(
             runnable = model.bind_tools(list(tools), tool_choice=tool_choice)
         except ValueError as error:
             raise ModelError(f"cannot offer tools to {model_name(model)}: {error}") from error
+    started = time.time()
     try:
         raw = runnable.invoke(prepared, config={"metadata": dict(metadata)})
     except anthropic.APIStatusError as error:
@@ -59,12 +62,14 @@ def call_model(
         raise ModelError(redact_secrets(f"anthropic client failed: {error}"), provider="anthropic") from error
     if not isinstance(raw, AIMessage):
         raise ModelError(f"{model_name(model)} returned {type(raw).__name__}, not an AIMessage")
-    return ModelReply(
+    reply = ModelReply(
         tool_calls=[{"name": c["name"], "args": c["args"], "id": c["id"]} for c in raw.tool_calls],
         text=str(raw.text),
         usage=Usage.from_message(raw),
         raw=raw,
     )
+    call_returned(model_name(model), reply.usage, started)  # to the run's events and traces
+    return reply
 
 
 def with_cached_system_prompt(messages: list[BaseMessage]) -> list[BaseMessage]:

@@ -21,7 +21,7 @@ from typing import Any
 
 _EXPORTS = {
     "MissionResult": "api", "mission_status": "api", "resume_mission": "api", "run_mission": "api", "say": "api",
-    "stop_mission": "api", "transcript": "api",
+    "stop_mission": "api", "transcript": "api", "mission_report": "workspace",
     "MissionSpec": "mission", "load_mission": "mission",
     "simulated_team": "simulated",
 }

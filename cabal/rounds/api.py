@@ -11,22 +11,17 @@ position is checkpointed in ``<workspace>/checkpoints.sqlite``, so any process c
 
 from __future__ import annotations
 
-import fcntl
 import json
 import secrets
-import sqlite3
 from collections.abc import Callable
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from cabal.config import resolve_home
 from cabal.entities import USER_COLLAB_TYPE
-from cabal.errors import AnswerRejected, MissionError, ResourceNotFound
+from cabal.errors import AnswerRejected, MissionError
 from cabal.graph import ContextGraph
 from cabal.llm import DEFAULT_MODEL, Budget, Usage, make_model, model_name
 from cabal.membrane import Membrane
@@ -34,14 +29,14 @@ from cabal.rounds.context import PromptLibrary
 from cabal.rounds.engine import build_graph
 from cabal.rounds.ids import item_id
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
-from cabal.rounds.run import Event, MissionRun
+from cabal.rounds.events import MissionEvent, MissionResumed, MissionStarted, RunEnded
+from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend
 from cabal.rounds.team import Team, load_role_cards
+from cabal.rounds.workspace import MISSION_PREFIX, Workspace
+from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.transcript import render_transcript
 from cabal.vocabulary import USER_ID, MissionState, StopReason
-
-MISSION_PREFIX = "m-"
-
 
 @dataclass(frozen=True)
 class MissionResult:
@@ -54,59 +49,6 @@ class MissionResult:
     pending_halt: dict | None
     transcript_path: Path | None
     detail: str | None = None
-
-
-@dataclass
-class Workspace:
-    """Where missions live: the graph server and the checkpoint store of one workspace."""
-
-    home: Path
-    url: str | None = None
-    extra_dirs: dict[str, list[Path]] = field(default_factory=dict)
-
-    @classmethod
-    def at(cls, home: str | Path | None = None, url: str | None = None, project: str | Path | None = None) -> Workspace:
-        """A workspace; ``project`` (default: the current directory) may hold the user's own
-        agents/, protocols/, prompts/, skills/ folders, which add to the built-in ones and
-        override them by name."""
-        root = Path(project) if project is not None else Path.cwd()
-        extra = {kind: [root / kind] for kind in ("agents", "protocols", "prompts", "skills") if (root / kind).is_dir()}
-        return cls(resolve_home(home), url, extra)
-
-    def graph(self, mission_id: str) -> ContextGraph:
-        return ContextGraph.open(self.url, name=mission_id, home=self.home)
-
-    @contextmanager
-    def checkpointer(self):
-        self.home.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False)
-        try:
-            yield SqliteSaver(connection)
-        finally:
-            connection.close()
-
-    @contextmanager
-    def driving(self, mission_id: str):
-        """Only one process drives a mission at a time (two would race for the same turns)."""
-        lock_path = self.home / "missions" / mission_id / "lock"
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock_path, "w") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise MissionError(f"mission {mission_id} is being run by another process",
-                                   hint="wait for it to pause or finish, then resume") from None
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def transcript_path(self, mission_id: str) -> Path:
-        return self.home / "missions" / mission_id / "transcript.md"
-
-    def missions(self) -> list[str]:
-        with ContextGraph.open(self.url, name="cabal", home=self.home) as graph:
-            return [name for name in graph.list_graphs() if name.startswith(MISSION_PREFIX)]
 
 
 def _new_mission_id(spec: MissionSpec) -> str:
@@ -126,7 +68,7 @@ def _resolve_model(model: Any, spec: MissionSpec, base: Path | None) -> tuple[An
 
 
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
-                 on_event: Callable[[Event], None] | None, answers: list[str]) -> MissionRun:
+                 on_event: Callable[[MissionEvent], None] | None, answers: list[str]) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
@@ -144,8 +86,12 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None,
-                on_event: Callable[[Event], None] | None = None) -> MissionResult:
-    """Start a mission and run it until it ends or pauses for the user."""
+                on_event: Callable[[MissionEvent], None] | None = None) -> MissionResult:
+    """Start a mission and run it until it ends or pauses for the user.
+
+    ``on_event`` receives every event of the run (``cabal.rounds.events``) as it happens, from
+    the thread of the turn that caused it.
+    """
     base = None
     if isinstance(mission, (str, Path)):
         spec, base = load_mission(mission)
@@ -171,7 +117,9 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
             "spec": spec.model_dump_json(), "model": model_spec, "agents": agents,
             "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
         }, {}, session_id=f"{mission_id}.start")
-        run.emit("start", name=spec.name, operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec)
+        run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
+                                operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
+                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
         return _drive(workspace, run, None)
     finally:
         graph.close()
@@ -179,7 +127,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
 
 def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = None,
                    home: str | Path | None = None, url: str | None = None,
-                   on_event: Callable[[Event], None] | None = None) -> MissionResult:
+                   on_event: Callable[[MissionEvent], None] | None = None) -> MissionResult:
     """Continue a mission: answer its pending question, or pick it up after a crash."""
     workspace = Workspace.at(home, url)
     graph = _mission_graph(workspace, mission_id)
@@ -200,7 +148,11 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                hint=f"cabal resume {mission_id} --answer '...'")
         if pending is None and answer is not None:
             raise MissionError(f"mission {mission_id} has no pending question to answer")
-        run.emit("resume", answer=answer)
+        spent, cost = mission_spend(graph)
+        run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=int(node.get("round") or 0),
+                                answer=answer, model=str(chosen) if isinstance(chosen, str) else model_name(chat_model),
+                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
+                                spent_tokens=spent.total_tokens, spent_cost_usd=round(cost, 6)))
         return _drive(workspace, run, answer)
     finally:
         graph.close()
@@ -224,16 +176,13 @@ def _drive(workspace: Workspace, run: MissionRun, answer: str | None) -> Mission
     path = workspace.transcript_path(run.mission_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_transcript(run.graph, run.mission_id))
-    return status_of(workspace, run.graph, run.mission_id)
-
-
-def _mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
-    graph = workspace.graph(mission_id)
-    if not graph.exists(mission_id):
-        known = workspace.missions()
-        graph.close()
-        raise ResourceNotFound("mission", mission_id, known=known)
-    return graph
+    result = status_of(workspace, run.graph, run.mission_id)
+    run.emit(RunEnded(run.mission_id, state=result.state, stop_reason=result.stop_reason, round=result.round,
+                      turns=result.usage.calls, input_tokens=result.usage.input_tokens,
+                      output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
+                      cost_usd=result.cost_usd,
+                      question=str(result.pending_halt.get("message")) if result.pending_halt else None))
+    return result
 
 
 def _pending_halt(graph: ContextGraph) -> dict | None:

@@ -31,6 +31,7 @@ from langgraph.types import interrupt
 
 from cabal.errors import ModelError
 from cabal.llm import Budget, model_name
+from cabal.rounds.events import Answered, HaltRaised, MissionStopped, RoundStarted, StepStarted, UserMessage
 from cabal.rounds.ids import halt_id
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.run import ENGINE_ACTOR, MissionRun
@@ -84,6 +85,12 @@ def round_start(state: RoundState, runtime: Context) -> RoundState:
     if spent:
         return _raise_budget_halt(run, state.get("round", 0), spent)
     run.set_status(MissionState.RUNNING, round_number)
+    run.emit(RoundStarted(run.mission_id, round=round_number, budget_tokens=run.budget.max_tokens,
+                          budget_cost_usd=run.budget.max_cost_usd))
+    for note in run.snapshot(round_number).collabs:  # what the user said since the last round started
+        if note.get("author") == USER_ID and note.get("round") == round_number - 1:
+            run.emit(UserMessage(run.mission_id, round=note["round"], note=note["id"], text=str(note.get("comment")),
+                                 product=note.get("product_id")))
     return {"round": round_number, "halt": None}
 
 
@@ -92,14 +99,21 @@ def await_user(state: RoundState, runtime: Context) -> RoundState:
     run = runtime.context
     halt = run.graph.get(state["halt"]) or {}
     if halt.get("status") != "answered":
+        # On resume this node runs again from the top: the question was told when it was asked.
+        asked = HaltRaised(run.mission_id, round=state.get("round", 0), step=str(halt.get("step") or ""),
+                           halt=state["halt"], asker=str(halt.get("author") or CHAIR_ID), message=str(halt.get("message")),
+                           options=tuple(halt.get("options") or ()))
         if run.answers:
+            run.emit(asked)
             answer = run.answers.pop(0)
-            run.emit("answer", text=answer, source="mission file")
+            run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=answer, source="mission file"))
         else:
+            if (run.graph.get(run.mission_id) or {}).get("status") != MissionState.HALTED:
+                run.emit(asked)
             run.set_status(MissionState.HALTED, state.get("round", 0), StopReason.QUESTION, halt.get("message"))
-            run.emit("halt", message=halt.get("message"), options=halt.get("options") or [])
             answer = interrupt({"halt": state["halt"], "message": halt.get("message"),
                                 "options": halt.get("options") or []})
+            run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=str(answer), source="user"))
         _answer_halt(run, state["halt"], str(answer), state.get("round", 0))
         run.set_status(MissionState.RUNNING, state.get("round", 0))
     if BUDGET_HALT.fullmatch(str(state["halt"])):
@@ -112,7 +126,8 @@ def finish(state: RoundState, runtime: Context) -> RoundState:
     reason = state.get("stop") or StopReason.CONCLUDED
     status = MissionState.FAILED if reason == StopReason.ERROR else MissionState.DONE
     run.set_status(status, state.get("round", 0), reason, state.get("detail"))
-    run.emit("stop", reason=reason, detail=state.get("detail"), round=state.get("round", 0))
+    run.emit(MissionStopped(run.mission_id, round=state.get("round", 0), reason=StopReason(reason),
+                            detail=state.get("detail")))
     return {}
 
 
@@ -137,7 +152,7 @@ def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str
     def node(state: RoundState, runtime: Context) -> RoundState:
         run = runtime.context
         snapshot = run.snapshot(state["round"])
-        run.emit("step", round=state["round"], step=step)
+        run.emit(StepStarted(run.mission_id, round=state["round"], step=step))
         try:
             run.run_parallel(snapshot, step, agents(run, snapshot))
         except ModelError as error:
@@ -235,7 +250,7 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     snapshot = run.snapshot(round_number)
     answered = len([h for h in snapshot.halts if h.get("round") == round_number and h.get("step") == step
                     and h.get("status") == "answered"])
-    run.emit("step", round=round_number, step=step)
+    run.emit(StepStarted(run.mission_id, round=round_number, step=step))
     try:
         result = run.take_turn(snapshot, step, CHAIR_ID, attempt=answered)
     except ModelError as error:

@@ -8,6 +8,7 @@ step works with, and the in-memory view of the graph that steps share.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Callable
@@ -17,8 +18,10 @@ from typing import Any
 
 from cabal.graph import ContextGraph
 from cabal.llm import Budget, Usage, model_name
+from cabal.llm.observe import CallRecord, calls_heard_by
 from cabal.membrane import Cluster, Membrane
 from cabal.rounds.context import ContextBuilder, PromptLibrary
+from cabal.rounds.events import MissionEvent, ModelCalled, Presented, TurnDone, TurnStarted, spoken_lines
 from cabal.rounds.ids import halt_id, turn_id
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
@@ -28,7 +31,6 @@ from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
 from cabal.rounds.writes import GroupCommitter, TurnPlace, TurnWriter
 from cabal.vocabulary import USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
 
-Event = dict[str, Any]
 ENGINE_ACTOR = "cabal"  # the engine's own writes (mission status, budget questions) are expressed by this actor
 
 
@@ -45,7 +47,7 @@ class MissionRun:
     prompts: PromptLibrary
     budget: Budget
     answers: list[str] = field(default_factory=list)  # unattended replies to the Chair's questions
-    on_event: Callable[[Event], None] = lambda event: None
+    on_event: Callable[[MissionEvent], None] = lambda event: None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     # The view: one snapshot, loaded at its first use and kept current by applying each
     # committed cluster at the next step boundary (agents within a step share one view).
@@ -65,8 +67,8 @@ class MissionRun:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
 
-    def emit(self, kind: str, **fields: Any) -> None:
-        self.on_event({"kind": kind, "mission": self.mission_id, **fields})
+    def emit(self, event: MissionEvent) -> None:
+        self.on_event(event)
 
     # -------------------------------------------------------------------------- the view
 
@@ -127,14 +129,15 @@ class MissionRun:
                           turn_id(snapshot.round, step, agent_id) + (f".after{attempt}" if attempt else ""))
         if snapshot.has_turn(place.turn_id):
             return None
-        self.emit("turn_start", round=snapshot.round, step=step, agent=agent_id)
+        self.emit(TurnStarted(self.mission_id, round=snapshot.round, step=step, agent=agent_id))
         builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
         prompt = builder.build(agent_id, step)
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step), self._committer)
         turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt)
-        result = turn.run()
+        with calls_heard_by(self._call_events(snapshot.round, step, agent_id)):
+            result = turn.run()
         cost = result.usage.cost_usd(model_name(self.model))
         record = {
             "outcome": result.outcome, "attempts": result.attempts,
@@ -153,12 +156,31 @@ class MissionRun:
             writes = [writer.prepare_one("raise_halt", halt, {
                 "status": "pending" if halt.type == "question" else "done",
                 "item_id": halt_id(snapshot.round, step, attempt)})]
-        self.committed(writer.commit(writes, record))
-        self.emit("turn_done", round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
-                  attempts=result.attempts, input_tokens=result.usage.input_tokens,
-                  output_tokens=result.usage.output_tokens, cost_usd=cost,
-                  problems=[str(p) for p in result.problems])
+        committed = writer.commit(writes, record)
+        self.committed(committed)
+        self.emit(TurnDone(self.mission_id, round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
+                           attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
+                           output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
+                           cost_usd=cost, problems=tuple(record["problems"]), summary=record["prose"]))
+        lines = spoken_lines([node for cluster in committed for node in cluster.nodes])
+        if lines:  # the Envoy's lines reach the user as soon as they are written
+            self.emit(Presented(self.mission_id, round=snapshot.round, agent=agent_id, lines=lines))
         return result
+
+    def _call_events(self, round_number: int, step: Step, agent_id: str) -> Callable[[CallRecord], None]:
+        """The listener that turns each model call of one turn into a ``model_call`` event."""
+        numbers = itertools.count(1)
+
+        def heard(call: CallRecord) -> None:
+            usage = call.usage
+            self.emit(ModelCalled(
+                self.mission_id, round=round_number, step=step, agent=agent_id, call=next(numbers), model=call.model,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+                cost_usd=usage.cost_usd(call.model), duration_s=round(call.duration_s, 6),
+                at=call.started + call.duration_s))
+
+        return heard
 
     def run_parallel(self, snapshot: Snapshot, step: Step, agent_ids: list[str]) -> list[TurnResult | None]:
         """The agents of one step, at the same time: one thread and one model call each."""
