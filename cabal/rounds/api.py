@@ -29,13 +29,14 @@ from cabal.rounds.context import PromptLibrary
 from cabal.rounds.engine import build_graph
 from cabal.rounds.ids import item_id
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
-from cabal.rounds.events import MissionEvent, MissionResumed, MissionStarted, RunEnded
+from cabal.rounds.events import MissionEvent, MissionResumed, MissionStarted, RunEnded, fan_out
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.workspace import MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.transcript import render_transcript
+from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
         model=model, team=team,
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
-        budget=budget, answers=list(answers), on_event=on_event or (lambda event: None),
+        budget=budget, answers=list(answers),
+        on_event=fan_out(on_event, recorder_from_environment()) or (lambda event: None),  # traces if OTEL_* asks
     )
 
 
