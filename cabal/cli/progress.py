@@ -74,10 +74,12 @@ class Progress:
 
     def _handle(self, event: MissionEvent) -> None:  # noqa: C901 - one branch per kind of event
         if isinstance(event, MissionStarted):
+            self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._print(f"mission {event.mission}: {event.operatives} operatives, up to {event.rounds} rounds, "
                         f"model {event.model}")
         elif isinstance(event, MissionResumed):
+            self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._spent_before = (event.spent_tokens, event.spent_cost_usd)
             self._heading = event.round

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import IO, Any, ClassVar, Literal
 
 from cabal.vocabulary import MissionState, Step, StopReason, TurnOutcome
@@ -40,10 +41,21 @@ class MissionEvent:
             EVENT_TYPES[cls.kind] = cls
 
     def to_json(self) -> dict[str, Any]:
-        """The event as a JSON object: ``kind`` first, ``at`` rounded to the millisecond."""
-        fields = dataclasses.asdict(self)
+        """The event as a JSON object of plain values: ``kind`` first, ``at`` to the millisecond."""
+        fields = _plain(dataclasses.asdict(self))
         fields["at"] = round(self.at, 3)
         return {"kind": self.kind, **fields}
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists and enums as their strings, all the way down."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, StrEnum):
+        return value.value
+    return value
 
 
 # ------------------------------------------------------------------------------ the mission

@@ -169,6 +169,15 @@ def test_the_research_example_runs_every_turn_first_time(home: str) -> None:
         "pgvector notes": ("Content", "accepted", notes),
     }
     assert "Data, replicas and backups stay in an EU region; managed services are allowed" in mission["constraints"]
+    # The accepted work itself is in the status, the transcript and `cabal show`, not only its names.
+    status, transcript, show = cabal_all([["status", mission_id, "--json", "--home", home],
+                                          ["transcript", mission_id, "--home", home],
+                                          ["show", mission_id, "Evaluation criteria", "--home", home]])
+    criteria = next(p for p in json.loads(status.stdout)["products"] if p["name"] == "Evaluation criteria")
+    assert (criteria["content"]["version"], criteria["content"]["accepted"]) == (2, True)
+    assert "Each criterion has a weight (total 100) and a pass threshold" in criteria["content"]["text"]
+    assert "Each criterion has a weight (total 100) and a pass threshold" in transcript.stdout
+    assert "Each criterion has a weight (total 100) and a pass threshold" in show.stdout
 
 
 # ------------------------------------------------------------------------- the user's part
