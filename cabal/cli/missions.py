@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 def print_conversation(mission_id: str, home: str | None, url: str | None, stream: IO[str] | None = None) -> None:
     """The conversation so far, as the live display prints it (``cabal chat``)."""
-    from cabal.cli.progress import conversation_text, round_heading
+    from cabal.cli.progress import round_heading
+    from cabal.report.markdown import conversation_line
 
     out = stream or sys.stdout
     current = None
@@ -34,7 +35,7 @@ def print_conversation(mission_id: str, home: str | None, url: str | None, strea
         if line.round != current:
             current = line.round
             print(round_heading(current), file=out)
-        print(conversation_text(line), file=out)
+        print(conversation_line(line), file=out)
 
 
 def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,

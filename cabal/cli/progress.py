@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
+from cabal.report.markdown import conversation_line
 from cabal.report.model import Line
 from cabal.rounds.events import (
     Answered, HaltRaised, MissionEvent, MissionResumed, MissionStarted, MissionStopped, ModelCalled, Presented,
@@ -23,16 +24,6 @@ from cabal.rounds.events import (
 from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome
 
 REFRESHES_PER_SECOND = 4
-
-
-def conversation_text(line: Line) -> str:
-    """One line of the conversation as the terminal prints it (live, and in ``cabal chat``)."""
-    if line.kind == "question":
-        options = f"  [{' / '.join(line.options)}]" if line.options else ""
-        return f"{line.speaker} asks you: {line.text}{options}"
-    if line.kind == "done":
-        return f"{line.speaker}: {line.text} (mission concluded)"
-    return f"{line.speaker}: {line.text}"
 
 
 def round_heading(round_number: int) -> str:
@@ -135,7 +126,7 @@ class Progress:
         if line.round != self._heading:
             self._heading = line.round
             self._print(round_heading(line.round))
-        self._print(conversation_text(line))
+        self._print(conversation_line(line))
 
     def _print(self, text: str, *, dim: bool = False) -> None:
         if not self.live:

@@ -40,7 +40,7 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
         if line.round != current:
             current = line.round
             lines += [f"### Round {current}", ""]
-        lines += [conversation_markdown(line, report.readable(line.text)), ""]
+        lines += [conversation_line(line, report.readable(line.text), bold=True), ""]
     lines += ["## Questions and answers", ""]
     for question in report.questions:
         options = f" (options: {', '.join(question.options)})" if question.options else ""
@@ -159,14 +159,17 @@ def history_markdown(report: MissionReport, product: Product) -> list[str]:
     return [*lines, ""]
 
 
-def conversation_markdown(line: Line, text: str) -> str:
-    """One line of the conversation, ``text`` being its text as shown."""
-    if line.kind == "question":
-        options = f" (options: {', '.join(line.options)})" if line.options else ""
-        return f"**{line.speaker} asks you:** {text}{options}"
+def conversation_line(line: Line, text: str | None = None, *, bold: bool = False) -> str:
+    """One line of the conversation as people read it: in the transcript (``bold`` speaker), live
+    and in ``cabal chat`` (plain). ``text``: the line's text as shown, if not its own."""
+    said = line.text if text is None else text
+    speaker = f"{line.speaker} asks you" if line.kind == "question" else line.speaker
+    speaker = f"**{speaker}:**" if bold else f"{speaker}:"
+    if line.kind == "question" and line.options:
+        return f"{speaker} {said}  [{' / '.join(line.options)}]"
     if line.kind == "done":
-        return f"**{line.speaker} closes the mission:** {text}"
-    return f"**{line.speaker}:** {text}"
+        return f"{speaker} {said} (mission concluded)"
+    return f"{speaker} {said}"
 
 
 def usage_section(report: MissionReport) -> list[str]:
