@@ -37,7 +37,10 @@ class ResourceNotFound(CabalError):
     """A named thing (protocol, skill, procedure, mission, session) does not exist.
 
     ``known`` lists what does, alphabetically, or with ``closest_first`` the names most like
-    ``name`` first (a mistyped mission id finds its mission at the head of the list)."""
+    ``name`` first (a mistyped mission id finds its mission at the head of the list), at most
+    ``CLOSEST_SHOWN`` of them."""
+
+    CLOSEST_SHOWN = 10
 
     def __init__(self, kind: str, name: str, *, known: list[str] | None = None, closest_first: bool = False) -> None:
         self.kind = kind
@@ -45,8 +48,9 @@ class ResourceNotFound(CabalError):
         self.known = known or []
         message = f"{kind} not found: {name!r}"
         if self.known:
-            shown = closest(name, self.known) if closest_first else sorted(self.known)
-            message += f" (known: {', '.join(shown)})"
+            shown = closest(name, self.known)[: self.CLOSEST_SHOWN] if closest_first else sorted(self.known)
+            more = len(self.known) - len(shown)
+            message += f" (known: {', '.join(shown)}" + (f" and {more} more" if more else "") + ")"
         super().__init__(message)
 
 

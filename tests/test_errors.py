@@ -16,6 +16,10 @@ def test_known_names_come_alphabetically_or_closest_first() -> None:
     assert str(ResourceNotFound("mission", "m-launch-plan-a2c428", known=known)) == (
         "mission not found: 'm-launch-plan-a2c428' (known: m-launch-plan-0b1c2d, m-launch-plan-a2c429, "
         "m-readme-intro-111111, m-vector-db-study-9f9f9f)")
+    many = [f"m-study-{n:06x}" for n in range(30)]
+    assert str(ResourceNotFound("mission", "m-study-00001c", known=many, closest_first=True)).startswith(
+        "mission not found: 'm-study-00001c' (known: m-study-00001c, ")
+    assert str(ResourceNotFound("mission", "x", known=many, closest_first=True)).endswith(" and 20 more)")
     assert str(ResourceNotFound("mission", "m-launch-plan-a2c428", known=known, closest_first=True)) == (
         "mission not found: 'm-launch-plan-a2c428' (known: m-launch-plan-a2c429, m-launch-plan-0b1c2d, "
         "m-readme-intro-111111, m-vector-db-study-9f9f9f)")

@@ -3,7 +3,7 @@
 Every piece of text comes from the model or the user, so the SVG is built with ``Markup``:
 ``Markup(template).format(...)`` escapes each argument, and nothing is ever concatenated raw.
 Both pictures stay readable at about 30 products and 20 rounds: the tree is an outline (one row
-a product, so it grows down, not sideways) and the timeline has one column a round, 44 to 110
+a product, so it grows down, not sideways) and the timeline has one column a round, 42 to 110
 pixels wide.
 """
 
@@ -24,7 +24,7 @@ OUTCOME_COLOURS = {"final": "#3b73c4", "halt": "#8a4fbf", "failed": "#d64541"}
 # The tree: one row a product.
 ROW, BOX, INDENT, TREE_WIDTH, NAME_CHARS = 34, 26, 26, 760, 46
 # The timeline: a column a round (wider when there are few), a row a step.
-LABEL_WIDTH, TIMELINE_WIDTH, COLUMN_RANGE, DOT_PITCH, BARS = 112, 980, (44, 110), 9, 56
+LABEL_WIDTH, TIMELINE_WIDTH, COLUMN_RANGE, DOT_PITCH, BARS = 100, 990, (42, 110), 9, 56
 
 
 def product_anchor(report: MissionReport, product: Product) -> str:
