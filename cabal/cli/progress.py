@@ -19,7 +19,7 @@ from cabal.report.markdown import conversation_line
 from cabal.report.model import Line
 from cabal.rounds.events import (
     Answered, HaltRaised, MissionEvent, MissionResumed, MissionStarted, MissionStopped, ModelCalled, Presented,
-    RoundStarted, StepStarted, TurnDone, TurnStarted, UserMessage,
+    RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted, UserMessage,
 )
 from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome
 
@@ -74,6 +74,7 @@ class Progress:
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._spent_before = (event.spent_tokens, event.spent_cost_usd)
             self._heading = event.round
+            self._where = f"round {event.round}"
             self._print(f"mission {event.mission} resumed in round {event.round} "
                         f"({event.spent_tokens:,} tokens, ${event.spent_cost_usd:.4f} spent so far)")
         elif isinstance(event, RoundStarted):
@@ -101,6 +102,8 @@ class Progress:
             self._say(Line(round=event.round, speaker=speaker, text=event.text, kind="answer"))
         elif isinstance(event, UserMessage):
             self._say(Line(round=event.round, speaker="you", text=event.text, kind="note"))
+        elif isinstance(event, RunEnded):
+            self.close()  # nothing runs any more: give the terminal back (`cabal chat` reads the next answer)
         elif isinstance(event, MissionStopped):
             if event.reason == StopReason.CONCLUDED and event.detail:
                 self._say(Line(round=event.round, speaker=CHAIR_ID, text=event.detail, kind="done"))

@@ -14,10 +14,10 @@ from rich.console import Console
 
 from cabal.cli.progress import Progress
 from cabal.rounds.events import (
-    Answered, HaltRaised, MissionStarted, MissionStopped, ModelCalled, Presented, RoundStarted, SpokenLine,
+    Answered, HaltRaised, MissionStarted, MissionStopped, ModelCalled, Presented, RoundStarted, RunEnded, SpokenLine,
     StepStarted, TurnDone, TurnStarted, UserMessage,
 )
-from cabal.vocabulary import Step, StopReason, TurnOutcome
+from cabal.vocabulary import MissionState, Step, StopReason, TurnOutcome
 
 from .test_cli import CABAL, DATA, LAUNCH, ROOT
 
@@ -94,6 +94,10 @@ def test_a_terminal_shows_every_working_agent_at_once_with_the_spend_against_the
         working = rendered(progress)
         progress(done("operative-2", Step.WRITE, (1200, 34), 0.0041))
         after = rendered(progress)
+        assert progress._live is not None
+        progress(RunEnded(M, state=MissionState.HALTED, stop_reason=StopReason.QUESTION, round=1, turns=1,
+                          input_tokens=1200, output_tokens=34, cache_read_tokens=0, cost_usd=0.0041, question="?"))
+        assert progress._live is None  # the run is over: the terminal is free for the next answer
     finally:
         progress.close()
 
