@@ -13,7 +13,7 @@ import pytest
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.report.schema import events_schema
-from cabal.rounds.api import resume_mission, run_mission, say
+from cabal.rounds.api import run_mission, say
 from cabal.rounds.events import (
     EVENT_TYPES, Answered, HaltRaised, MissionEvent, MissionStarted, Presented, RunEnded, SpokenLine, TurnDone,
     TurnStarted, UserMessage,

@@ -10,7 +10,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from cabal.report import read_report
 from cabal.report.html import render_html
 from cabal.report.markdown import render_markdown
 from cabal.report.schema import events_schema, report_schema
@@ -246,4 +245,3 @@ def test_a_bigger_mission_renders_every_format(home: str) -> None:
     assert "total 100" in report.product("Evaluation criteria").shown.content
     assert "[[" not in markdown  # references are shown as names
     assert page.count('<section class="product"') == 8
-    assert read_report is not None
