@@ -8,6 +8,7 @@ step works with, and the in-memory view of the graph that steps share.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import json
 import threading
@@ -186,7 +187,11 @@ class MissionRun:
         """The agents of one step, at the same time: one thread and one model call each."""
         if len(agent_ids) <= 1:
             return [self.take_turn(snapshot, step, a) for a in agent_ids]
-        return list(self._pool.map(lambda agent: self.take_turn(snapshot, step, agent), agent_ids))
+        # Each thread runs in a copy of this one's context, so what traces a run (LangSmith's
+        # run tree, an application's OpenTelemetry span) holds the operatives' calls too.
+        turns = [self._pool.submit(contextvars.copy_context().run, self.take_turn, snapshot, step, agent)
+                 for agent in agent_ids]
+        return [turn.result() for turn in turns]
 
 
 def _summary_of(result: TurnResult) -> str:

@@ -128,3 +128,17 @@ def test_cabal_run_exports_its_spans_to_the_otlp_endpoint_in_the_environment(hom
     assert {(path, service) for path, service, _ in Collector.spans} == {("/v1/traces", "cabal-test")}
     names = Counter(name.split(" ")[0] for _, _, name in Collector.spans)
     assert names == {"invoke_workflow": 1, "round": 4, "step": 19, "invoke_agent": 27, "chat": 27}
+
+
+def test_langchains_tracers_see_every_model_call_the_parallel_operatives_included(home: str) -> None:
+    # LangSmith traces through LangChain's callback context; a turn in a worker thread must
+    # carry it, or the operatives' calls fall out of the run's trace.
+    from langchain_core.tracers.context import collect_runs
+
+    with collect_runs() as collected:
+        result = run_mission(LAUNCH_MISSION, home=home, rounds=1)
+
+    calls = [run for run in collected.traced_runs if run.run_type == "llm"]
+    assert len(calls) == result.usage.calls == 11
+    assert Counter(run.metadata["cabal_agent"] for run in calls) == {
+        "chair-1": 3, "operative-1": 3, "operative-2": 3, "watchdog-1": 1, "envoy-1": 1}
