@@ -117,7 +117,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if not sys.stdin.isatty() and args.answer is None:
                 print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'", file=watch.stream)
                 return 0
-            answer = args.answer if args.answer is not None else input("\nyou> ").strip()
+            if args.answer is None:  # the prompt goes where people's lines go (stdout may carry --events -)
+                print("\nyou> ", end="", file=watch.stream, flush=True)
+            answer = args.answer if args.answer is not None else input().strip()
             args.answer = None
             if not answer:
                 continue
