@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from cabal.errors import ConfigError
+
 KINDS = ("agents", "protocols", "skills", "prompts", "procedures", "examples")
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -25,11 +27,14 @@ def builtin_dir(kind: str) -> Path:
 
 
 def search_path(kind: str, extra: Iterable[str | Path] = ()) -> list[Path]:
-    """Folders to look in, lowest priority first: built-in, then each extra folder that exists."""
+    """Folders to look in, lowest priority first: built-in, then each extra folder. An extra
+    folder that is not there is an error: a mistyped path must not silently mean "no overrides"."""
     dirs = [builtin_dir(kind)]
     for folder in extra:
         path = Path(folder).expanduser().resolve()
-        if path.is_dir() and path not in dirs:
+        if not path.is_dir():
+            raise ConfigError(f"{kind} folder not found: {folder}" + (" (it is a file)" if path.exists() else ""))
+        if path not in dirs:
             dirs.append(path)
     return dirs
 

@@ -34,6 +34,15 @@ def test_console_script_and_package(wheel):
     entry_points = next(n for n in wheel.namelist() if n.endswith("entry_points.txt"))
     assert "cabal = cabal.cli:entry" in wheel.read(entry_points).decode()
     assert "cabal/graph/context_graph.py" in wheel.namelist()
+    assert "cabal/report/templates/report.html.j2" in wheel.namelist()  # the HTML report's template
+
+
+def test_the_otel_extra_and_the_report_dependencies_are_declared(wheel):
+    metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith("METADATA"))).decode()
+    assert "Provides-Extra: otel" in metadata
+    assert "Requires-Dist: opentelemetry-sdk>=1.30; extra == 'otel'" in metadata
+    for requirement in ("rich>=13.7", "markdown-it-py>=3.0", "jinja2>=3.1"):
+        assert f"Requires-Dist: {requirement}\n" in metadata
 
 
 def test_installed_layout_is_found_first(tmp_path, monkeypatch):

@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 COMMAND_MODULES = (
     "cabal.cli.graph",       # graph status, graph stop
     "cabal.cli.missions",    # run, resume, chat, say, status, transcript, stop, missions, schema
+    "cabal.cli.show",        # show
+    "cabal.cli.export",      # export
     "cabal.cli.protocols",   # protocols list/show/check
     "cabal.cli.doctor",      # doctor
     "cabal.cli.mcp",         # mcp

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, conve
 
 from cabal.errors import ModelError
 from cabal.llm.models import model_name, redact_secrets
+from cabal.llm.observe import call_returned
 from cabal.llm.settings import RetryPolicy
 from cabal.llm.usage import Usage
 
@@ -83,6 +84,7 @@ def call_model(
         except ValueError as error:
             raise ModelError(f"cannot offer tools to {model_name(model)}: {error}") from error
     for attempt in range(retry.max_retries + 1):
+        started = time.time()
         try:
             raw = runnable.invoke(prepared, config={"metadata": dict(metadata)})
             break
@@ -99,7 +101,9 @@ def call_model(
             sleep(wait)
     if not isinstance(raw, AIMessage):
         raise ModelError(f"{model_name(model)} returned {type(raw).__name__}, not an AIMessage")
-    return _reply_of(raw)
+    reply = _reply_of(raw)
+    call_returned(model_name(model), reply.usage, started)  # to the run's events and traces
+    return reply
 
 
 def _reply_of(raw: AIMessage) -> ModelReply:

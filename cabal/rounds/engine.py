@@ -31,6 +31,7 @@ from langgraph.types import interrupt
 
 from cabal.llm import Budget
 from cabal.rounds.budget import BudgetSpent
+from cabal.rounds.events import Answered, HaltRaised, MissionStopped, RoundStarted, StepStarted, UserMessage
 from cabal.rounds.ids import halt_id
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.run import ENGINE_ACTOR, MissionRun
@@ -84,6 +85,12 @@ def round_start(state: RoundState, runtime: Context) -> RoundState:
     if spent:
         return _budget_spent(run, state.get("round", 0), spent, after="round_start")
     run.set_status(MissionState.RUNNING, round_number)
+    run.emit(RoundStarted(run.mission_id, round=round_number, budget_tokens=run.budget.max_tokens,
+                          budget_cost_usd=run.budget.max_cost_usd))
+    for note in run.snapshot(round_number).collabs:  # what the user said since the last round started
+        if note.get("author") == USER_ID and note.get("round") == round_number - 1:
+            run.emit(UserMessage(run.mission_id, round=note["round"], note=note["id"], text=str(note.get("comment")),
+                                 product=note.get("product_id")))
     return {"round": round_number, "halt": None}
 
 
@@ -93,15 +100,22 @@ def await_user(state: RoundState, runtime: Context) -> RoundState:
     halt = run.graph.get(state["halt"]) or {}
     budget_question = BUDGET_HALT.fullmatch(str(state["halt"])) is not None
     if halt.get("status") != "answered":
+        # On resume this node runs again from the top: the question was told when it was asked.
+        asked = HaltRaised(run.mission_id, round=state.get("round", 0), step=str(halt.get("step") or ""),
+                           halt=state["halt"], asker=str(halt.get("author") or CHAIR_ID), message=str(halt.get("message")),
+                           options=tuple(halt.get("options") or ()))
         source = "user"
         if run.answers and not budget_question:  # the mission file's answers are the Chair's
+            run.emit(asked)
             answer, source = run.answers.pop(0), ANSWER_FROM_FILE
-            run.emit("answer", text=answer, source=source)
+            run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=answer, source=source))
         else:
+            if (run.graph.get(run.mission_id) or {}).get("status") != MissionState.HALTED:
+                run.emit(asked)
             run.set_status(MissionState.HALTED, state.get("round", 0), StopReason.QUESTION, halt.get("message"))
-            run.emit("halt", message=halt.get("message"), options=halt.get("options") or [])
             answer = interrupt({"halt": state["halt"], "message": halt.get("message"),
                                 "options": halt.get("options") or []})
+            run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=str(answer), source="user"))
         _answer_halt(run, state["halt"], str(answer), state.get("round", 0), source)
         run.set_status(MissionState.RUNNING, state.get("round", 0))
     if budget_question:
@@ -114,7 +128,8 @@ def finish(state: RoundState, runtime: Context) -> RoundState:
     reason = state.get("stop") or StopReason.CONCLUDED
     status = MissionState.FAILED if reason == StopReason.ERROR else MissionState.DONE
     run.set_status(status, state.get("round", 0), reason, state.get("detail"))
-    run.emit("stop", reason=reason, detail=state.get("detail"), round=state.get("round", 0))
+    run.emit(MissionStopped(run.mission_id, round=state.get("round", 0), reason=StopReason(reason),
+                            detail=state.get("detail")))
     return {}
 
 
@@ -139,7 +154,7 @@ def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str
     def node(state: RoundState, runtime: Context) -> RoundState:
         run = runtime.context
         snapshot = run.snapshot(state["round"])
-        run.emit("step", round=state["round"], step=step)
+        run.emit(StepStarted(run.mission_id, round=state["round"], step=step))
         try:
             run.run_parallel(snapshot, step, agents(run, snapshot))
         except BudgetSpent as spent:
@@ -245,7 +260,7 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     snapshot = run.snapshot(round_number)
     answered = len([h for h in snapshot.halts if h.get("round") == round_number and h.get("step") == step
                     and h.get("status") == "answered"])
-    run.emit("step", round=round_number, step=step)
+    run.emit(StepStarted(run.mission_id, round=round_number, step=step))
     try:
         result = run.take_turn(snapshot, step, CHAIR_ID, attempt=answered)
     except BudgetSpent as spent:

@@ -8,6 +8,8 @@ step works with, and the in-memory view of the graph that steps share.
 
 from __future__ import annotations
 
+import contextvars
+import itertools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,10 +18,13 @@ from typing import Any
 
 from cabal.errors import ModelError
 from cabal.graph import ContextGraph
-from cabal.llm import Budget, ModelSettings, Usage, model_name
+from cabal.llm import Budget, ModelSettings, RetryNotice, Usage, model_name
+from cabal.llm.observe import CallRecord, calls_heard_by
 from cabal.membrane import Cluster, Membrane
 from cabal.rounds.budget import BudgetSpent, SpendMeter
 from cabal.rounds.context import ContextBuilder, PromptLibrary
+from cabal.rounds.events import (MissionEvent, ModelCalled, ModelRetried, Presented, TurnDone, TurnStarted,
+                                 spoken_lines)
 from cabal.rounds.ids import halt_id, turn_id
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
@@ -29,7 +34,6 @@ from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
 from cabal.rounds.writes import GroupCommitter, TurnPlace, TurnWriter
 from cabal.vocabulary import USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
 
-Event = dict[str, Any]
 ENGINE_ACTOR = "cabal"  # the engine's own writes (mission status, budget questions) are expressed by this actor
 
 
@@ -47,7 +51,7 @@ class MissionRun:
     budget: Budget
     settings: ModelSettings = field(default_factory=ModelSettings)
     answers: list[str] = field(default_factory=list)  # unattended replies to the Chair's questions
-    on_event: Callable[[Event], None] = lambda event: None
+    on_event: Callable[[MissionEvent], None] = lambda event: None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     meter: SpendMeter | None = None  # the budget's gate; built from the graph's spend at the first use
     # The view: one snapshot, loaded at its first use and kept current by applying each
@@ -70,8 +74,8 @@ class MissionRun:
         if self._pool is not None:
             self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
-    def emit(self, kind: str, **fields: Any) -> None:
-        self.on_event({"kind": kind, "mission": self.mission_id, **fields})
+    def emit(self, event: MissionEvent) -> None:
+        self.on_event(event)
 
     # -------------------------------------------------------------------------- the view
 
@@ -143,18 +147,17 @@ class MissionRun:
                           turn_id(snapshot.round, step, agent_id) + (f".after{attempt}" if attempt else ""))
         if snapshot.has_turn(place.turn_id):
             return None
-        self.emit("turn_start", round=snapshot.round, step=step, agent=agent_id)
+        self.emit(TurnStarted(self.mission_id, round=snapshot.round, step=step, agent=agent_id))
         builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
         prompt = builder.build(agent_id, step)
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step), self._committer)
         turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
-                    settings=self.settings, on_retry=lambda notice: self.emit(
-                        "model_retry", round=snapshot.round, step=step, agent=agent_id, retry=notice.retry,
-                        max_retries=notice.max_retries, wait_s=round(notice.wait_s, 3), reason=notice.reason))
+                    settings=self.settings, on_retry=self._retry_events(snapshot.round, step, agent_id))
         try:
-            result = turn.run()
+            with calls_heard_by(self._call_events(snapshot.round, step, agent_id)):
+                result = turn.run()
         except (BudgetSpent, ModelError) as stopped:
             self._record_cut(snapshot, place, turn.result, str(stopped))
             raise
@@ -167,12 +170,40 @@ class MissionRun:
             writes = [writer.prepare_one("raise_halt", halt, {
                 "status": "pending" if halt.type == "question" else "done",
                 "item_id": halt_id(snapshot.round, step, attempt)})]
-        self.committed(writer.commit(writes, record))
-        self.emit("turn_done", round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
-                  attempts=result.attempts, input_tokens=result.usage.input_tokens,
-                  output_tokens=result.usage.output_tokens, cost_usd=cost,
-                  problems=[str(p) for p in result.problems])
+        committed = writer.commit(writes, record)
+        self.committed(committed)
+        self.emit(TurnDone(self.mission_id, round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
+                           attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
+                           output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
+                           cost_usd=cost, problems=tuple(record["problems"]), summary=record["prose"]))
+        lines = spoken_lines([node for cluster in committed for node in cluster.nodes])
+        if lines:  # the Envoy's lines reach the user as soon as they are written
+            self.emit(Presented(self.mission_id, round=snapshot.round, agent=agent_id, lines=lines))
         return result
+
+    def _call_events(self, round_number: int, step: Step, agent_id: str) -> Callable[[CallRecord], None]:
+        """The listener that turns each model call of one turn into a ``model_call`` event."""
+        numbers = itertools.count(1)
+
+        def heard(call: CallRecord) -> None:
+            usage = call.usage
+            self.emit(ModelCalled(
+                self.mission_id, round=round_number, step=step, agent=agent_id, call=next(numbers), model=call.model,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+                cost_usd=usage.cost_usd(call.model), duration_s=round(call.duration_s, 6),
+                at=call.started + call.duration_s))
+
+        return heard
+
+    def _retry_events(self, round_number: int, step: Step, agent_id: str) -> Callable[[RetryNotice], None]:
+        """The listener that tells, for each model call about to be retried, why and how long it waits."""
+        def heard(notice: RetryNotice) -> None:
+            self.emit(ModelRetried(self.mission_id, round=round_number, step=step, agent=agent_id, retry=notice.retry,
+                                   max_retries=notice.max_retries, wait_s=round(notice.wait_s, 3),
+                                   reason=notice.reason))
+
+        return heard
 
     def _turn_record(self, result: TurnResult, *, outcome: TurnOutcome | None = None, prose: str | None = None) -> dict:
         """What a turn moment records: outcome, prose, reasoning, problems, usage per call."""
@@ -203,7 +234,11 @@ class MissionRun:
         """The agents of one step, at the same time: one thread and one model call each."""
         if len(agent_ids) <= 1:
             return [self.take_turn(snapshot, step, a) for a in agent_ids]
-        return list(self._pool.map(lambda agent: self.take_turn(snapshot, step, agent), agent_ids))
+        # Each thread runs in a copy of this one's context, so what traces a run (LangSmith's
+        # run tree, an application's OpenTelemetry span) holds the operatives' calls too.
+        turns = [self._pool.submit(contextvars.copy_context().run, self.take_turn, snapshot, step, agent)
+                 for agent in agent_ids]
+        return [turn.result() for turn in turns]
 
 
 def _summary_of(result: TurnResult) -> str:

@@ -253,11 +253,12 @@ class Spend:
 
     usage: Usage
     cost_usd: float
+    turns: int
     failed_turns: int
 
 
 def mission_spend(graph: ContextGraph) -> Spend:
-    usage, cost, failed = Usage(), 0.0, 0
+    usage, cost, turns, failed = Usage(), 0.0, 0, 0
     for turn in graph.find("moment", {"type": "turn"},
                            fields=["input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "outcome",
                                    "call_input_tokens"]):
@@ -266,8 +267,9 @@ def mission_spend(graph: ContextGraph) -> Spend:
                               cache_read_tokens=int(turn.get("cache_read_tokens") or 0),
                               calls=len(turn.get("call_input_tokens") or []))
         cost += float(turn.get("cost_usd") or 0)
+        turns += 1
         failed += turn.get("outcome") == "failed"
-    return Spend(usage, cost, failed)
+    return Spend(usage, cost, turns, failed)
 
 
 def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Snapshot:

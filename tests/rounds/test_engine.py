@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from cabal.graph import ContextGraph
 from cabal.membrane import Membrane
 from cabal.rounds.api import MissionResult, resume_mission, run_mission, say, stop_mission
+from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import FakeAnthropic
 
@@ -458,12 +459,12 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
     player = ScriptPlayer()
     left: list[str] = []
 
-    def between_rounds(event: dict) -> None:  # after each round's last turn, before the next round starts
-        if event["kind"] == "turn_done" and event["step"] == "presentation":
-            if event["round"] == 1:
-                left.append(say(event["mission"], note, home=home))
-            elif event["round"] == 2:
-                stop_mission(event["mission"], home=home)
+    def between_rounds(event: MissionEvent) -> None:  # after each round's last turn, before the next round starts
+        if isinstance(event, TurnDone) and event.step == "presentation":
+            if event.round == 1:
+                left.append(say(event.mission, note, home=home))
+            elif event.round == 2:
+                stop_mission(event.mission, home=home)
 
     result = run_mission(LAUNCH_MISSION, model=player.model(), home=home, on_event=between_rounds)
 

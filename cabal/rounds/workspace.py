@@ -1,0 +1,139 @@
+"""Where missions live: a workspace's graph server and checkpoint store, and a mission by its id.
+
+Each mission is its own named graph on the workspace's server, named after the mission id
+(``m-<name>-<6 hex>``). Light on purpose: reading a mission (``cabal show``, ``cabal export``)
+needs this module and the graph, not the engine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import sqlite3
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cabal.config import DEFAULT_HOME, existing_home, resolve_home
+from cabal.errors import MissionError, ResourceNotFound
+from cabal.graph import ContextGraph
+
+if TYPE_CHECKING:
+    from cabal.report import MissionReport
+
+MISSION_PREFIX = "m-"
+
+
+@dataclass
+class Workspace:
+    """Where missions live: the graph server and the checkpoint store of one workspace."""
+
+    home: Path
+    url: str | None = None
+    extra_dirs: dict[str, list[Path]] = field(default_factory=dict)
+
+    @classmethod
+    def at(cls, home: str | Path | None = None, url: str | None = None, project: str | Path | None = None, *,
+           reading: bool = False) -> Workspace:
+        """A workspace: ``home``, else ``CABAL_HOME``, else the nearest ``.cabal`` here or above
+        (for a command that writes, ``./.cabal``, created on first use; a command that only
+        reads gets a ``ConfigError`` saying where it looked). ``project`` (default: the folder
+        holding the workspace, or the current directory) may hold the user's own agents/,
+        protocols/, prompts/, skills/ folders, which add to the built-in ones by name."""
+        resolved = existing_home(home) if reading else resolve_home(home)
+        if project is not None:
+            root = Path(project)
+        else:
+            root = resolved.parent if resolved.name == DEFAULT_HOME else Path.cwd()
+        extra = {kind: [root / kind] for kind in ("agents", "protocols", "prompts", "skills") if (root / kind).is_dir()}
+        return cls(resolved, url, extra)
+
+    def graph(self, mission_id: str) -> ContextGraph:
+        return ContextGraph.open(self.url, name=mission_id, home=self.home)
+
+    @contextmanager
+    def checkpointer(self):
+        from langgraph.checkpoint.sqlite import SqliteSaver  # the engine's, imported with it
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        # timeout: wait for another process's write instead of failing with "database is locked".
+        connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False, timeout=30)
+        try:
+            saver = SqliteSaver(connection)
+            with self._locked("checkpoints.lock"):  # two first starts would race to create the tables
+                saver.setup()
+            yield saver
+        finally:
+            connection.close()
+
+    @contextmanager
+    def _locked(self, name: str):
+        with open(self.home / name, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _lock_path(self, mission_id: str) -> Path:
+        return self.mission_dir(mission_id) / "lock"
+
+    def mission_dir(self, mission_id: str) -> Path:
+        return self.home / "missions" / mission_id
+
+    @contextmanager
+    def driving(self, mission_id: str):
+        """Only one process drives a mission at a time (two would race for the same turns)."""
+        lock_path = self._lock_path(mission_id)
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock_path, "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise MissionError(f"mission {mission_id} is being run by another process",
+                                   hint="wait for it to pause or finish, then resume") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def is_driven(self, mission_id: str) -> bool:
+        """Whether a live process drives the mission now (it holds the mission's lock)."""
+        try:
+            lock = open(self._lock_path(mission_id))  # noqa: SIM115 - closed below, lock released with it
+        except FileNotFoundError:
+            return False
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
+
+    def transcript_path(self, mission_id: str) -> Path:
+        return self.mission_dir(mission_id) / "transcript.md"
+
+    def missions(self) -> list[str]:
+        with ContextGraph.open(self.url, name="cabal", home=self.home) as graph:
+            return [name for name in graph.list_graphs() if name.startswith(MISSION_PREFIX)]
+
+
+def mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
+    """The graph of mission ``mission_id``; "mission not found" lists the workspace's missions,
+    the closest ids first."""
+    graph = workspace.graph(mission_id)
+    if not graph.exists(mission_id):
+        known = workspace.missions()
+        graph.close()
+        raise ResourceNotFound("mission", mission_id, known=known, closest_first=True)
+    return graph
+
+
+def mission_report(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionReport:
+    """Everything about a mission, read from its graph: request, charter, the product tree with
+    every version, reviews, inspections and collabs, the conversation, questions, turns and usage."""
+    from cabal.report import read_report
+
+    workspace = Workspace.at(home, url, reading=True)
+    with mission_graph(workspace, mission_id) as graph:
+        return read_report(graph, mission_id)
