@@ -196,14 +196,14 @@ class Walk:
             frame = frames[-1]
             protocol = self.library.get(frame.protocol)
             if frame.step == COMPLETE:
-                if protocol.output is not None and not self.form:
-                    try:
+                try:  # the output and the summary may read an answer this call rejected
+                    if protocol.output is not None and not self.form:
                         self._prepare(protocol.output)
-                    except Unresolved:
-                        return Stop("unresolved")
-                if len(frames) == 1:
-                    if not self.form:
+                    if len(frames) == 1 and not self.form:
                         self._summarise(protocol)
+                except Unresolved:
+                    return Stop("unresolved")
+                if len(frames) == 1:
                     return Stop("complete")
                 frames.pop()
                 if frame.collect is not None:  # the caller keeps the first node this protocol prepared
