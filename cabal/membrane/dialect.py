@@ -79,7 +79,7 @@ TOP_DOC_KEYS = ("triggers", "requires_skills", "contextual_knowledge", "config")
 TOP_KEYS = ("protocol", "procedure", "version", "description", "steps", "output", "dependencies", "start",
             *TOP_DOC_KEYS)  # fmt: skip
 STEP_DOC_KEYS = ("purpose", "reason", "description", "comment", "notes", "why")
-MARKER_STEP_TYPES = ("complete", "loop", "foreach", "inject", "transform")
+MARKER_STEP_TYPES = ("loop", "foreach", "inject", "transform")
 
 
 @dataclass
@@ -124,6 +124,7 @@ def _upstream_step(step: Mapping) -> bool:
         "branch": ("checks", "on"),
         "call_protocol": ("inputs", "collect_created", "procedure"),
         "create": ("updates",),
+        "complete": ("status", "message"),  # Cabal's own complete step says summary and outcome
     }.get(kind, ())
     return any(key in step for key in markers) or (kind == "ask" and isinstance(step.get("context"), str))
 

@@ -51,6 +51,31 @@ def test_the_dialect_is_recognised_and_canonical_files_are_not():
         assert not dialect.is_upstream(read_yaml(path.read_text(), str(path))), path
 
 
+def test_cabals_own_complete_step_does_not_mark_the_dialect():
+    text = textwrap.dedent("""\
+        protocol: stop_early
+        steps:
+          go_on:
+            type: ask
+            question: Go on?
+            expects: {type: boolean}
+          gate:
+            type: branch
+            condition: "{go_on}"
+            then: $complete
+            else: stop
+          stop:
+            type: complete
+            summary: "stopped at the gate"
+            outcome: cancelled
+        """)  # fmt: skip
+    assert not dialect.is_upstream(read_yaml(text, "stop_early.yaml"))
+    stop = load_protocol(text, "stop_early.yaml").steps["stop"]
+    assert (type(stop), stop.summary, stop.outcome) == (CompleteStep, "stopped at the gate", "cancelled")
+    upstream = {"protocol": "u", "steps": {"end": {"type": "complete", "status": "cancelled", "message": "m"}}}
+    assert dialect.is_upstream(upstream)
+
+
 # -------------------------------------------------------------- the prerequisite pattern
 
 
