@@ -30,7 +30,7 @@ PYTHON = [code for language, code in BLOCK.findall(README) if language == "pytho
 
 
 def test_the_readme_has_its_snippets() -> None:
-    assert len(PYTHON) == 7
+    assert len(PYTHON) == 8
     assert [language for language, _ in BLOCK.findall(README)].count("yaml") == 1
 
 
