@@ -1,8 +1,8 @@
 """The ``cabal`` command line.
 
 Every subcommand is a function ``cmd_*(args) -> int`` in one of ``COMMAND_MODULES``; ``main``
-turns any ``CabalError`` into a one-line message (plus its hint) on stderr and exit status 1,
-never a traceback. Options several commands share live in ``cabal.cli.options``.
+turns any ``CabalError`` into a one-line message (plus its hint) on stderr and an exit status
+from ``cabal.cli.exits``, never a traceback. Options several commands share live in ``cabal.cli.options``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from cabal.cli import exits
 from cabal.errors import CabalError, ConfigError
 
 Command = Callable[[argparse.Namespace], int]
-EXIT_ERROR, EXIT_USAGE = 1, 2  # a command could not do what was asked; its arguments or files are wrong
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,13 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cabal: {error}", file=sys.stderr)
         if error.hint:
             print(f"hint: {error.hint}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(error, ConfigError) else EXIT_ERROR
+        return exits.USAGE if isinstance(error, ConfigError) else exits.FAILED
     except KeyboardInterrupt:
         print("\ncabal: interrupted", file=sys.stderr)
-        return 130
+        return exits.CTRL_C
     except BrokenPipeError:  # the reader went away (`cabal missions | head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        _silence_stdout()
+        return exits.CLOSED_PIPE
 
 
 def entry() -> None:
@@ -69,8 +69,17 @@ def entry() -> None:
     in a worker thread would otherwise hold the process until it returns (the mission is paused
     and each turn commits whole or not at all, so nothing is lost by not waiting)."""
     code = main()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # what was left to print had no reader any more
+        _silence_stdout()
+        code = code or exits.CLOSED_PIPE
     sys.stderr.flush()
-    if code == 130:
+    if code == exits.CTRL_C:
         os._exit(code)
     sys.exit(code)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

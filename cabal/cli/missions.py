@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from cabal import rounds  # the engine loads at the first call, not at import
+from cabal.cli import exits
 from cabal.cli.options import add_graph_options
 from cabal.errors import ConfigError
 
@@ -23,17 +24,14 @@ if TYPE_CHECKING:
     from cabal.rounds import MissionResult
     from cabal.rounds.events import MissionEvent
 
-# Exit statuses of the commands that run a mission (the README has the table).
-EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_HALTED, EXIT_FAILED_TURNS, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5
-EXIT_CTRL_C = 130
 
 
 def exit_status(result: MissionResult) -> int:
     """How a mission that ran is told to the shell: done, done with failed turns, waiting for
     an answer, interrupted (resume it), or failed."""
     if result.state == "done":
-        return EXIT_FAILED_TURNS if result.failed_turns else EXIT_DONE
-    return {"halted": EXIT_HALTED, "interrupted": EXIT_INTERRUPTED}.get(result.state, EXIT_FAILED)
+        return exits.FAILED_TURNS if result.failed_turns else exits.DONE
+    return {"halted": exits.HALTED, "interrupted": exits.INTERRUPTED}.get(result.state, exits.FAILED)
 
 
 def print_conversation(mission_id: str, home: str | None, url: str | None, stream: IO[str] | None = None) -> None:
@@ -126,7 +124,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 def _interrupted(mission_id: str | None) -> int:
     print("\ncabal: interrupted (Ctrl-C)" + (f"; the mission is paused. Go on with: cabal resume {mission_id}"
                                            if mission_id else ""), file=sys.stderr)
-    return EXIT_CTRL_C
+    return exits.CTRL_C
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -159,14 +157,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
         while result.pending_halt is not None:
             if not sys.stdin.isatty() and args.answer is None:
                 print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'", file=watch.stream)
-                return EXIT_HALTED
+                return exits.HALTED
             if args.answer is None:  # the prompt goes where people's lines go (stdout may carry --events -)
                 print("\nyou> ", end="", file=watch.stream, flush=True)
             try:
                 answer = args.answer if args.answer is not None else input().strip()
             except EOFError:  # Ctrl-D: no answer now; the question keeps
                 print(f"\nno answer given; answer later with: cabal chat {args.mission_id}", file=watch.stream)
-                return EXIT_HALTED
+                return exits.HALTED
             args.answer = None
             if not answer:
                 continue
