@@ -33,13 +33,13 @@ from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_C
 from cabal.errors import AnswerProblem, AnswerRejected
 from cabal.limits import answer_problems
 from cabal.llm import ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model
+from cabal.llm.usage import estimate_tokens
 from cabal.membrane import Cluster
 from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import Prompt
 from cabal.vocabulary import Step, TurnOutcome
 
 DEFAULT_MAX_ATTEMPTS = 3
-CHARS_PER_TOKEN = 4  # the estimate a call's worst case is reserved at
 TOOL_DESCRIPTIONS = {
     FINAL_OUTPUT: "Your result for this step. Call this when you are ready to answer.",
     REQUEST_CONTEXT: "Ask to see more before answering (1 to 5 requests; at most 3 times per step).",
@@ -169,7 +169,7 @@ class Turn:
         reservation = None
         if self.gate is not None:
             prompt_chars = sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
-            reservation = self.gate.admit(Usage(input_tokens=prompt_chars // CHARS_PER_TOKEN,
+            reservation = self.gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
                                                 output_tokens=self.settings.max_tokens, calls=1))
         try:
             reply = call_model(self.model, messages, tools, metadata=metadata, retry=self.settings.retry,

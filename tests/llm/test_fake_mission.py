@@ -100,3 +100,35 @@ def test_overload_injected_before_the_responder_is_retried_by_the_client(api: Fa
     assert api.requests[0].body == api.requests[1].body
     # Cabal retried it (the client runs with max_retries=0): to the SDK both are first tries.
     assert [r.headers["x-stainless-retry-count"] for r in api.requests[:2]] == ["0", "0"]
+
+
+# The prompt budget of one call (issue 10): what a real model reads well, and what a round costs.
+SYSTEM_TOKENS, USER_TOKENS, CALL_TOKENS = 2_000, 5_000, 8_000
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("example", ["launch", "research"])
+def test_every_call_of_both_examples_stays_within_the_prompt_budget(
+        example: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = FakeAnthropic().start()
+    server.respond_with(script_responder(EXAMPLES / example / f"{example}.script.yaml"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-budget")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    mission = load_mission(EXAMPLES / example / f"{example}.mission.yaml")[0].model_copy(update={"model": MODEL})
+    try:
+        result = run_mission(mission, model=MODEL, home=home)
+    finally:
+        server.stop()
+
+    assert result.state == "done" and not result.failed_turns
+    sizes = []
+    for request in server.requests:
+        body = request.body
+        system = sum(part_tokens(block) for block in body["system"])
+        user = sum(part_tokens(message) for message in body["messages"])
+        tools = sum(part_tokens(tool) for tool in body["tools"])
+        sizes.append((system, user, system + user + tools))
+    assert len(sizes) == result.usage.calls > 20
+    assert max(s for s, _, _ in sizes) <= SYSTEM_TOKENS
+    assert max(u for _, u, _ in sizes) <= USER_TOKENS
+    assert max(t for _, _, t in sizes) <= CALL_TOKENS
