@@ -217,13 +217,15 @@ def _after_write(state: RoundState, runtime: Context) -> str:
                               else "presentation")
 
 
-def _then(next_node: str) -> Callable[[RoundState, Context], str]:
-    return lambda state, runtime: _paused(state) or next_node
+def _then(next_node: str) -> Callable[[RoundState], str]:
+    # A route of the state alone: ``update_state(as_node=...)`` runs it without a run context
+    # (resuming an ended mission replays Presentation's route that way).
+    return lambda state: _paused(state) or next_node
 
 
 NODES = {node.__name__: node for node in (bootstrap, await_user, round_start, reflect, plan, write, peer_review,
                                           inspect, presentation, finish)}
-ROUTES: dict[str, tuple[Callable[[RoundState, Context], str], list[str]]] = {
+ROUTES: dict[str, tuple[Callable[..., str], list[str]]] = {
     # node: (where it goes next, every place it can go)
     "bootstrap": (_after_chair, ["finish", "await_user", "round_start"]),
     # back to the node that asked: a Chair turn, a round start, or a step whose budget ran out

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
+from cabal.errors import MissionError
 from cabal.graph import ContextGraph
 from cabal.membrane import Membrane
 from cabal.rounds.api import MissionResult, resume_mission, run_mission, say, stop_mission
@@ -487,6 +488,32 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
         assert f"## From the user\nThe user wrote: {note}" in player.prompts_of(operative, 2)["reflect"]
     assert [c.key for c in player.calls if note in c.prompt and c.key[0] == 1] == []
     assert [c.key for c in player.calls if c.key[0] == 3] == []
+
+
+def test_a_mission_out_of_rounds_or_stopped_goes_on_to_the_end_of_a_whole_run(home: Path) -> None:
+    whole = run_mission(LAUNCH_MISSION, home=home)
+
+    short = run_mission(LAUNCH_MISSION, home=home, rounds=2)
+    assert (short.state, short.stop_reason, short.round) == ("done", "noMoreRounds", 2)
+    with pytest.raises(MissionError, match="--rounds 2 is not more than the 2 round"):
+        resume_mission(short.mission_id, rounds=2, home=home)
+    longer = resume_mission(short.mission_id, rounds=4, home=home)
+
+    def stop_after_round_2(event: MissionEvent) -> None:
+        if isinstance(event, TurnDone) and event.step == "presentation" and event.round == 2:
+            stop_mission(event.mission, home=home)
+
+    stopped = run_mission(LAUNCH_MISSION, home=home, on_event=stop_after_round_2)
+    assert (stopped.state, stopped.stop_reason, stopped.round) == ("done", "userHalt", 2)
+    went_on = resume_mission(stopped.mission_id, home=home)  # the mission file's limit: 4 rounds
+
+    for result in (longer, went_on):
+        assert (result.state, result.stop_reason, result.round, result.detail) == ("done", "concluded", 4, DONE_MESSAGE)
+        assert (result.usage, result.turns) == (whole.usage, whole.turns)
+        with open_graph(home, result.mission_id) as graph:
+            assert sorted(turns(graph)) == LAUNCH_TURNS
+            assert {p["name"]: p["status"] for p in graph.find("product")} == {
+                "Launch brief": "accepted", "Pricing decision": "accepted", "Launch-day checklist": "accepted"}
 
 
 # ------------------------------------------------------------- 6. the real Claude client
