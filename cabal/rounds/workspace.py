@@ -122,7 +122,7 @@ def mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
     """The graph of mission ``mission_id``; "mission not found" lists the workspace's missions,
     the closest ids first."""
     graph = workspace.graph(mission_id)
-    if not graph.exists(mission_id):
+    if (graph.get(mission_id) or {}).get("node_type") != "mission":  # a graph of that name need not be a mission
         known = workspace.missions()
         graph.close()
         raise ResourceNotFound("mission", mission_id, known=known, closest_first=True)

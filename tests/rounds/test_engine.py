@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from cabal.errors import MissionError
+from cabal.errors import MissionError, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.membrane import Membrane
-from cabal.rounds.api import MissionResult, resume_mission, run_mission, say, stop_mission
+from cabal.rounds.api import MissionResult, mission_status, resume_mission, run_mission, say, stop_mission
 from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import FakeAnthropic
@@ -514,6 +514,17 @@ def test_a_mission_out_of_rounds_or_stopped_goes_on_to_the_end_of_a_whole_run(ho
             assert sorted(turns(graph)) == LAUNCH_TURNS
             assert {p["name"]: p["status"] for p in graph.find("product")} == {
                 "Launch brief": "accepted", "Pricing decision": "accepted", "Launch-day checklist": "accepted"}
+
+
+def test_an_answer_to_an_ended_mission_and_a_graph_that_is_no_mission_are_refused(home: Path) -> None:
+    done = run_mission(LAUNCH_MISSION, home=home)
+    with pytest.raises(MissionError, match="has ended \\(concluded\\); there is no question to answer"):
+        resume_mission(done.mission_id, answer="Students first.", home=home)
+
+    with open_graph(home, "m-not-a-mission") as graph:  # named like a mission, holding something else
+        graph.create_cluster([{"id": "m-not-a-mission", "node_type": "space", "type": "module", "name": "x"}])
+    with pytest.raises(ResourceNotFound, match="mission not found: 'm-not-a-mission'"):
+        mission_status("m-not-a-mission", home=home)
 
 
 # ------------------------------------------------------------- 6. the real Claude client
