@@ -38,7 +38,7 @@ from cabal.rounds.run import ENGINE_ACTOR, MissionRun
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.entities import Halt
-from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
+from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step, StopReason, TurnOutcome
 
 STOP_WORDS = {"stop", "no", "n", "halt", "end", "quit"}
 ANSWER_FROM_FILE = "mission file"  # where an unattended answer came from (answer_source on the halt)
@@ -156,7 +156,7 @@ def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str
         snapshot = run.snapshot(state["round"])
         run.emit(StepStarted(run.mission_id, round=state["round"], step=step))
         try:
-            run.run_parallel(snapshot, step, agents(run, snapshot))
+            run.run_step(snapshot, step, agents(run, snapshot))
         except BudgetSpent as spent:
             return _budget_spent(run, state["round"], spent.reason, after=step.value)
         return {}

@@ -602,7 +602,9 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
         assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}]
         assert [m["role"] for m in body["messages"]] == ["user"]
     assert "Bootstrap (round 0)" in claude.requests[0].body["system"][0]["text"]
-    assert "## Your assignments this round\n### p1 Welcome note [Content]" in claude.requests[3].body["messages"][0]["content"]
+    charter, now = claude.requests[3].body["messages"][0]["content"]  # two blocks, the charter cached
+    assert charter["cache_control"] == {"type": "ephemeral"} and charter["text"].startswith("## Mission\n")
+    assert "## Your assignments this round\n### p1 Welcome note [Content]" in now["text"]
     with open_graph(home, result.mission_id) as graph:
         moments = turns(graph)
         assert sorted(moments) == sorted(TINY_TURNS)
