@@ -1,0 +1,41 @@
+"""``cabal serve``: the team's room in a browser (``cabal.web``).
+
+The web server and the engine are imported when the command runs, not when the parser is
+built, so ``cabal --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cabal.cli.options import add_graph_options
+from cabal.web import DEFAULT_HOST, DEFAULT_PORT
+
+EXIT_CTRL_C = 130  # the console script leaves at once then, not waiting for a model call in flight
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from cabal.web.server import WebServer, workspace_of
+
+    web = WebServer(workspace_of(args.home, args.url), args.host, args.port, max_runs=args.max_runs)
+    print(web.banner(), flush=True)
+    try:
+        web.run()
+    except KeyboardInterrupt:  # uvicorn stops on Ctrl-C, then raises it again here
+        running = web.running()
+        print("\ncabal: stopped serving" + (f"; {running} mission(s) it was running are paused: resume them from "
+                                              "their page or with `cabal resume ID`" if running else ""), flush=True)
+        return EXIT_CTRL_C
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    serve = add_graph_options(commands.add_parser(
+        "serve", help="the team's room in a browser: follow missions live, answer, judge the work, start missions"))
+    serve.add_argument("--host", default=DEFAULT_HOST,
+                       help=f"address to listen on (default {DEFAULT_HOST}: this machine only); any other address "
+                            "requires the token printed at start")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
+    serve.add_argument("--max-runs", type=int, default=4, metavar="N",
+                       help="how many missions the server runs at once (default 4)")
+    serve.set_defaults(func=cmd_serve)
