@@ -9,7 +9,7 @@
     POST /missions/{id}/answer          answer its pending question; the mission resumes here
     POST /missions/{id}/say             leave the team a message
     POST /missions/{id}/stop            ask the team to stop at its next round
-    POST /missions/{id}/resume          go on after an interruption, or for more rounds
+    POST /missions/{id}/resume          go on after an interruption (a kill, a model outage)
     GET  /missions/{id}/report.{fmt}    the export: html, md or json
     GET  /live, /live/missions/{id}     the event streams of the two pages
     GET  /static/{name}                 the stylesheets and the script
@@ -311,12 +311,9 @@ async def stop(request: Request, form: FormData) -> Response:
 @state_changing
 async def resume(request: Request, form: FormData) -> Response:
     room, mission_id = _room(request), await _known(request)
-    rounds = None
-    if more := _text(form, "more"):
-        if not more.isdigit() or not 1 <= int(more) <= 50:
-            raise HTTPException(400, "Give the number of more rounds: a whole number from 1 to 50.")
-        rounds = (await run_in_threadpool(room.reader.status, mission_id)).round + int(more)
-    await _went_on(request, room.runner.resume(mission_id, rounds=rounds))
+    if (await run_in_threadpool(room.reader.status, mission_id)).state != "interrupted":
+        raise MissionError(f"mission {mission_id} is not interrupted: there is nothing to resume")
+    await _went_on(request, room.runner.resume(mission_id))
     return _done(request, mission_id, "The team goes on.")
 
 

@@ -81,15 +81,15 @@ class Runner:
         return self._launch(None, lambda listener: run_mission(
             mission, model=model, home=self.workspace.home, url=self.workspace.url, on_event=listener))
 
-    def resume(self, mission_id: str, *, answer: str | None = None, rounds: int | None = None) -> Future[str]:
-        """Answer a mission's question, continue it after an interruption, or give it more rounds;
-        the future holds its id once it goes on, or the error that stopped it from going on."""
+    def resume(self, mission_id: str, *, answer: str | None = None) -> Future[str]:
+        """Answer a mission's question, or continue it after an interruption; the future holds its
+        id once it goes on, or the error that stopped it from going on."""
         with self._lock:
             if mission_id in self._runs:
                 raise MissionError(f"this server is already running {mission_id}",
                                    hint="wait for it to pause or finish")
         return self._launch(mission_id, lambda listener: resume_mission(
-            mission_id, answer=answer, rounds=rounds, home=self.workspace.home, url=self.workspace.url,
+            mission_id, answer=answer, home=self.workspace.home, url=self.workspace.url,
             on_event=listener))
 
     # ------------------------------------------------------------------------- reading

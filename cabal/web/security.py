@@ -16,7 +16,8 @@
   handler that changes something runs.
 - **Headers.** A Content-Security-Policy that lets a page run only the server's own script
   and load only from the server (so even markup that escaped escaping could not run), no
-  framing, no referrer (a token in a URL never leaks through one), no sniffing.
+  framing, no referrer to other sites (nor would a token be in one: ``?token=`` is redirected
+  away at once), no sniffing.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ HEADERS = {
     "content-security-policy": POLICY,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    # Not "no-referrer": with it, browsers send "Origin: null" on the pages' own form posts.
+    "referrer-policy": "same-origin",
     "cross-origin-opener-policy": "same-origin",
 }
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -184,7 +186,8 @@ def refused(status: int, title: str, message: str, *, ask_token: bool = False) -
     from markupsafe import escape
 
     form = ('<form method="get" action=""><label>Token <input name="token" type="password" autocomplete="off" '
-            'required></label> <button>Open</button></form>') if ask_token else ""
+            'required style="font: inherit; padding: 6px 10px; width: 22em; max-width: 100%"></label> '
+            '<button style="font: inherit; padding: 6px 16px">Open</button></form>') if ask_token else ""
     body = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
             f'content="width=device-width, initial-scale=1"><title>{escape(title)} · Cabal</title></head>'
             f'<body style="font: 16px/1.5 system-ui, sans-serif; max-width: 40em; margin: 3em auto; padding: 0 1em">'

@@ -4,6 +4,7 @@ form, an example or an uploaded file, and every bad request a clear 4xx."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from html import unescape
@@ -129,8 +130,7 @@ def test_say_stop_and_answer_from_the_pages_script(client: TestClient, asking: s
     assert (ended.state, ended.stop_reason) == ("done", "userHalt")
     page = client.get(f"/missions/{asking}").text
     assert "Keep it under &lt;b&gt;80&lt;/b&gt; words." in page and "<b>80</b>" not in page
-    assert "/say" not in page and "/stop" not in page  # an ended mission takes neither
-    assert 'action="/missions/' + asking + '/resume"' in page  # stopped by the user: it may continue
+    assert "/say" not in page and "/stop" not in page and "/resume" not in page  # an ended mission takes none
 
 
 def test_what_cannot_be_done_now_is_a_409_with_the_reason(client: TestClient, asking: str, security,
@@ -151,14 +151,12 @@ def test_bad_answers_and_messages_are_400s(client: TestClient, asking: str, secu
     empty = json_post(client, f"/missions/{asking}/answer", security, answer="   ")
     long = json_post(client, f"/missions/{asking}/say", security, text="x" * 20_001)
     product = json_post(client, f"/missions/{asking}/say", security, text="Hello", product="p-elsewhere")
-    more = json_post(client, f"/missions/{asking}/resume", security, more="-1")
 
-    assert [r.status_code for r in (empty, long, product, more)] == [400, 400, 400, 400]
-    assert [r.json()["error"] for r in (empty, long, product, more)] == [
+    assert [r.status_code for r in (empty, long, product)] == [400, 400, 400]
+    assert [r.json()["error"] for r in (empty, long, product)] == [
         "Write an answer (or pick an option) first.",
         "The message is 20,001 characters long; at most 20,000 are taken.",
-        "That product is not in this mission's tree.",
-        "Give the number of more rounds: a whole number from 1 to 50."]
+        "That product is not in this mission's tree."]
 
 
 # ------------------------------------------------------------------------------ starting
@@ -266,3 +264,38 @@ def test_errors_are_pages_not_tracebacks(client: TestClient, monkeypatch, asking
     assert "Traceback" not in broken.text
     assert missing.status_code == 404 and "mission not found: 'm-nothing-here-000000'" in text(missing)
     assert wrong_method.status_code == 405
+
+
+def test_an_interrupted_mission_resumes_from_its_page(client: TestClient, security, graph_server) -> None:
+    flaky_team = importlib.import_module("tests.web.flaky_team")  # the module the model spec names
+    flaky_team.failures_left = 1
+    paused = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 1},
+                         model="py:tests.web.flaky_team:team", home=graph_server.home)
+    page = client.get(f"/missions/{paused.mission_id}").text
+
+    resumed = json_post(client, f"/missions/{paused.mission_id}/resume", security)
+
+    assert (paused.state, paused.detail) == ("interrupted", "the model is unavailable: the provider is down (a test)")
+    assert f'action="/missions/{paused.mission_id}/resume"' in page
+    assert resumed.json() == {"ok": True, "mission": paused.mission_id, "message": "The team goes on."}
+    ended = done(graph_server, paused.mission_id)
+    assert (ended.state, ended.stop_reason, ended.round) == ("done", "noMoreRounds", 1)
+
+
+def test_only_an_interrupted_mission_resumes(client: TestClient, asking: str, security) -> None:
+    refused = json_post(client, f"/missions/{asking}/resume", security)
+
+    assert refused.status_code == 409
+    assert refused.json() == {"ok": False, "error": f"mission {asking} is not interrupted: there is nothing to resume"}
+
+
+def test_a_server_running_all_it_may_says_busy(workspace, security) -> None:
+    from cabal.web.app import create_app
+
+    with TestClient(create_app(workspace, security, max_runs=0), base_url="http://127.0.0.1:8765") as full:
+        refused = full.post("/missions/example", data={"csrf": security.csrf, "example": "launch"},
+                            headers={"accept": "application/json"})
+
+    assert refused.status_code == 429
+    assert refused.json() == {"ok": False, "error": "this server already runs 0 missions (wait for one to pause or end "
+                                                    "(or start the server with a higher --max-runs))"}

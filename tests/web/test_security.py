@@ -37,7 +37,7 @@ def test_every_response_carries_the_security_headers(client: TestClient) -> None
         headers = client.get(path).headers
         assert headers["content-security-policy"] == POLICY
         assert (headers["x-content-type-options"], headers["x-frame-options"], headers["referrer-policy"]) == (
-            "nosniff", "DENY", "no-referrer")
+            "nosniff", "DENY", "same-origin")
     assert "script-src 'self';" in POLICY and "default-src 'none'" in POLICY and "frame-ancestors 'none'" in POLICY
 
 
