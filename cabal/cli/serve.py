@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 
+from cabal.cli.missions import EXIT_CTRL_C  # the console script leaves at once then
 from cabal.cli.options import add_graph_options
 from cabal.web import DEFAULT_HOST, DEFAULT_PORT
-
-EXIT_CTRL_C = 130  # the console script leaves at once then, not waiting for a model call in flight
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -19,14 +18,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     web = WebServer(workspace_of(args.home, args.url), args.host, args.port, max_runs=args.max_runs)
     print(web.banner(), flush=True)
+    interrupted = False
     try:
         web.run()
     except KeyboardInterrupt:  # uvicorn stops on Ctrl-C, then raises it again here
-        running = web.running()
-        print("\ncabal: stopped serving" + (f"; {running} mission(s) it was running are paused: resume them from "
-                                              "their page or with `cabal resume ID`" if running else ""), flush=True)
-        return EXIT_CTRL_C
-    return 0
+        interrupted = True
+    running = web.running()
+    print("\ncabal: stopped serving" + (f"; {running} mission(s) it was running are paused: resume them from their "
+                                       "page or with `cabal resume ID`" if running else ""), flush=True)
+    # With runs in flight, leave at once (the console script does for this status) rather than wait
+    # for their model calls: each turn commits whole or not at all, and the missions show interrupted.
+    return EXIT_CTRL_C if interrupted or running else 0
 
 
 def register(commands: argparse._SubParsersAction) -> None:

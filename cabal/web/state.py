@@ -8,6 +8,7 @@ Nothing here reads a mission its own way: the view is ``read_report`` and ``stat
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable, Hashable, Sequence
@@ -23,6 +24,7 @@ from cabal.rounds.workspace import MISSION_PREFIX, Workspace
 # so an id from a URL can name neither a path (the mission's folder) nor anything but a graph.
 MISSION_ID = re.compile(MISSION_PREFIX + r"[\w-]{1,100}")
 THIS_SERVER, ANOTHER_PROCESS = "this server", "another process"
+log = logging.getLogger("cabal.web")
 
 
 @dataclass(frozen=True)
@@ -124,8 +126,14 @@ class WorkspaceReader:
         return ANOTHER_PROCESS if status.state == "running" else None
 
     def rows(self) -> list[MissionRow]:
-        """Every mission, the most recently active first."""
-        rows = [self._reading(lambda mission_id=mission_id: self._row(mission_id)) for mission_id in self.mission_ids()]
+        """Every mission, the most recently active first. A graph named like a mission that does
+        not read as one (another program's, on a shared server) is left out, with a warning."""
+        rows = []
+        for mission_id in self.mission_ids():
+            try:
+                rows.append(self._reading(lambda mission_id=mission_id: self._row(mission_id)))
+            except (KeyError, ValueError) as error:
+                log.warning("graph %s does not read as a mission (%s): left out of the list", mission_id, error)
         return sorted(rows, key=lambda row: (-row.active_at, row.id))
 
     def _row(self, mission_id: str) -> MissionRow:

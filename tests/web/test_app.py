@@ -299,3 +299,31 @@ def test_a_server_running_all_it_may_says_busy(workspace, security) -> None:
     assert refused.status_code == 429
     assert refused.json() == {"ok": False, "error": "this server already runs 0 missions (wait for one to pause or end "
                                                     "(or start the server with a higher --max-runs))"}
+
+
+def test_a_graph_named_like_a_mission_that_is_not_one_is_left_out_of_the_list(client: TestClient,
+                                                                               graph_server) -> None:
+    from cabal.graph import ContextGraph
+
+    with ContextGraph.open(name="m-not-a-mission-000000", home=graph_server.home) as other:
+        other.create_cluster([{"id": "x", "node_type": "space", "type": "module", "name": "Someone else's"}])
+        try:
+            listing = client.get("/")
+        finally:
+            other.delete_graph()
+
+    assert listing.status_code == 200
+    assert "m-not-a-mission-000000" not in listing.text
+
+
+def test_a_claude_model_without_a_key_is_refused_before_anything_is_written(client: TestClient, security,
+                                                                          monkeypatch, graph_server) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    before = set(client.app.state.room.reader.mission_ids())
+
+    refused = client.post("/missions", data={"csrf": security.csrf, "request": "Plan a picnic.", "name": "no-key",
+                                             "model": "claude-sonnet-4-6"})
+
+    assert refused.status_code == 400
+    assert "model 'claude-sonnet-4-6' needs an Anthropic API key: set ANTHROPIC_API_KEY" in text(refused)
+    assert set(client.app.state.room.reader.mission_ids()) == before
