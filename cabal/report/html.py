@@ -1,9 +1,11 @@
 """A mission report as one self-contained HTML page (``cabal export --format html``).
 
 Offline by construction: the styles are inline (``templates/report.css``, which ``cabal serve``
-serves as a file), the pictures are inline SVG, there is no script, and a Content-Security-Policy forbids the page to load anything at all. Every text
-from the model or the user is escaped by the template (autoescape); a version's Markdown is
-rendered with raw HTML and images turned off, so it can add neither markup nor a request.
+serves as a file), the pictures are inline SVG, there is no script, and a Content-Security-Policy
+forbids the page to load anything at all. Every text from the model or the user is escaped by
+the template (autoescape); a version's Markdown is rendered with raw HTML and images turned off,
+so it can add neither markup nor a request. The page is made of ``templates/sections``, which the
+mission page of ``cabal serve`` includes too.
 """
 
 from __future__ import annotations

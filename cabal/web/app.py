@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,20 +187,35 @@ def _since(request: Request) -> str | None:
 
 async def live_missions(request: Request) -> Response:
     room = _room(request)
-    render = lambda: run_in_threadpool(lambda: room.list_parts()[1])  # noqa: E731 - one line, read where it is used
-    return EventSourceResponse(updates(room.hub, EVERY_MISSION, render, _since(request)), ping=15, send_timeout=30)
+
+    async def render() -> Parts:
+        return (await run_in_threadpool(room.list_parts))[1]
+
+    return _stream(updates(room.hub, EVERY_MISSION, render, _since(request)))
 
 
 async def live_mission(request: Request) -> Response:
     room, mission_id = _room(request), await _known(request)
-    render = lambda: run_in_threadpool(lambda: room.mission_parts(mission_id)[1])  # noqa: E731
-    return EventSourceResponse(updates(room.hub, mission_id, render, _since(request)), ping=15, send_timeout=30)
+
+    async def render() -> Parts:
+        return (await run_in_threadpool(room.mission_parts, mission_id))[1]
+
+    return _stream(updates(room.hub, mission_id, render, _since(request)))
+
+
+def _stream(events) -> EventSourceResponse:
+    # A ping every 15 s keeps proxies from closing a quiet stream; a page that stops reading for
+    # 30 s is let go. (The response is never cached: sse-starlette says so.)
+    return EventSourceResponse(events, ping=15, send_timeout=30)
 
 
 # ---------------------------------------------------------------------- changing things
 
 
-def state_changing(handler: Callable[[Request, FormData], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+Handler = Callable[[Request, FormData], Awaitable[Response]]
+
+
+def state_changing(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """A POST handler that runs only with the server's CSRF token (in the form's ``csrf`` field
     or the ``X-CSRF-Token`` header); it receives the parsed form."""
     @functools.wraps(handler)
@@ -226,7 +242,7 @@ def _done(request: Request, mission_id: str, message: str) -> Response:
     return RedirectResponse(f"/missions/{mission_id}", status_code=303)
 
 
-async def _went_on(request: Request, started) -> str:
+async def _went_on(started: Future[str]) -> str:
     """The mission id once a run of the runner has begun (its first event), or its error."""
     try:
         return await asyncio.wait_for(asyncio.wrap_future(started), timeout=START_TIMEOUT_S)
@@ -261,7 +277,7 @@ async def _start(request: Request, launch: Callable[[], forms.Launch], **shown) 
     """Start what ``launch`` makes; a refusal comes back on the new-mission page, with the form refilled."""
     try:
         chosen = await run_in_threadpool(launch)
-        mission_id = await _went_on(request, _room(request).runner.start(chosen.mission, model=chosen.model))
+        mission_id = await _went_on(_room(request).runner.start(chosen.mission, model=chosen.model))
     except Busy:
         raise
     except CabalError as error:
@@ -280,7 +296,7 @@ async def answer(request: Request, form: FormData) -> Response:
     if (await run_in_threadpool(_room(request).reader.status, mission_id)).pending_halt is None:
         # Checked here: resuming a mission that has ended returns quietly, with nothing answered.
         raise MissionError(f"mission {mission_id} has no pending question to answer")
-    await _went_on(request, _room(request).runner.resume(mission_id, answer=text))
+    await _went_on(_room(request).runner.resume(mission_id, answer=text))
     return _done(request, mission_id, "Answered: the team goes on.")
 
 
@@ -313,7 +329,7 @@ async def resume(request: Request, form: FormData) -> Response:
     room, mission_id = _room(request), await _known(request)
     if (await run_in_threadpool(room.reader.status, mission_id)).state != "interrupted":
         raise MissionError(f"mission {mission_id} is not interrupted: there is nothing to resume")
-    await _went_on(request, room.runner.resume(mission_id))
+    await _went_on(room.runner.resume(mission_id))
     return _done(request, mission_id, "The team goes on.")
 
 

@@ -124,7 +124,8 @@ def digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=9).hexdigest()
 
 
-async def updates(hub: Hub, topic: str, render: Callable[[], Awaitable[Parts]], since: str | None) -> AsyncIterator[ServerSentEvent]:
+async def updates(hub: Hub, topic: str, render: Callable[[], Awaitable[Parts]],
+                  since: str | None) -> AsyncIterator[ServerSentEvent]:
     """The stream of one open page: an ``update`` event (JSON: each changed part's ``key`` and
     ``html``) every time what the page shows changes. ``since`` is the key of what the page
     shows already."""

@@ -126,14 +126,16 @@ class Guard:
                 return refused(400, "Unexpected Host",
                                "This Cabal server answers only to the loopback addresses it listens on.")
         else:
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
-            if "token" in query:
-                if not security.token_matches(query["token"]):
+            pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+            in_url = next((value for key, value in pairs if key == "token"), None)
+            if in_url is not None:
+                if not security.token_matches(in_url):
                     return refused(403, "Wrong token", "That is not this server's token.", ask_token=True)
                 if scope["method"] in SAFE_METHODS:  # keep it in a cookie, out of the address bar and history
-                    rest = urlencode([(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"),
-                                                                      keep_blank_values=True) if k != "token"])
-                    response = RedirectResponse(scope["path"] + (f"?{rest}" if rest else ""), status_code=303)
+                    rest = urlencode([(key, value) for key, value in pairs if key != "token"])
+                    # One leading slash: "//host" would send the browser to another site.
+                    path = "/" + scope["path"].lstrip("/")
+                    response = RedirectResponse(path + (f"?{rest}" if rest else ""), status_code=303)
                     response.set_cookie(security.cookie, security.token or "", httponly=True, samesite="strict")
                     return response
             else:

@@ -65,13 +65,18 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
 
     def who(agent: str) -> Markup:  # an agent by its name, and its id when the name is another
         name = names.get(agent, agent)
-        return Markup("{}").format(name) if name == agent else Markup('{} <span class="muted">({})</span>').format(name, agent)
+        if name == agent:
+            return Markup("{}").format(name)
+        return Markup('{} <span class="muted">({})</span>').format(name, agent)
 
     return {
         **report_context(report),
         # The state a live process sees (a mission whose process died is interrupted, not running).
         "mission": report.mission.model_copy(update={"state": str(status.state), "detail": status.detail}),
-        "view": view, "status": status, "activity": activity, "csrf": csrf, "workspace": workspace,
+        # What a run of this server is doing, while the mission runs: its last events (the run
+        # ending) come after the graph says it stopped.
+        "activity": activity if status.state == "running" else None,
+        "view": view, "status": status, "csrf": csrf, "workspace": workspace,
         "question": question, "who": who, "step_heading": _step_heading,
         "can_answer": question is not None and view.driver is None,
         "can_stop": status.state not in ENDED,

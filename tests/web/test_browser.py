@@ -97,6 +97,9 @@ def test_an_example_started_in_the_page_asks_and_the_answer_brings_its_rounds_in
 
     page.goto(f"{web}/missions/new")
     shoot(page, "new-mission-laptop", full=True)
+    page.set_viewport_size(PHONE)
+    shoot(page, "new-mission-phone", full=True)
+    page.set_viewport_size(LAPTOP)
     page.locator("form.example", has_text="launch-plan").get_by_role("button", name="Start launch-plan").click()
     page.wait_for_url(re.compile(r"/missions/m-launch-plan-[0-9a-f]{6}$"))
     mission_id = page.url.rsplit("/", 1)[1]
@@ -146,14 +149,16 @@ def test_a_cli_run_shows_live_and_say_and_stop_reach_it(page, web, workspace, tm
         mission_id = json.loads(first)["mission"]
         page.goto(f"{web}/missions/{mission_id}")
         page.evaluate("""window.seenRounds = [];
-            new MutationObserver(() => window.seenRounds.push(document.querySelectorAll('#part-conversation .round').length))
-              .observe(document.getElementById('part-conversation'), {childList: true, subtree: true});""")
+            const talk = document.getElementById('part-conversation');
+            new MutationObserver(() => window.seenRounds.push(talk.querySelectorAll('.round').length))
+              .observe(talk, {childList: true, subtree: true});""")
         expect(page.locator("#part-head .activity")).to_contain_text("Running in another process")
         expect(page.locator("#part-conversation .round", has_text="Round 1")).to_have_count(1, timeout=30_000)
         page.get_by_label("Leave the team a message").fill("Mention the student discount in the brief.")
         page.get_by_role("button", name="Send").click()
         expect(page.locator("#toast")).to_have_text("Message left: the team reads it at the start of its next round.")
-        expect(page.locator("#part-conversation p.note")).to_have_text("you: Mention the student discount in the brief.")
+        expect(page.locator("#part-conversation p.note")).to_have_text(
+            "you: Mention the student discount in the brief.")
         page.get_by_role("button", name="Stop the mission").click()
         expect(page.locator("#part-head")).to_contain_text("You asked the team to stop", timeout=10_000)
         shoot(page, "cli-run-stopping-laptop")

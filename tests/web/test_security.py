@@ -115,6 +115,8 @@ def test_the_right_token_opens_the_wall_and_leaves_the_address_bar(walled) -> No
     kept = opened.headers["set-cookie"]
     assert kept.startswith(f"cabal_token_8765={security.token}; ")
     assert re.search(r"HttpOnly", kept, re.I) and re.search(r"SameSite=strict", kept, re.I)
+    elsewhere = client.get(f"http://192.0.2.2:8765//attacker.example/x?token={security.token}", follow_redirects=False)
+    assert elsewhere.headers["location"] == "/attacker.example/x"  # a path here, never another site
     client.cookies.clear()
     assert client.get("/", headers=cookie(security)).status_code == 200
     assert client.get("/", headers={"authorization": f"Bearer {security.token}"}).status_code == 200
@@ -125,7 +127,8 @@ def test_a_walled_post_needs_both_the_token_and_the_csrf_token(walled) -> None:
     client.cookies.clear()
     form = {"csrf": security.csrf, "example": "no-such-example"}
     assert client.post("/missions/example", data=form).status_code == 401
-    assert client.post("/missions/example", data={"example": "no-such-example"}, headers=cookie(security)).status_code == 403
+    no_csrf = client.post("/missions/example", data={"example": "no-such-example"}, headers=cookie(security))
+    assert no_csrf.status_code == 403
     refused = client.post("/missions/example", data=form, headers=cookie(security))
     assert refused.status_code == 400  # through both walls, to the handler: there is no such example
     assert "no example named 'no-such-example'; the examples are: launch, research" in unescape(refused.text)
