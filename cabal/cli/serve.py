@@ -14,9 +14,11 @@ from cabal.web import DEFAULT_HOST, DEFAULT_PORT
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from cabal.web.server import WebServer, workspace_of
+    from cabal.rounds.workspace import Workspace
+    from cabal.web.server import WebServer
 
-    web = WebServer(workspace_of(args.home, args.url), args.host, args.port, max_runs=args.max_runs)
+    # The workspace is created on first use, as `cabal run` creates it.
+    web = WebServer(Workspace.at(args.home, args.url), args.host, args.port, max_runs=args.max_runs)
     print(web.banner(), flush=True)
     interrupted = False
     try:

@@ -8,7 +8,6 @@ log (a request's query string may hold the token) and only its warnings.
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import uvicorn
 
@@ -79,8 +78,3 @@ def listen(host: str, port: int) -> socket.socket:
         raise ConfigError(f"cannot listen on {host}:{port}: {error.strerror or error}",
                           hint="choose another --port (0 picks a free one), or check --host") from None
     return sock
-
-
-def workspace_of(home: str | Path | None, url: str | None) -> Workspace:
-    """The workspace to serve (created on first use, as ``cabal run`` creates it)."""
-    return Workspace.at(home, url)
