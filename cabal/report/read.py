@@ -61,6 +61,7 @@ def _mission(mission_id: str, node: dict) -> Mission:
         charter=node.get("charter") or None, objectives=tuple(node.get("objectives") or ()),
         constraints=tuple(node.get("constraints") or ()), state=str(node.get("status") or "running"),
         stop_reason=node.get("stop_reason") or None, detail=node.get("detail") or None,
+        stop_requested=bool(node.get("halt_requested")),
         round=int(node.get("round") or 0), rounds=node.get("rounds"), model=node.get("model") or None,
         budget_tokens=node.get("budget_tokens"), budget_cost_usd=node.get("budget_cost_usd"),
     )
