@@ -4,7 +4,7 @@ A protocol is found by its file name (``add_invariant.yaml`` is ``add_invariant`
 folder overrides an earlier one, and a string loaded with ``load_string`` overrides both.
 Files are read on first use and kept; ``call_protocol`` targets are checked against every
 name the library knows. Parsed files are also shared by every library of the process (each
-mission run builds its own membrane) until the file changes.
+mission run builds its own membrane) until the file changes (``resources.parsed_once``).
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ from cabal.membrane.loader import load_protocol
 from cabal.membrane.protocol import Protocol
 
 SUFFIXES = (".yaml", ".yml")
-
-# (path, mtime, size, name, the names call_protocol may target) -> the parsed protocol. Protocols
-# are frozen values, so runs can share them; parsing one costs 2-4 ms of YAML, which was a
-# tenth of a short mission's engine time when every run parsed its protocols anew.
-_PARSED: dict[tuple, Protocol] = {}
 
 
 class ProtocolLibrary:
@@ -44,14 +39,11 @@ class ProtocolLibrary:
         path = self._files.get(name) if isinstance(name, str) else None
         if path is None:
             raise ResourceNotFound("protocol", str(name), known=self.names())
-        stat = path.stat()
-        key = (str(path), stat.st_mtime_ns, stat.st_size, name, frozenset(self.names()))
-        protocol = _PARSED.get(key)
-        if protocol is None:
-            protocol = load_protocol(
-                path.read_text(encoding="utf-8"), str(path), protocol_exists=self.exists, expected_name=name
-            )
-            _PARSED[key] = protocol
+        # The names call_protocol may target are part of what a load checks: part of the key.
+        names = frozenset(self.names())
+        protocol = resources.parsed_once(path, lambda p: load_protocol(
+            p.read_text(encoding="utf-8"), str(p), protocol_exists=names.__contains__, expected_name=name),
+            "protocol", name, names)
         self._loaded[name] = protocol
         return protocol
 
