@@ -1,18 +1,22 @@
 """Corpus check: load every protocol file of a folder and drive each loadable one to completion.
 
 Every ``*.yaml`` of the folder is loaded the way the membrane loads it (a file in the upstream
-dialect through ``cabal.membrane.dialect``). A file that does not load is refused: as malformed
-(a defect of the file: invalid YAML, a key given twice, a target that is not a step, ...), or as
-unsupported (a construct Cabal declines on purpose, ``dialect.Refused``). Each file that loads
-is then run against a real graph (an embedded FalkorDB server in a temporary workspace, one
-named graph per file) with an automatic answerer:
+dialect through ``cabal.membrane.dialect``). A file that does not load is refused as malformed
+(a defect of the file: invalid YAML, a key given twice, a target that is not a step, ...), with
+each problem located. Each file that loads is then run against a real graph (an embedded
+FalkorDB server in a temporary workspace, one named graph per file) and a membrane whose file
+root is a temporary folder of its own, with an automatic answerer:
 
 - the context holds a value for every name the protocol (and the protocols it calls) reads
   from its context: the actor for ``actor_id``, a space for a name used where an id goes,
   text otherwise;
 - before the run the graph gets, in that space, one node for each ``find`` query the
-  protocols make (its node type and literal ``where`` fields), linked ``contains`` from the
-  space and ``about`` it, so every query has something to find;
+  protocols make (its node type and its ``where`` fields: literal ones, and those read from
+  the context but ``id``, whose absence the protocols check to create it), linked ``contains``
+  from the space and ``about`` it, so every query has something to find;
+- a query whose results a ``foreach`` goes through finds nodes with each field the loop reads
+  on its items; a field a ``read_file`` step reads as a path names a text file the check
+  writes under the file root, so every read has a file to read and every move one to move;
 - each form (``Membrane.form``) is answered from its JSON Schema alone, with the smallest valid
   answer: required fields only, the first option of an ``enum`` (an id picked ``from`` a list
   is one), an existing node of the right type for an id, the smallest number allowed, a text
@@ -22,10 +26,11 @@ named graph per file) with an automatic answerer:
 Prints ``name value unit`` lines, then one line per file that did not complete, with why:
 
     files 21 count
-    loaded 19 count
-    completed 19 count
+    loaded 20 count
+    completed 20 count
     refused_malformed 1 count
-    refused_unsupported 1 count
+
+A completed protocol whose file moves failed after its commit counts as not completed.
 
 Usage: python bench/corpus_check.py DIR [--verbose]
 """
@@ -33,9 +38,11 @@ Usage: python bench/corpus_check.py DIR [--verbose]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cabal.errors import CabalError, ProtocolLoadError  # noqa: E402
 from cabal.graph import ContextGraph, EmbeddedServer, schema  # noqa: E402
-from cabal.membrane import Membrane, MembraneResult, dialect, names  # noqa: E402
+from cabal.membrane import Membrane, MembraneResult, names  # noqa: E402
 from cabal.membrane.library import ProtocolLibrary  # noqa: E402
-from cabal.membrane.protocol import CallStep, Protocol, QueryStep  # noqa: E402
-from cabal.membrane.templates import references  # noqa: E402
+from cabal.membrane.protocol import CallStep, EachStep, Protocol, QueryStep, ReadFileStep, SetStep  # noqa: E402
+from cabal.membrane.templates import Ref, Scope, Unresolved, interpolate, parse, references  # noqa: E402
 
 try:
     import re._parser as sre_parse  # Python 3.11+
@@ -58,28 +65,23 @@ SPACE = "space_corpus_check"
 ID_FIELDS = ("from", "to", "in_space", "about", "get", "id", "node", "exists", "links_from", "links_to", "related_to",
              "contents_of")  # fmt: skip
 MAX_FORMS = 60
+SEED_TEXT = "# Seeded document\n\nWritten by the corpus check for a read_file step to read.\n"
 
 
 # ----------------------------------------------------------------------------- loading
 
 
-def load_all(folder: Path) -> tuple[ProtocolLibrary, dict[str, Protocol], dict[str, list[str]], dict[str, list[str]]]:
+def load_all(folder: Path) -> tuple[ProtocolLibrary, dict[str, Protocol], dict[str, list[str]]]:
     library = ProtocolLibrary([folder])
     files = sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml"))
-    given = {p.stem for p in files}
     loaded: dict[str, Protocol] = {}
     malformed: dict[str, list[str]] = {}
-    unsupported: dict[str, list[str]] = {}
     for path in files:
         try:
-            loaded[path.name] = library.get(path.stem) if path.stem in given else None
+            loaded[path.name] = library.get(path.stem)
         except ProtocolLoadError as exc:
-            shown = [str(p).replace(f"{folder}/", "") for p in exc.problems]
-            if all(isinstance(p, dialect.Refused) for p in exc.problems):
-                unsupported[path.name] = shown
-            else:
-                malformed[path.name] = shown
-    return library, loaded, malformed, unsupported
+            malformed[path.name] = [str(p).replace(f"{folder}/", "") for p in exc.problems]
+    return library, loaded, malformed
 
 
 def called(protocol: Protocol, library: ProtocolLibrary, seen: set[str] | None = None) -> list[Protocol]:
@@ -118,37 +120,114 @@ def context_for(protocols: list[Protocol]) -> dict[str, Any]:
     return context
 
 
-def seed(graph: ContextGraph, protocols: list[Protocol]) -> int:
-    """The actor, the space, and one node in it for each find query of the protocols."""
+def seed(graph: ContextGraph, protocols: list[Protocol], context: dict[str, Any], files: Path) -> int:
+    """The actor, the space, one node in it for each find query of the protocols, and the files
+    their read_file steps read (under ``files``, the membrane's file root)."""
     nodes = [
         {"id": ACTOR, "node_type": "actor", "type": "agent", "name": "corpus check"},
         {"id": SPACE, "node_type": "space", "type": "module", "name": "corpus check"},
     ]
     links: list[dict] = []
-    seen: set[tuple] = set()
+    seeded: dict[tuple, dict] = {}
     for protocol in protocols:
+        looped = loop_fields(protocol)
         for step in protocol.steps.values():
             if not isinstance(step, QueryStep) or step.query.verb != "find":
                 continue
             kind = step.query.args.get("node_type")
-            where = {k: v for k, v in (step.query.args.get("where") or {}).items() if not references(v)}
+            where = seed_where(step.query.args.get("where") or {}, context)
             if not isinstance(kind, str) or references(kind) or kind not in schema.NODE_TYPES:
                 continue
             signature = (kind, tuple(sorted((k, repr(v)) for k, v in where.items())))
-            if signature in seen:
-                continue
-            seen.add(signature)
-            node_id = f"seed_{len(seen)}_{kind}"
-            node = {"id": node_id, "node_type": kind, "type": "seed", "name": f"seed {kind} {len(seen)}"}
-            node.update({k: v[0] if isinstance(v, list) else v for k, v in where.items()})
-            if kind == "moment":
-                node.setdefault("status", "spoken")
-            for field in schema.NODE_TYPES[kind].required:
-                node.setdefault(field, f"seed {field}")
-            nodes.append(node)
-            links += [{"type": "contains", "from": SPACE, "to": node_id}, {"type": "about", "from": node_id, "to": SPACE}]
+            node = seeded.get(signature)
+            if node is None:
+                node_id = f"seed_{len(seeded) + 1}_{kind}"
+                node = {"id": node_id, "node_type": kind, "type": "seed", "name": f"seed {kind} {len(seeded) + 1}"}
+                node.update({k: v[0] if isinstance(v, list) else v for k, v in where.items()})
+                if kind == "moment":
+                    node.setdefault("status", "spoken")
+                for field in schema.NODE_TYPES[kind].required:
+                    node.setdefault(field, f"seed {field}")
+                seeded[signature] = node
+                nodes.append(node)
+                links += [{"type": "contains", "from": SPACE, "to": node_id},
+                          {"type": "about", "from": node_id, "to": SPACE}]  # fmt: skip
+            read, paths = looped.get(step.store_as, (set(), set()))
+            for field in sorted(read - set(node)):
+                node[field] = seed_file(files, f"{node['id']}_{field}.md") if field in paths else f"seed-{field}"
     graph.create_cluster(nodes, links)
     return len(nodes)
+
+
+def seed_where(where: dict, context: dict[str, Any]) -> dict[str, Any]:
+    """A find query's where fields with a value to seed: literal ones, and those read from the
+    context, but ``id`` (a query for one id asks whether the protocol must create that node)."""
+    found = {}
+    for field, value in where.items():
+        if not references(value):
+            found[field] = value
+        elif field != "id":
+            try:
+                found[field] = interpolate(value, Scope(context))
+            except (CabalError, Unresolved):  # it reads an answer: nothing to seed it with
+                continue
+    return found
+
+
+def seed_file(files: Path, name: str) -> str:
+    path = files / "seed" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SEED_TEXT, encoding="utf-8")
+    return path.relative_to(files).as_posix()
+
+
+def loop_fields(protocol: Protocol) -> dict[str, tuple[set[str], set[str]]]:
+    """For each query result a ``foreach`` goes through (by the name it is stored as): the fields
+    the protocol reads on the loop's items, and those of them a read_file step reads as a path."""
+    steps = list(protocol.steps.values())
+    refs = [ref for step in steps for text in strings(step) for ref in refs_of(text)]
+    found: dict[str, tuple[set[str], set[str]]] = {}
+    for loop in (step for step in steps if isinstance(step, EachStep)):
+        read = {str(ref.path[1]) for ref in refs if ref.path[0] == loop.as_name and len(ref.path) > 1}
+        paths = {str(ref.path[1]) for step in steps if isinstance(step, ReadFileStep) for ref in refs_of(step.path)
+                 if ref.path[0] == loop.as_name and len(ref.path) > 1}  # fmt: skip
+        for name in sources(protocol, {ref.path[0] for ref in refs_of(loop.items)}):
+            found[name] = (read, paths)
+    return found
+
+
+def sources(protocol: Protocol, wanted: set, seen: set | None = None) -> set[str]:
+    """The query results (names they are stored as) the names ``wanted`` are computed from."""
+    seen = set() if seen is None else seen
+    found = set()
+    for step in protocol.steps.values():
+        if isinstance(step, QueryStep) and step.store_as in wanted:
+            found.add(step.store_as)
+        elif isinstance(step, SetStep):
+            for name in set(step.values) & (wanted - seen):
+                seen.add(name)
+                found |= sources(protocol, {ref.path[0] for ref in refs_of(step.values[name])}, seen)
+    return found
+
+
+def strings(value: Any) -> list[str]:
+    """Every text inside a step: its templates, conditions and query arguments."""
+    if isinstance(value, str):
+        return [value]
+    if dataclasses.is_dataclass(value):
+        return [text for f in dataclasses.fields(value) for text in strings(getattr(value, f.name))]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in strings(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in strings(item)]
+    return []
+
+
+def refs_of(text: Any) -> tuple[Ref, ...]:
+    try:
+        return parse(text).refs if isinstance(text, str) else ()
+    except CabalError:
+        return ()
 
 
 # ----------------------------------------------------------------------------- answers
@@ -301,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--verbose", action="store_true", help="also print each completed file")
     args = parser.parse_args(argv)
-    library, loaded, malformed, unsupported = load_all(args.folder)
+    library, loaded, malformed = load_all(args.folder)
     failures: dict[str, str] = {}
     completed: dict[str, MembraneResult] = {}
     with tempfile.TemporaryDirectory(prefix="corpus-check-") as home:
@@ -310,11 +389,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for index, (file, protocol) in enumerate(loaded.items()):
                 graph = ContextGraph.open(name=f"corpus_{index}", home=home)
+                files = Path(home) / "files" / f"corpus_{index}"
+                files.mkdir(parents=True)
                 try:
                     protocols = called(protocol, library)
-                    seed(graph, protocols)
-                    membrane = Membrane(graph, protocol_dirs=[args.folder])
-                    done, why = drive(membrane, protocol.name, context_for(protocols), Answerer(graph))
+                    context = context_for(protocols)
+                    seed(graph, protocols, context, files)
+                    membrane = Membrane(graph, protocol_dirs=[args.folder], file_root=files)
+                    done, why = drive(membrane, protocol.name, context, Answerer(graph))
+                    if done is not None and done.file_errors:
+                        done, why = None, "; ".join(f"{e.move.step}: {e.message}" for e in done.file_errors)
                 except CabalError as exc:
                     done, why = None, str(exc)
                 finally:
@@ -326,22 +410,20 @@ def main(argv: list[str] | None = None) -> int:
                     failures[file] = why
         finally:
             server.stop()
-    files = len(loaded) + len(malformed) + len(unsupported)
-    print(f"files {files} count")
+    print(f"files {len(loaded) + len(malformed)} count")
     print(f"loaded {len(loaded)} count")
     print(f"completed {len(completed)} count")
     print(f"refused_malformed {len(malformed)} count")
-    print(f"refused_unsupported {len(unsupported)} count")
-    for kind, refused in (("malformed", malformed), ("unsupported", unsupported)):
-        for file, problems in refused.items():
-            for problem in problems:
-                print(f"  refused ({kind}) {problem}")
+    for file, problems in malformed.items():
+        for problem in problems:
+            print(f"  refused (malformed) {problem}")
     for file, why in failures.items():
         print(f"  not completed {file}: {why}")
     if args.verbose:
         for file, done in completed.items():
             summary = " ".join(done.summary.split())[:90]
-            print(f"  completed {file}: {done.created.nodes} nodes, {done.created.links} links; {summary}")
+            moved = f", {len(done.created.moved)} file(s) moved" if done.created.moved else ""
+            print(f"  completed {file}: {done.created.nodes} nodes, {done.created.links} links{moved}; {summary}")
     return 0
 
 

@@ -36,11 +36,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import BaseMessage  # noqa: E402
 
 from cabal.graph import ContextGraph, EmbeddedServer  # noqa: E402
 from cabal.llm import FunctionChatModel, ModelRequest  # noqa: E402
 from cabal.rounds.api import run_mission  # noqa: E402
+from cabal.rounds.events import MissionEvent, StepStarted, TurnDone  # noqa: E402
 from cabal.rounds.simulated import SimulatedTeam  # noqa: E402
 
 LATENCY_S = 0.5
@@ -85,16 +85,16 @@ class Recorder:
                                    len(request.messages[0].text)))
         return answer
 
-    def on_event(self, event: dict) -> None:
+    def on_event(self, event: MissionEvent) -> None:
         now = time.perf_counter()
-        if event["kind"] == "turn_done" and event["step"] in ("bootstrap", "presentation"):
-            self.round_end[event["round"]] = now
-        if event["kind"] == "turn_done" and event.get("outcome") == "failed":
+        if isinstance(event, TurnDone) and event.step in ("bootstrap", "presentation"):
+            self.round_end[event.round] = now
+        if isinstance(event, TurnDone) and event.outcome == "failed":
             self.failed += 1
-            print(f"# failed turn: round {event['round']} {event['step']} {event['agent']}: {event['problems'][:2]}",
+            print(f"# failed turn: round {event.round} {event.step} {event.agent}: {event.problems[:2]}",
                   file=sys.stderr)
-        if event["kind"] == "step" and event["step"] == "reflect" and self.on_round_start:
-            self.on_round_start(event["mission"], event["round"])
+        if isinstance(event, StepStarted) and event.step == "reflect" and self.on_round_start:
+            self.on_round_start(event.mission, event.round)
 
     def round_wall(self, round_number: int) -> float:
         return self.round_end[round_number] - self.round_end[round_number - 1]

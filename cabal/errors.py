@@ -13,6 +13,7 @@ shows a traceback for a ``CabalError``.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 
@@ -33,16 +34,30 @@ class ConfigError(CabalError):
 
 
 class ResourceNotFound(CabalError):
-    """A named thing (protocol, skill, procedure, mission, session) does not exist."""
+    """A named thing (protocol, skill, procedure, mission, session) does not exist.
 
-    def __init__(self, kind: str, name: str, *, known: list[str] | None = None) -> None:
+    ``known`` lists what does, alphabetically, or with ``closest_first`` the names most like
+    ``name`` first (a mistyped mission id finds its mission at the head of the list), at most
+    ``CLOSEST_SHOWN`` of them."""
+
+    CLOSEST_SHOWN = 10
+
+    def __init__(self, kind: str, name: str, *, known: list[str] | None = None, closest_first: bool = False) -> None:
         self.kind = kind
         self.name = name
         self.known = known or []
         message = f"{kind} not found: {name!r}"
         if self.known:
-            message += f" (known: {', '.join(sorted(self.known))})"
+            shown = closest(name, self.known)[: self.CLOSEST_SHOWN] if closest_first else sorted(self.known)
+            more = len(self.known) - len(shown)
+            message += f" (known: {', '.join(shown)}" + (f" and {more} more" if more else "") + ")"
         super().__init__(message)
+
+
+def closest(name: str, known: list[str]) -> list[str]:
+    """``known``, most similar to ``name`` first (ties in alphabetical order)."""
+    wanted = name.casefold()
+    return sorted(known, key=lambda k: (-difflib.SequenceMatcher(None, wanted, k.casefold()).ratio(), k))
 
 
 # ---------------------------------------------------------------------------------- graph

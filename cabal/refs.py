@@ -90,3 +90,14 @@ def unknown_refs(text: str, known: Callable[[Ref], bool]) -> list[Ref]:
         if not known(ref):
             unknown.append(ref)
     return unknown
+
+
+def substitute_refs(text: str, fn: Callable[[Ref], str | None]) -> str:
+    """``text`` with each whole reference replaced by ``fn(ref)``, for showing text to people
+    (``[[p:id]]`` becomes the product's name); a reference ``fn`` returns None for stays as written."""
+
+    def one(match: re.Match[str]) -> str:
+        replaced = fn(Ref(match[1], match[2]))
+        return match[0] if replaced is None else replaced
+
+    return _REF_RE.sub(one, text)

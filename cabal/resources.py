@@ -7,12 +7,17 @@ override files by name: later folders win.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
+from typing import TypeVar
+
+from cabal.errors import ConfigError
 
 KINDS = ("agents", "protocols", "skills", "prompts", "procedures", "examples")
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
+_PARSED: dict[tuple, object] = {}
+T = TypeVar("T")
 
 
 def builtin_dir(kind: str) -> Path:
@@ -25,11 +30,14 @@ def builtin_dir(kind: str) -> Path:
 
 
 def search_path(kind: str, extra: Iterable[str | Path] = ()) -> list[Path]:
-    """Folders to look in, lowest priority first: built-in, then each extra folder that exists."""
+    """Folders to look in, lowest priority first: built-in, then each extra folder. An extra
+    folder that is not there is an error: a mistyped path must not silently mean "no overrides"."""
     dirs = [builtin_dir(kind)]
     for folder in extra:
         path = Path(folder).expanduser().resolve()
-        if path.is_dir() and path not in dirs:
+        if not path.is_dir():
+            raise ConfigError(f"{kind} folder not found: {folder}" + (" (it is a file)" if path.exists() else ""))
+        if path not in dirs:
             dirs.append(path)
     return dirs
 
@@ -42,3 +50,16 @@ def files_by_name(kind: str, suffixes: tuple[str, ...], extra: Iterable[str | Pa
             if path.is_file() and path.suffix in suffixes:
                 found[path.stem] = path
     return found
+
+
+def parsed_once(path: Path, parse: Callable[[Path], T], *key: Hashable) -> T:
+    """``parse(path)``, once per process for each version of the file (its path, modification
+    time and size) and ``key``: what else the result depends on, starting with the kind of
+    thing parsed. Every mission run loads the team's data files anew; parsing their YAML again
+    was a tenth of a short mission's engine time. ``parse`` must return a value nobody changes
+    (frozen dataclasses, tuples)."""
+    stat = path.stat()
+    cache_key = (str(path), stat.st_mtime_ns, stat.st_size, *key)
+    if cache_key not in _PARSED:
+        _PARSED[cache_key] = parse(path)
+    return _PARSED[cache_key]  # type: ignore[return-value]

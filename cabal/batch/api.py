@@ -22,7 +22,7 @@ from cabal.batch.plan import BatchPlan, BatchSpec, load_plan, plan_of_spec
 from cabal.batch.report import BatchReport, collect
 from cabal.batch.runner import BatchResult, RunOptions, execute
 from cabal.batch.store import BatchStore, batch_ids
-from cabal.rounds.api import Workspace
+from cabal.rounds.workspace import Workspace
 
 
 def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None = None, dask: str | None = None,
@@ -39,7 +39,7 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
     across all workers. ``max_tokens``/``max_cost_usd``: the batch's budget (overriding the
     batch file's), on top of each mission's own. ``repeat``: runs of each mission.
     ``answers``: mission id -> answer to its pending question. ``on_event``: every event of
-    the batch (``cabal.batch.events``) and of its missions (tagged with the mission's id).
+    the batch (``cabal.batch.events``) and of its missions (``cabal.rounds.events``, each naming its mission).
 
     Local workers are processes started by a fork server, which imports the calling script
     as ``__mp_main__``: a script that calls this at module level needs the usual

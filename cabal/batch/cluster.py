@@ -11,8 +11,8 @@ say while a mission runs travels as Dask events on a topic of the batch's own.
 
 from __future__ import annotations
 
-import json
 import logging
+import pickle
 import re
 import secrets
 import socket
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
 
-from cabal.batch.events import MissionLost, MissionStarted
+from cabal.batch.events import MissionLost
 from cabal.batch.limits import DaskLimits
 from cabal.batch.worker import MissionTask, run_task
 from cabal.errors import ConfigError
@@ -141,17 +141,14 @@ def _dask_task(task: MissionTask, topic: str) -> Any:
 
 
 def _to_wire(message: Any) -> dict[str, Any]:
-    """Dask events travel as msgpack: plain JSON values only."""
-    if isinstance(message, MissionStarted):
-        return {"started": message.to_wire()}
-    return {"event": json.loads(json.dumps(message, default=str))}
+    """Dask events travel as msgpack, so a message goes as its pickle: the batch's own values
+    and the missions' typed events arrive as they were sent. Both ends run the same cabal, as
+    they must for the task itself, which Dask pickles too."""
+    return {"pickled": pickle.dumps(message)}
 
 
 def _from_wire(data: dict[str, Any]) -> Any:
-    if "started" in data:
-        fields = {k: v for k, v in data["started"].items() if k != "kind"}
-        return MissionStarted(**fields)
-    return data["event"]
+    return pickle.loads(data["pickled"])
 
 
 def _local_hosts() -> set[str]:

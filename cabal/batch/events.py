@@ -1,23 +1,19 @@
 """What a batch tells its watcher as it runs, and what one mission's run gives back.
 
-The stream a batch emits is every mission's own events, tagged with the mission's id
-(``tagged``), and the batch's own (the frozen values below, each with a ``kind``). A worker's
-answer for one mission is a ``MissionOutcome``; the batch's store keeps one per attempt.
+The stream a batch emits is every mission's own events, exactly as a single mission's run
+emits them (``cabal.rounds.events``: each carries its ``mission`` id), and the batch's own (the
+frozen values below, each with a ``kind`` no mission event has). A worker's answer for one
+mission is a ``MissionOutcome``; the batch's store keeps one per attempt.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from cabal.llm.usage import Usage
-
-
-def tagged(event: Any, mission_id: str) -> dict[str, Any]:
-    """A mission's event as the batch forwards it: its own fields, tagged with its mission.
-    The one place that knows what a mission's event is (today a mapping with a ``kind``)."""
-    return {**event, "mission": mission_id}
 
 
 @dataclass(frozen=True)
@@ -54,8 +50,9 @@ class MissionOutcome:
 class _Event:
     kind: ClassVar[str]
 
-    def to_wire(self) -> dict[str, Any]:
-        return {"kind": self.kind, **dataclasses.asdict(self)}
+    def to_json(self) -> dict[str, Any]:
+        """As one ``--events`` line, like a mission's event: ``kind`` first, then plain values."""
+        return {"kind": self.kind, **json.loads(json.dumps(dataclasses.asdict(self), default=str))}
 
 
 @dataclass(frozen=True)
@@ -75,8 +72,11 @@ class BatchStarted(_Event):
 
 
 @dataclass(frozen=True)
-class MissionStarted(_Event):
-    kind: ClassVar[str] = "mission_start"
+class MissionAssigned(_Event):
+    """A worker takes a mission: starts it, or resumes it (its own ``mission_start`` or
+    ``mission_resume`` follows from the worker)."""
+
+    kind: ClassVar[str] = "mission_assigned"
     mission_id: str
     key: str
     attempt: int
@@ -117,4 +117,4 @@ class BatchEnded(_Event):
     budget_spent: str | None = None  # why the batch stopped early, if its budget did
 
 
-BatchEvent = BatchStarted | MissionStarted | MissionLost | MissionEnded | BudgetReached | BatchEnded
+BatchEvent = BatchStarted | MissionAssigned | MissionLost | MissionEnded | BudgetReached | BatchEnded

@@ -7,7 +7,7 @@ graph when it ends. The batch's budget and the live view both read it.
 ``BatchProgress`` watches the batch's event stream: on a terminal one line kept up to date
 (done / running / halted / failed counts, spend against the budget, time left); otherwise
 plain lines, one per mission started or ended. ``verbose`` adds every mission's own events,
-each tagged with its mission.
+each led by its mission's id.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import threading
 import time
 from typing import Any, TextIO
 
-from cabal.batch.events import (BatchEnded, BatchStarted, BudgetReached, MissionEnded, MissionLost,
-                                MissionStarted)
+from cabal.batch.events import BatchEnded, BatchStarted, BudgetReached, MissionAssigned, MissionEnded, MissionLost
 from cabal.batch.render import duration
+from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.vocabulary import MissionState, NotStarted
 
 
@@ -30,12 +30,12 @@ class SpendTally:
         self._spent = dict(spent)
         self._lock = threading.Lock()
 
-    def turn(self, event: dict[str, Any]) -> None:
-        """A ``turn_done`` event of a mission (tagged with its id)."""
-        tokens = int(event.get("input_tokens") or 0) + int(event.get("output_tokens") or 0)
+    def turn(self, event: TurnDone) -> None:
+        """A mission's turn was committed: what it spent adds to its mission's."""
         with self._lock:
-            before = self._spent.get(event["mission"], (0, 0.0))
-            self._spent[event["mission"]] = (before[0] + tokens, before[1] + float(event.get("cost_usd") or 0))
+            before = self._spent.get(event.mission, (0, 0.0))
+            self._spent[event.mission] = (before[0] + event.input_tokens + event.output_tokens,
+                                          before[1] + event.cost_usd)
 
     def settle(self, mission_id: str, tokens: int, cost_usd: float) -> None:
         """A mission's own count once its attempt ended: the truth, cut turns included."""
@@ -82,7 +82,7 @@ class BatchProgress:
                 + (f", {invalid} invalid" if invalid else "")
             self._line(f"batch {event.batch_id}: {event.missions} missions{before}; running {event.to_run} "
                        f"on {event.workers}")
-        elif isinstance(event, MissionStarted):
+        elif isinstance(event, MissionAssigned):
             self.running.add(event.mission_id)
             self.states[event.mission_id] = MissionState.RUNNING
             self.keys[event.mission_id] = event.key
@@ -111,7 +111,7 @@ class BatchProgress:
             self._line(f"batch {event.batch_id} ended in {duration(event.elapsed_s)}: "
                        + ", ".join(f"{n} {state}" for state, n in event.counts.items()))
             return
-        elif isinstance(event, dict):
+        elif isinstance(event, MissionEvent):
             self._mission_event(event)
             if not self.verbose:
                 self._status()
@@ -139,12 +139,14 @@ class BatchProgress:
         mean = sum(self.durations) / len(self.durations)
         return remaining * mean / min(self.parallel, max(remaining, 1))
 
-    def _mission_event(self, event: dict[str, Any]) -> None:
-        if event.get("kind") == "turn_done":
+    def _mission_event(self, event: MissionEvent) -> None:
+        if isinstance(event, TurnDone):
             self.spend.turn(event)
         if self.verbose:
-            fields = " · ".join(f"{k} {v}" for k, v in event.items() if k not in ("kind", "mission") and v not in (None, ""))
-            self._plain(f"{event.get('mission')} · {event.get('kind')}" + (f" · {fields}" if fields else ""))
+            values = event.to_json()
+            fields = " · ".join(f"{k} {v}" for k, v in values.items()
+                                if k not in ("kind", "mission", "at") and v not in (None, "", []))
+            self._plain(f"{event.mission} · {event.kind}" + (f" · {fields}" if fields else ""))
 
     def _status(self) -> None:
         if self.live:

@@ -16,7 +16,8 @@ from typing import Any
 from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BatchBudget, BatchPlan, PlannedMission
 from cabal.batch.store import BatchStore
-from cabal.rounds.api import MissionResult, Workspace, status_of
+from cabal.rounds.api import MissionResult, status_of
+from cabal.rounds.workspace import Workspace
 from cabal.vocabulary import MissionState, NotStarted
 
 MISSION_REPORT = "report.html"  # a mission's own report, in its folder, where one was written

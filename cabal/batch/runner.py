@@ -7,8 +7,8 @@ processes (``LocalPool``) or a Dask cluster (``DaskPool``). A mission that is do
 waiting for an answer nobody gave is skipped; one interrupted (a kill, an outage, the batch's
 budget) is resumed; one halted is resumed when ``answers`` holds its answer.
 
-Everything the workers send passes through one thread here: each mission's events (forwarded,
-tagged with the mission), its start, its outcome (recorded in the store at once), and the
+Everything the workers send passes through one thread here: each mission's events (forwarded
+as they are; each names its mission), its start, its outcome (recorded in the store at once), and the
 spend, which closes the shared limits once the batch budget is spent: running missions then
 pause at their next model call, and missions not started yet do not start.
 """
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from cabal.batch.events import (BatchEnded, BatchStarted, BudgetReached, MissionEnded, MissionLost, MissionOutcome,
-                                MissionStarted)
+from cabal.batch.events import (BatchEnded, BatchStarted, BudgetReached, MissionAssigned, MissionEnded, MissionLost,
+                                MissionOutcome)
 from cabal.batch.limits import DaskLimits, FileLimits
 from cabal.batch.local import LocalPool, default_workers
 from cabal.batch.plan import BatchPlan
@@ -34,8 +34,9 @@ from cabal.batch.store import BatchStore
 from cabal.batch.worker import MissionTask
 from cabal.config import resolve_server
 from cabal.errors import ConfigError
-from cabal.rounds.api import Workspace
 from cabal.rounds.checkpoints import CheckpointStore
+from cabal.rounds.events import MissionEvent, TurnDone
+from cabal.rounds.workspace import Workspace
 from cabal.vocabulary import NotStarted
 
 OnEvent = Callable[[Any], None]
@@ -159,7 +160,7 @@ class _Coordinator:
                 self._failure = self._failure or error
 
     def _handle(self, message: Any) -> None:
-        if isinstance(message, MissionStarted):
+        if isinstance(message, MissionAssigned):
             if message.mission_id in self.started:  # started again with no word from the last attempt
                 self._handle(MissionLost(message.mission_id, self.starts[message.mission_id],
                                          "its worker died; the scheduler gave the mission to another", retry=True))
@@ -176,8 +177,8 @@ class _Coordinator:
                 self.store.record(lost)  # its time counts; the mission goes on in the next attempt
             else:
                 self._ended(lost)
-        elif isinstance(message, dict):
-            if message.get("kind") == "turn_done" and message.get("mission") not in self.ended:
+        elif isinstance(message, MissionEvent):
+            if isinstance(message, TurnDone) and message.mission not in self.ended:
                 self.tally.turn(message)
                 self._check_budget()
             self.emit(message)

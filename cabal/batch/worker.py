@@ -16,14 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cabal.batch.events import MissionOutcome, MissionStarted, tagged
+from cabal.batch.events import MissionAssigned, MissionOutcome
 from cabal.batch.limits import DaskLimits, FileLimits
 from cabal.batch.report import needs_run
 from cabal.errors import CabalError
 from cabal.llm.usage import Usage
-from cabal.rounds.api import MissionResult, Workspace, resume_mission, run_mission, status_of
+from cabal.rounds.api import MissionResult, resume_mission, run_mission, status_of
 from cabal.rounds.checkpoints import CHECKPOINTS_ENV
 from cabal.rounds.mission import MissionSpec
+from cabal.rounds.workspace import Workspace
 from cabal.vocabulary import MissionState, NotStarted
 
 DRIVEN_WAIT_S = 120.0  # how long a retry waits for a worker presumed dead that still drives the mission
@@ -69,15 +70,14 @@ def run_task(task: MissionTask, send: Send) -> MissionOutcome:
     if status is not None and not needs_run(status.state, task.answer is not None):
         return outcome(status.state, status)
 
-    send(MissionStarted(task.mission_id, task.key, task.attempt, worker, resumed=status is not None))
-    emit = lambda event: send(tagged(event, task.mission_id))  # noqa: E731
-    try:
+    send(MissionAssigned(task.mission_id, task.key, task.attempt, worker, resumed=status is not None))
+    try:  # the mission's own events go to the batch as they are: each names its mission
         if status is None:
             result = run_mission(task.spec, mission_id=task.mission_id, home=task.home, url=task.url,
-                                 on_event=emit, call_limiter=task.limits)
+                                 on_event=send, call_limiter=task.limits)
         else:
             answer = task.answer if status.state == MissionState.HALTED else None
-            result = resume_mission(task.mission_id, answer=answer, home=task.home, url=task.url, on_event=emit,
+            result = resume_mission(task.mission_id, answer=answer, home=task.home, url=task.url, on_event=send,
                                     call_limiter=task.limits)
     except Exception as error:  # noqa: BLE001 - one mission's trouble is reported, never the batch's end
         # Refused before it wrote anything (a model that cannot be built, a bad answer), the

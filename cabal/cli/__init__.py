@@ -1,18 +1,20 @@
 """The ``cabal`` command line.
 
 Every subcommand is a function ``cmd_*(args) -> int`` in one of ``COMMAND_MODULES``; ``main``
-turns any ``CabalError`` into a one-line message (plus its hint) on stderr and exit status 1,
-never a traceback. Options several commands share live in ``cabal.cli.options``.
+turns any ``CabalError`` into a one-line message (plus its hint) on stderr and an exit status
+from ``cabal.cli.exits``, never a traceback. Options several commands share live in ``cabal.cli.options``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
-from cabal.errors import CabalError
+from cabal.cli import exits
+from cabal.errors import CabalError, ConfigError
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -33,10 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
 COMMAND_MODULES = (
     "cabal.cli.graph",       # graph status, graph stop
     "cabal.cli.missions",    # run, resume, chat, say, status, transcript, stop, missions, schema
+    "cabal.cli.show",        # show
+    "cabal.cli.export",      # export
     "cabal.cli.batch",       # batch PLAN | resume | status | report, batches
     "cabal.cli.protocols",   # protocols list/show/check
     "cabal.cli.doctor",      # doctor
     "cabal.cli.mcp",         # mcp
+    "cabal.cli.serve",       # serve
 )
 
 
@@ -52,7 +57,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cabal: {error}", file=sys.stderr)
         if error.hint:
             print(f"hint: {error.hint}", file=sys.stderr)
-        return 1
+        return exits.USAGE if isinstance(error, ConfigError) else exits.FAILED
     except KeyboardInterrupt:
-        print("cabal: interrupted", file=sys.stderr)
-        return 130
+        print("\ncabal: interrupted", file=sys.stderr)
+        return exits.CTRL_C
+    except BrokenPipeError:  # the reader went away (`cabal missions | head`): stop quietly
+        _silence_stdout()
+        return exits.CLOSED_PIPE
+
+
+def entry() -> None:
+    """The ``cabal`` console script. After Ctrl-C it leaves at once: a model call still in flight
+    in a worker thread would otherwise hold the process until it returns (the mission is paused
+    and each turn commits whole or not at all, so nothing is lost by not waiting)."""
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # what was left to print had no reader any more
+        _silence_stdout()
+        code = code or exits.CLOSED_PIPE
+    sys.stderr.flush()
+    if code == exits.CTRL_C:
+        os._exit(code)
+    sys.exit(code)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

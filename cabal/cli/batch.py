@@ -1,9 +1,8 @@
 """Batch commands: cabal batch PLAN | resume ID | status ID | report ID, and cabal batches.
 
 ``cabal batch`` takes either a PLAN (a folder of mission files, a glob, a mission file or a
-*.batch.yaml file) or one of the words resume, status and report followed by a batch id. Exit
-status of a run: 0 when every mission is done, 1 when one failed or could not run (a broken
-file), 3 when the rest is waiting (a question to answer, a budget to raise, an interruption).
+*.batch.yaml file) or one of the words resume, status and report followed by a batch id. The
+exit status of a run is the one ``cabal run`` gives for its missions' worst state (``exits``).
 """
 
 from __future__ import annotations
@@ -16,11 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cabal.cli import exits
 from cabal.cli.options import add_graph_options
 from cabal.errors import ConfigError
 
 ACTIONS = ("resume", "status", "report")
-EXIT_UNFINISHED = 3
 RUN_ONLY = ("workers", "dask", "max_concurrent", "max_tokens", "max_cost", "retries", "events", "verbose")
 # Every option's default, to tell which ones a command line set.
 DEFAULTS: dict[str, Any] = {name: None for name in RUN_ONLY + ("repeat", "answer", "format", "output")} | {
@@ -132,10 +131,21 @@ def _conclude(result: Any) -> int:
         if row.state in ("invalid", "refused", "failed"):
             print(f"{row.state}: {row.key} ({row.mission_id}): {row.detail}")
     print(f"report: cabal batch report {report.batch_id} --format html --output report.html")
-    states = totals.states
+    return batch_exit(report)
+
+
+def batch_exit(report: Any) -> int:
+    """The exit status of the batch's worst mission, as ``cabal run`` would give it: failed (or
+    never able to run) over halted (an answer waits) over interrupted or not started (a budget,
+    a kill, an outage) over done with failed turns over done."""
+    states = report.totals.states
     if any(states.get(state) for state in ("failed", "invalid", "refused")):
-        return 1
-    return 0 if states.get("done", 0) == totals.missions else EXIT_UNFINISHED
+        return exits.FAILED
+    if states.get("halted"):
+        return exits.HALTED
+    if states.get("done", 0) < report.totals.missions:
+        return exits.INTERRUPTED
+    return exits.FAILED_TURNS if report.totals.failed_turns else exits.DONE
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -143,20 +153,22 @@ def _conclude(result: Any) -> int:
 
 @contextmanager
 def _watching(args: argparse.Namespace) -> Iterator[Callable[[Any], None]]:
-    """The live view, and the event file (--events) if asked for: every event one JSON line."""
+    """The live view, and the event file (--events) if asked for: every event one JSON line,
+    the missions' own as ``cabal run --events`` writes them."""
     from cabal.batch.progress import BatchProgress
+    from cabal.rounds.events import EventLog
 
     progress = BatchProgress(sys.stdout, verbose=args.verbose)
     try:
         events = open(args.events, "a") if args.events else None  # noqa: SIM115 - closed below
     except OSError as error:
         raise ConfigError(f"cannot write events to {args.events}: {error.strerror}") from None
+    log = EventLog(events) if events is not None else None
 
     def watch(event: Any) -> None:
         progress(event)
-        if events is not None:
-            events.write(json.dumps(event if isinstance(event, dict) else event.to_wire(), default=str) + "\n")
-            events.flush()
+        if log is not None:
+            log(event)
 
     try:
         yield watch
@@ -215,8 +227,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         usage="cabal batch PLAN [options]\n       cabal batch resume|status|report BATCH_ID [options]",
         description="Run a batch: PLAN is a folder of *.mission.yaml files, a glob (quoted), a mission file or a "
                     "*.batch.yaml file (cabal schema batch). Running the same PLAN again skips finished missions "
-                    "and resumes interrupted ones. Exit status: 0 all done, 1 something failed or is broken, "
-                    "3 something waits (a question, a budget, an interruption).")
+                    "and resumes interrupted ones. Exit status: the worst mission's, as for cabal run: 0 all done, "
+                    "1 something failed or is broken, 3 a question waits, 4 done with failed turns, "
+                    "5 something is interrupted or not started (a budget, a kill).")
     batch.add_argument("target", metavar="PLAN|resume|status|report", help="a plan to run, or what to do with a batch")
     batch.add_argument("batch_id", nargs="?", metavar="BATCH_ID", help="the batch (resume, status, report)")
     add_graph_options(batch)

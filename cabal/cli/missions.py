@@ -1,4 +1,4 @@
-"""Mission commands: run, resume, chat, say, status, transcript, stop, schema.
+"""Mission commands: run, resume, chat, say, status, transcript, stop, missions, schema.
 
 The engine (LangGraph, the model clients) is imported when a command runs, not when the
 parser is built, so `cabal --help` and the graph commands start in a blink.
@@ -9,133 +9,173 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
 
 from cabal import rounds  # the engine loads at the first call, not at import
+from cabal.cli import exits
 from cabal.cli.options import add_graph_options
+from cabal.errors import ConfigError, ResourceNotFound
 
 if TYPE_CHECKING:
+    from cabal.report import Product
     from cabal.rounds import MissionResult
+    from cabal.rounds.events import MissionEvent
 
 
-class Progress:
-    """Live progress: one updating line on a terminal, plain lines otherwise."""
 
-    def __init__(self, stream=None) -> None:
-        self.stream = stream or sys.stdout
-        self.live = self.stream.isatty()
-        self.tokens = 0
-        self.cost = 0.0
-        self.started = time.monotonic()
-        self.where = ""
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        kind = event["kind"]
-        if kind == "start":
-            self._line(f"mission {event['mission']}: {event['operatives']} operatives, up to {event['rounds']} rounds, "
-                       f"model {event['model']}")
-        elif kind == "step":
-            self.where = f"round {event['round']} · {event['step']}"
-            self._status(self.where)
-        elif kind == "turn_start":
-            self._status(f"{self.where} · {event['agent']} thinking")
-        elif kind == "turn_done":
-            self.tokens += event["input_tokens"] + event["output_tokens"]
-            self.cost += event["cost_usd"]
-            note = "" if event["outcome"] == "final" else f" ({event['outcome']})"
-            retries = f", {event['attempts'] - 1} retr{'y' if event['attempts'] == 2 else 'ies'}" if event["attempts"] > 1 else ""
-            text = (f"round {event['round']} · {event['step']} · {event['agent']}{note}{retries} · "
-                    f"{self.tokens:,} tokens · ${self.cost:.4f}")
-            if self.live:
-                self._status(text)
-            else:
-                self._line(text)
-        elif kind == "halt":
-            self._line(f"chair-1 asks: {event['message']}")
-        elif kind == "answer":
-            self._line(f"answer ({event['source']}): {event['text']}")
-        elif kind == "stop":
-            self._line(f"stopped: {event['reason']}" + (f" ({event['detail']})" if event.get("detail") else ""))
-
-    def _status(self, text: str) -> None:
-        if self.live:
-            self.stream.write("\r\033[K" + text[:200])
-            self.stream.flush()
-
-    def _line(self, text: str) -> None:
-        if self.live:
-            self.stream.write("\r\033[K")
-        print(text, file=self.stream, flush=True)
+def exit_status(result: MissionResult) -> int:
+    """How a mission that ran is told to the shell: done, done with failed turns, waiting for
+    an answer, interrupted (resume it), or failed."""
+    if result.state == "done":
+        return exits.FAILED_TURNS if result.failed_turns else exits.DONE
+    return {"halted": exits.HALTED, "interrupted": exits.INTERRUPTED}.get(result.state, exits.FAILED)
 
 
-def print_conversation(mission_id: str, home: str | None, url: str | None) -> None:
-    from cabal.graph import ContextGraph
-    from cabal.rounds.transcript import conversation, product_tree
+def print_conversation(mission_id: str, home: str | None, url: str | None, stream: IO[str] | None = None) -> None:
+    """The conversation so far, as the live display prints it (``cabal chat``)."""
+    from cabal.cli.progress import round_heading
+    from cabal.report.markdown import conversation_line
 
-    with ContextGraph.open(url, name=mission_id, home=home) as graph:
-        current = None
-        for entry in conversation(graph):
-            if entry["round"] != current:
-                current = entry["round"]
-                print(f"\n── round {current} ──")
-            if entry["kind"] == "halt:question":
-                options = f"  [{' / '.join(entry['options'])}]" if entry.get("options") else ""
-                print(f"{entry['speaker']} asks you: {entry['text']}{options}")
-            elif entry["kind"] == "halt:done":
-                print(f"{entry['speaker']}: {entry['text']} (mission concluded)")
-            else:
-                print(f"{entry['speaker']}: {entry['text']}")
-        accepted = [p for _, p, _ in product_tree(graph) if p.get("status") == "accepted"]
-        if accepted:
-            print("\naccepted: " + ", ".join(p["name"] for p in accepted))
+    out = stream or sys.stdout
+    current = None
+    for line in rounds.mission_report(mission_id, home=home, url=url).conversation:
+        if line.round != current:
+            current = line.round
+            print(round_heading(current), file=out)
+        print(conversation_line(line), file=out)
 
 
-def report(result: MissionResult) -> None:
-    print(f"\nmission: {result.mission_id}")
+def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,
+           url: str | None = None) -> None:
+    """The outcome of a run: state, usage, what was accepted and how to read it, what to do next."""
+    out = stream or sys.stdout
+    print(f"\nmission: {result.mission_id}", file=out)
     print(f"state: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
-          + f", round {result.round}")
+          + f", round {result.round}", file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
-          f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}")
+          f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
+    accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
+                if p.status == "accepted"]
+    if accepted:
+        print("accepted: " + ", ".join(accepted), file=out)
     if result.pending_halt:
-        print(f"waiting for you: {result.pending_halt.get('message')}")
-        print(f"answer with: cabal resume {result.mission_id} --answer '...'   (or: cabal chat {result.mission_id})")
+        if not question_shown:
+            print(f"waiting for you: {result.pending_halt.get('message')}", file=out)
+        print(f"answer with: cabal resume {result.mission_id} --answer '...'   (or: cabal chat {result.mission_id})",
+              file=out)
+    print(f"read the work: cabal show {result.mission_id}   (all of it: cabal export {result.mission_id} "
+          "--format html -o report.html)", file=out)
     if result.transcript_path:
-        print(f"transcript: {result.transcript_path}")
+        print(f"transcript: {result.transcript_path}", file=out)
+
+
+@contextmanager
+def watching(args: argparse.Namespace) -> Iterator[Watch]:
+    """The listeners of a run: live progress (unless ``--quiet``) and the ``--events`` log."""
+    from cabal.cli.progress import Progress
+    from cabal.rounds.events import EventLog, fan_out
+
+    human = sys.stderr if args.events == "-" else sys.stdout  # stdout carries the JSON lines then
+    progress = None if args.quiet else Progress(human)
+    log_file = None
+    if args.events and args.events != "-":
+        try:
+            log_file = open(args.events, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as error:
+            raise ConfigError(f"cannot write events to {args.events}: {error.strerror}") from None
+    log = EventLog(sys.stdout if args.events == "-" else log_file) if args.events else None
+    watch = Watch(fan_out(progress, log), human, progress is not None)
+    try:
+        yield watch
+    finally:
+        if progress is not None:
+            progress.close()
+        if log_file is not None:
+            log_file.close()
+
+
+@dataclass
+class Watch:
+    on_event: Callable[[MissionEvent], None] | None
+    stream: IO[str]  # where lines for people go
+    live: bool  # whether the conversation (and so a question) is printed as it happens
+    mission_id: str | None = None  # the mission being run, once its first event says so
+
+    def listener(self) -> Callable[[MissionEvent], None]:
+        """``on_event`` that also remembers the mission, to say how to resume it after Ctrl-C."""
+        def heard(event: MissionEvent) -> None:
+            self.mission_id = event.mission
+            if self.on_event is not None:
+                self.on_event(event)
+
+        return heard
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The model settings given on the command line (they override the mission file's and the
+    environment's)."""
+    return {"timeout_s": args.timeout, "max_retries": args.max_retries, "max_tokens": args.max_tokens,
+            "temperature": args.temperature}
+
+
+def _interrupted(mission_id: str | None) -> int:
+    print("\ncabal: interrupted (Ctrl-C)" + (f"; the mission is paused. Go on with: cabal resume {mission_id}"
+                                           if mission_id else ""), file=sys.stderr)
+    return exits.CTRL_C
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url, rounds=args.rounds,
-                             on_event=Progress())
-    if not args.quiet:
-        print_conversation(result.mission_id, args.home, args.url)
-    report(result)
-    return 1 if result.state == "failed" else 0
+    with watching(args) as watch:
+        try:
+            result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
+                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener())
+        except KeyboardInterrupt:
+            return _interrupted(watch.mission_id)
+    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
+    return exit_status(result)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    result = rounds.resume_mission(args.mission_id, answer=args.answer, model=args.model, home=args.home, url=args.url,
-                                on_event=Progress())
-    report(result)
-    return 1 if result.state == "failed" else 0
+    with watching(args) as watch:
+        try:
+            result = rounds.resume_mission(args.mission_id, answer=args.answer, model=args.model, rounds=args.rounds,
+                                           home=args.home, url=args.url, model_settings=_settings(args),
+                                           on_event=watch.listener())
+        except KeyboardInterrupt:
+            return _interrupted(args.mission_id)
+    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
+    return exit_status(result)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    print_conversation(args.mission_id, args.home, args.url)
-    result = rounds.mission_status(args.mission_id, home=args.home, url=args.url)
-    while result.pending_halt is not None:
-        if not sys.stdin.isatty() and args.answer is None:
-            print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'")
-            return 0
-        answer = args.answer if args.answer is not None else input("\nyou> ").strip()
-        args.answer = None
-        if not answer:
-            continue
-        result = rounds.resume_mission(args.mission_id, answer=answer, model=args.model, home=args.home, url=args.url,
-                                    on_event=Progress())
-        print_conversation(args.mission_id, args.home, args.url)
-    report(result)
-    return 0
+    with watching(args) as watch:
+        print_conversation(args.mission_id, args.home, args.url, watch.stream)
+        result = rounds.mission_status(args.mission_id, home=args.home, url=args.url)
+        while result.pending_halt is not None:
+            if not sys.stdin.isatty() and args.answer is None:
+                print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'", file=watch.stream)
+                return exits.HALTED
+            if args.answer is None:  # the prompt goes where people's lines go (stdout may carry --events -)
+                print("\nyou> ", end="", file=watch.stream, flush=True)
+            try:
+                answer = args.answer if args.answer is not None else input().strip()
+            except EOFError:  # Ctrl-D: no answer now; the question keeps
+                print(f"\nno answer given; answer later with: cabal chat {args.mission_id}", file=watch.stream)
+                return exits.HALTED
+            args.answer = None
+            if not answer:
+                continue
+            try:
+                result = rounds.resume_mission(args.mission_id, answer=answer, model=args.model, home=args.home,
+                                               url=args.url, model_settings=_settings(args),
+                                               on_event=watch.listener())
+            except KeyboardInterrupt:
+                return _interrupted(args.mission_id)
+    report(result, question_shown=True, stream=watch.stream, home=args.home, url=args.url)
+    return exit_status(result)
 
 
 def cmd_say(args: argparse.Namespace) -> int:
@@ -145,13 +185,10 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from cabal.graph import ContextGraph
-    from cabal.rounds.transcript import product_tree
-
     result = rounds.mission_status(args.mission_id, home=args.home, url=args.url)
-    with ContextGraph.open(args.url, name=args.mission_id, home=args.home) as graph:
-        tree = [{"depth": d, "id": p["id"], "name": p["name"], "type": p["type"], "status": p.get("status"),
-                 "owner": p.get("owner"), "version": v["number"] if v else None} for d, p, v in product_tree(graph)]
+    mission = rounds.mission_report(args.mission_id, home=args.home, url=args.url)
+    tree = [{"depth": p.depth, "id": p.id, "name": p.name, "type": p.type, "status": p.status, "owner": p.owner,
+             "version": p.latest.number if p.latest else None, "content": _content(p)} for p in mission.live_products]
     data = {
         "mission": result.mission_id, "state": result.state, "stop_reason": result.stop_reason, "round": result.round,
         "pending_halt": {"message": result.pending_halt.get("message"), "options": result.pending_halt.get("options") or []}
@@ -173,7 +210,16 @@ def cmd_status(args: argparse.Namespace) -> int:
               f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}")
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
+    print(f"read the products: cabal show {result.mission_id}")
     return 0
+
+
+def _content(product: Product) -> dict | None:
+    """A product's accepted version (else its latest) in ``cabal status --json``."""
+    shown = product.shown
+    if shown is None:
+        return None
+    return {"version": shown.number, "accepted": shown.accepted, "title": shown.title, "text": shown.content}
 
 
 def cmd_transcript(args: argparse.Namespace) -> int:
@@ -188,45 +234,72 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_missions(args: argparse.Namespace) -> int:
-    from cabal.rounds.api import Workspace
+    from cabal.rounds.workspace import Workspace
 
-    workspace = Workspace.at(args.home, args.url)
+    workspace = Workspace.at(args.home, args.url, reading=True)
     for mission_id in workspace.missions():
-        result = rounds.mission_status(mission_id, home=args.home, url=args.url)
+        try:
+            result = rounds.mission_status(mission_id, home=args.home, url=args.url)
+        except ResourceNotFound:  # a graph named like a mission that holds none
+            continue
         print(f"{mission_id}: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
               + f", round {result.round}")
     return 0
 
 
-def cmd_schema(args: argparse.Namespace) -> int:
-    if args.kind == "batch":
-        from cabal.batch.plan import BatchSpec as Spec
-    else:
-        from cabal.rounds.mission import MissionSpec as Spec
+SCHEMAS = ("mission", "batch", "export", "events")
 
-    print(json.dumps(Spec.model_json_schema(), indent=2))
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    if args.what == "export":
+        from cabal.report.schema import report_schema as schema
+    elif args.what == "events":
+        from cabal.report.schema import events_schema as schema
+    elif args.what == "batch":
+        from cabal.batch.plan import BatchSpec
+
+        schema = BatchSpec.model_json_schema
+    else:
+        from cabal.rounds.mission import MissionSpec
+
+        schema = MissionSpec.model_json_schema
+    print(json.dumps(schema(), indent=2))
     return 0
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    def common(parser: argparse.ArgumentParser, *, model: bool = False) -> argparse.ArgumentParser:
+    def common(parser: argparse.ArgumentParser, *, model: bool = False, runs: bool = False) -> argparse.ArgumentParser:
         add_graph_options(parser)
         if model:
             parser.add_argument("--model", help="Claude model name, scripted:PATH or py:module:factory")
+            parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one model call may take")
+            parser.add_argument("--max-retries", type=int, metavar="N",
+                                help="retries of a failed model call (rate limit, overload, timeout) before pausing")
+            parser.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer a call may give")
+            parser.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (0 to 1)")
+        if runs:  # the commands that drive a mission
+            parser.add_argument("--quiet", action="store_true",
+                                help="no live progress and no conversation: only the outcome at the end")
+            parser.add_argument("--events", metavar="FILE",
+                                help="append every event of the run to FILE as JSON lines ('-': stdout, and people's "
+                                     "lines go to stderr)")
         return parser
 
-    run = common(commands.add_parser("run", help="run a mission file"), model=True)
+    run = common(commands.add_parser("run", help="run a mission file"), model=True, runs=True)
     run.add_argument("mission", help="mission file (YAML)")
     run.add_argument("--rounds", type=int, help="override the mission's round limit")
-    run.add_argument("--quiet", action="store_true", help="do not print the conversation at the end")
     run.set_defaults(func=cmd_run)
 
-    resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"), model=True)
+    resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"),
+                    model=True, runs=True)
     resume.add_argument("mission_id")
     resume.add_argument("--answer", help="your answer to the Chair's question")
+    resume.add_argument("--rounds", type=int, help="a new round limit: continues a mission that ran out of rounds "
+                                                   "or that you stopped")
     resume.set_defaults(func=cmd_resume)
 
-    chat = common(commands.add_parser("chat", help="the team's conversation; answer a pending question"), model=True)
+    chat = common(commands.add_parser("chat", help="the team's conversation; answer a pending question"),
+                  model=True, runs=True)
     chat.add_argument("mission_id")
     chat.add_argument("--answer", help="answer without a prompt")
     chat.set_defaults(func=cmd_chat)
@@ -253,6 +326,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     missions = common(commands.add_parser("missions", help="list the missions of the workspace"))
     missions.set_defaults(func=cmd_missions)
 
-    schema = commands.add_parser("schema", help="print the JSON Schema of a mission file (or of a batch file)")
-    schema.add_argument("kind", nargs="?", choices=("mission", "batch"), default="mission")
+    schema = commands.add_parser("schema", help="print a JSON Schema: of a mission file (default), of a batch "
+                                                "file, of `cabal export --format json`, or of the --events lines")
+    schema.add_argument("what", nargs="?", choices=SCHEMAS, default="mission")
     schema.set_defaults(func=cmd_schema)

@@ -117,7 +117,7 @@ def describe_protocol(protocol: Any) -> str:
             lines.append(f"  {step.id}: create {len(step.nodes)} node spec(s), {len(step.links)} link spec(s) -> {step.next}")
         elif isinstance(step, UpdateStep):
             lines.append(f"  {step.id}: update {step.node} ({', '.join(step.fields)}) -> {step.next}")
-        else:  # set, each, complete, and a branch's checks
+        else:  # set, each, complete, file steps, and a branch's checks
             lines.append(f"  {step.id}: {_outline(step)}")
     if protocol.summary:
         lines.append(f"summary: {protocol.summary}")
@@ -138,6 +138,10 @@ def _outline(step: Any) -> str:
         return f"each {step.as_name} in {step.items}: {step.body} ..., then {step.next}"
     if step.type == "complete":
         return f"complete ({step.outcome})" + (f": {' '.join(step.summary.split())}" if step.summary else "")
+    if step.type == "read_file":
+        return f"read_file {step.path} -> {step.store_as}, then {step.next}"
+    if step.type == "move_file":
+        return f"move_file {step.source} -> {step.target} after the commit, then {step.next}"
     return "branch on checks (" + ", ".join(f"{c!r}: {t}" for c, t in step.checks) + ")"
 
 

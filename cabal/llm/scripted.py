@@ -27,9 +27,9 @@ from pydantic import PrivateAttr
 
 from cabal.errors import ModelError
 from cabal.llm.keys import FACTS_KEY, TURN_KEY, CallKey
+from cabal.llm.usage import estimate_tokens
 
 Wildcard = Literal["*"]
-_CHARS_PER_TOKEN = 4
 _ENTRY_FIELDS = {"round", "step", "agent", "tool", "args", "repeat"}
 _HALT_TOOL = "halt"  # the envelope that ends a turn and starts the next after the user answers
 
@@ -326,17 +326,13 @@ def _tool_call_message(tool: str, args: dict[str, Any], call: ModelCall) -> AIMe
     return AIMessage(content="", tool_calls=[tool_call])
 
 
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // _CHARS_PER_TOKEN)
-
-
 def _estimate_usage(messages: Sequence[BaseMessage], reply: AIMessage) -> dict[str, Any]:
     prompt = "".join(_content_text(m.content) for m in messages)
     answer = _content_text(reply.content) + "".join(
         json.dumps(tc["args"], ensure_ascii=False, default=str) for tc in reply.tool_calls
     )
-    input_tokens = _estimate_tokens(prompt)
-    output_tokens = _estimate_tokens(answer)
+    input_tokens = estimate_tokens(len(prompt))
+    output_tokens = estimate_tokens(len(answer))
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,

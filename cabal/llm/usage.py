@@ -21,6 +21,14 @@ _PRICES_PER_MTOK: tuple[tuple[str, float, float], ...] = (
     ("haiku", 1.0, 5.0),
     ("cabal-", 0.0, 0.0),  # Cabal's own scripted and function models: known to cost nothing
 )
+CHARS_PER_TOKEN = 4  # Claude's tokenizer averages about 4 characters of English per token
+
+
+def estimate_tokens(text_chars: int) -> int:
+    """Tokens of a text of ``text_chars`` characters, where no provider counted them."""
+    return max(1, text_chars // CHARS_PER_TOKEN)
+
+
 _CACHE_READ_FACTOR = 0.1
 _CACHE_WRITE_FACTOR = 1.25  # the 5-minute ephemeral cache, the only kind Cabal asks for
 

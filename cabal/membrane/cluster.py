@@ -12,7 +12,7 @@ graph's MERGE on ids writes nothing new.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cabal.errors import ProtocolRuntimeError, TemplateError
@@ -223,10 +223,12 @@ def unique_links(links: list[dict]) -> list[dict]:
 
 
 def merge(clusters: Iterable[Cluster]) -> Cluster:
-    """Several prepared clusters as one write (the round engine commits a turn's runs together)."""
+    """Several prepared clusters as one write (the round engine commits a turn's runs together),
+    their file moves one plan, in the order of the clusters."""
     clusters = list(clusters)
     return Cluster(
         nodes=tuple(unique_nodes([n for c in clusters for n in c.nodes], strict=False)),
         links=tuple(unique_links([link for c in clusters for link in c.links])),
         updates=tuple(u for c in clusters for u in c.updates),
+        moves=tuple(m for c in clusters for m in c.moves),
     )

@@ -56,8 +56,9 @@ translated file is still reported at its own line. What the dialect writes, and 
   ``{timestamp_short}`` is the compact timestamp.
 - text only shown to the agent (question texts) keeps a placeholder whose filter means nothing
   here as written; anywhere a value is computed, an unknown filter is a located problem.
-- ``read_file`` and ``move_file`` steps are refused (``Refused``): a membrane protocol changes
-  the graph, and nothing else, in one atomic commit.
+- ``read_file`` (``path``, ``store_as``) and ``move_file`` (``from``, ``to``) are Cabal's steps
+  of the same names: they run on the files under the membrane's file root, and a move waits
+  for the cluster's commit (see ``files``).
 
 Templates and conditions are read by ``dialect_text``.
 """
@@ -78,14 +79,7 @@ TOP_DOC_KEYS = ("triggers", "requires_skills", "contextual_knowledge", "config")
 TOP_KEYS = ("protocol", "procedure", "version", "description", "steps", "output", "dependencies", "start",
             *TOP_DOC_KEYS)  # fmt: skip
 STEP_DOC_KEYS = ("purpose", "reason", "description", "comment", "notes", "why")
-MARKER_STEP_TYPES = ("complete", "loop", "foreach", "inject", "transform", "read_file", "move_file")
-REFUSED_STEP_TYPES = {
-    "read_file": "reads a file from disk",
-    "move_file": "moves a file on disk",
-}
-class Refused(ProtocolProblem):
-    """A construct Cabal declines on purpose (not a defect of the file): it is well formed, but
-    doing what it says would break the membrane's contract."""
+MARKER_STEP_TYPES = ("loop", "foreach", "inject", "transform")
 
 
 @dataclass
@@ -130,6 +124,7 @@ def _upstream_step(step: Mapping) -> bool:
         "branch": ("checks", "on"),
         "call_protocol": ("inputs", "collect_created", "procedure"),
         "create": ("updates",),
+        "complete": ("status", "message"),  # Cabal's own complete step says summary and outcome
     }.get(kind, ())
     return any(key in step for key in markers) or (kind == "ask" and isinstance(step.get("context"), str))
 
@@ -171,12 +166,11 @@ class _Translator:
         # Upstream, a step without ``next`` goes on to the step written after it.
         self.following = {step_id: (order[i + 1] if i + 1 < len(order) else "$complete") for i, step_id in enumerate(order)}
 
-    def fail(self, message: str, *, step: str | None = None, field: str | None = None, at: Any = None,
-             kind: type[ProtocolProblem] = ProtocolProblem) -> None:  # fmt: skip
+    def fail(self, message: str, *, step: str | None = None, field: str | None = None, at: Any = None) -> None:
         line = None
         if isinstance(at, LineDict):
             line = at.line_of(field.split(".")[0] if field else None)
-        self.problems.append(kind(self.source, message, step=step, field=field, line=line))
+        self.problems.append(ProtocolProblem(self.source, message, step=step, field=field, line=line))
 
     def new_id(self, base: str, suffix: str) -> str:
         candidate = f"{base}-{suffix}"
@@ -270,12 +264,6 @@ class _Translator:
     def step(self, step_id: str, raw: Mapping, *, next_default: str | None = None) -> str:
         """Translate one upstream step (and the steps it expands into); its first canonical id."""
         kind = raw.get("type")
-        if kind in REFUSED_STEP_TYPES:
-            self.fail(f"a {kind} step {REFUSED_STEP_TYPES[kind]}; a membrane protocol changes the graph and nothing "
-                      "else, in one atomic commit, so Cabal does not run it", step=step_id, field="type", at=raw,
-                      kind=Refused)  # fmt: skip
-            self.steps[step_id] = _placeholder(raw, step_id)
-            return step_id
         handler = getattr(self, f"_{kind}", None) if isinstance(kind, str) else None
         if handler is None:  # the loader reports an unknown type, located
             self.steps[step_id] = raw
@@ -615,6 +603,23 @@ class _Translator:
                 chain.append(f"{name}:{raw[key]}")
         store = raw.get("store_as", step_id)
         _put(out, "values", {store: "{" + "|".join(chain) + "}"}, raw, "input")
+        return self._chain(step_id, raw, out, [], [])
+
+    def _read_file(self, step_id: str, raw: Mapping, next_default: str | None) -> str:
+        self._unknown(step_id, raw, ("type", "path", "store_as", "next", *STEP_DOC_KEYS), "read_file")
+        out = self._base(step_id, raw, "read_file", next_default)
+        if "path" in raw:
+            _put(out, "path", self.value(raw["path"], step_id, "path", raw), raw)
+        _put(out, "store_as", raw.get("store_as", self.short.get(step_id, step_id)), raw,
+             "store_as" if "store_as" in raw else "type")  # fmt: skip
+        return self._chain(step_id, raw, out, [], [])
+
+    def _move_file(self, step_id: str, raw: Mapping, next_default: str | None) -> str:
+        self._unknown(step_id, raw, ("type", "from", "to", "next", *STEP_DOC_KEYS), "move_file")
+        out = self._base(step_id, raw, "move_file", next_default)
+        for key in ("from", "to"):
+            if key in raw:
+                _put(out, key, self.value(raw[key], step_id, key, raw), raw)
         return self._chain(step_id, raw, out, [], [])
 
     def _update(self, step_id: str, raw: Mapping, next_default: str | None) -> str:

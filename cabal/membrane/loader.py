@@ -46,8 +46,10 @@ from cabal.membrane.protocol import (
     MomentSpec,
     NodeSpec,
     Protocol,
+    MoveFileStep,
     Question,
     QueryStep,
+    ReadFileStep,
     SetStep,
     Step,
     UpdateStep,
@@ -72,6 +74,8 @@ STEP_KEYS: dict[str, tuple[str, ...]] = {
     "set": ("values",),
     "each": ("items", "as", "do"),
     "complete": ("summary", "outcome"),
+    "read_file": ("path", "store_as"),
+    "move_file": ("from", "to"),
 }
 ACTIONS = ("spawn", "prompt", "fail")
 MOMENT_STEPS = ("ask", "query", "update", "create")  # the steps something is said or done in
@@ -686,6 +690,41 @@ class _Builder:
             self.fail(f"'outcome' must be one of {', '.join(OUTCOMES)}, got {outcome!r}", step=step_id, field="outcome", at=raw)
             outcome = "complete"
         return CompleteStep(**base, summary=summary, outcome=outcome)
+
+    def _read_file(self, step_id: str, raw: Mapping, base: dict, _: str) -> Step | None:
+        path = self._path(raw, "path", step_id)
+        store_as = raw.get("store_as", step_id)
+        if not isinstance(store_as, str) or not STEP_ID.match(store_as):
+            self.fail(f"'store_as' must be a name, got {store_as!r}", step=step_id, field="store_as", at=raw)
+            return None
+        return ReadFileStep(**base, path=path, store_as=store_as) if path is not None else None
+
+    def _move_file(self, step_id: str, raw: Mapping, base: dict, _: str) -> Step | None:
+        source, target = self._path(raw, "from", step_id), self._path(raw, "to", step_id)
+        if source is None or target is None:
+            return None
+        return MoveFileStep(**base, source=source, target=target)
+
+    def _path(self, raw: Mapping, key: str, step_id: str) -> str | None:
+        """A path template of a file step: relative to the file root, never climbing out of it."""
+        value = raw.get(key)
+        if not isinstance(value, str) or not value.strip():
+            self.fail(f"a {raw.get('type')} step needs {key!r}: a path under the membrane's file root, got {value!r}",
+                      step=step_id, field=key, at=raw)  # fmt: skip
+            return None
+        self._templates(value, step_id, key, raw)
+        if templates.check(value):
+            return None
+        # What the author wrote around the references: a value a reference brings is checked
+        # when the step runs, against the root itself.
+        written = "".join(part if isinstance(part, str) else "x" for part in templates.parse(value).parts)
+        if written.startswith("/"):
+            self.fail(f"{value!r} is absolute; a path is relative to the membrane's file root", step=step_id, field=key,
+                      at=raw)  # fmt: skip
+        elif ".." in written.split("/"):
+            self.fail(f"{value!r} climbs out with '..'; a path stays under the membrane's file root", step=step_id,
+                      field=key, at=raw)  # fmt: skip
+        return value
 
     # shared checks --------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """Which names each step of a protocol can read: the answers and results of the steps before it.
 
 A template or condition reads a name that comes from one of four places: an earlier step (an
-ask step's answer, a query's results, a set step's values, a called protocol's answers), a
-loop variable (``item``, ``index``, ``position`` inside ``for_each``; ``answer`` in an ask
-step's moment), a built-in (``timestamp``), or the context the protocol starts with.
+ask step's answer, a query's results, a file's text, a set step's values, a called protocol's
+answers), a loop variable (``item``, ``index``, ``position`` inside ``for_each``; ``answer`` in
+an ask step's moment), a built-in (``timestamp``), or the context the protocol starts with.
 
 ``flow`` computes, for every step, the names some path from the start may have provided before
 it (a forward "may" analysis over the step graph, loops included). ``unprovided`` then lists
@@ -26,6 +26,7 @@ from cabal.membrane.protocol import (
     CallStep,
     EachStep,
     QueryStep,
+    ReadFileStep,
     SetStep,
     Step,
 )
@@ -58,7 +59,7 @@ def provided_by(step: Step, callee_names: Callable[[str], frozenset[str] | None]
         if step.flatten:
             names |= {question.name for question in step.questions}
         return names
-    if isinstance(step, QueryStep):
+    if isinstance(step, (QueryStep, ReadFileStep)):
         return {step.store_as}
     if isinstance(step, SetStep):
         return set(step.values)

@@ -15,7 +15,9 @@ from cabal.membrane.queries import QuerySpec
 from cabal.membrane.validation import Expects
 
 COMPLETE = "$complete"
-STEP_TYPES = ("ask", "query", "branch", "call_protocol", "create", "update", "set", "each", "complete")
+STEP_TYPES = ("ask", "query", "branch", "call_protocol", "create", "update", "set", "each", "complete", "read_file",
+              "move_file")  # fmt: skip
+FILE_STEP_TYPES = ("read_file", "move_file")  # they need the membrane's file root
 AGENT_PROVIDES = ("description", "reasoning")
 OUTCOMES = ("complete", "cancelled", "failed")  # failed: stop with the summary as the error
 
@@ -156,6 +158,23 @@ class EachStep(Step):
     items: str
     as_name: str
     body: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadFileStep(Step):
+    """Reads a UTF-8 text file under the membrane's file root into ``store_as`` (a read, like a query)."""
+
+    path: str  # template
+    store_as: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoveFileStep(Step):
+    """Moves a file under the file root, once the protocol's cluster is committed (the disk
+    cannot be rolled back with a failed commit, so the move waits for a successful one)."""
+
+    source: str  # template; ``from:`` in YAML
+    target: str  # template; ``to:`` in YAML
 
 
 @dataclass(frozen=True, kw_only=True)

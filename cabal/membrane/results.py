@@ -20,9 +20,34 @@ SessionStatus = Literal["active", "complete", "aborted"]
 
 
 @dataclass(frozen=True)
+class FileMove:
+    """A ``move_file`` step's move, waiting for the commit: paths relative to the file root."""
+
+    step: str  # the step key that asked for it
+    source: str
+    target: str
+
+    def to_wire(self) -> dict[str, str]:
+        return {"step": self.step, "from": self.source, "to": self.target}
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A move that failed after its cluster was committed: the graph has the cluster, the file
+    is still where it was (or wherever the failure left it); ``message`` says why."""
+
+    move: FileMove
+    message: str
+
+    def to_wire(self) -> dict[str, str]:
+        return {**self.move.to_wire(), "error": self.message}
+
+
+@dataclass(frozen=True)
 class Cluster:
     """What a protocol writes when it completes: nodes, links and field updates of existing
-    nodes (``{"id", "fields"}``), committed together in one round trip, all or nothing.
+    nodes (``{"id", "fields"}``), committed together in one round trip, all or nothing; then
+    the files its ``move_file`` steps move (``moves``, in order), only once that commit succeeded.
 
     Nodes and links are the graph layer's plain records (``cabal.graph`` checks them against
     the schema when they are written)."""
@@ -30,24 +55,40 @@ class Cluster:
     nodes: tuple[Mapping[str, Any], ...] = ()
     links: tuple[Mapping[str, Any], ...] = ()
     updates: tuple[Mapping[str, Any], ...] = ()
+    moves: tuple[FileMove, ...] = ()
 
     def __bool__(self) -> bool:
+        return bool(self.nodes or self.links or self.updates or self.moves)
+
+    @property
+    def writes_graph(self) -> bool:
         return bool(self.nodes or self.links or self.updates)
 
     def to_wire(self) -> dict[str, list]:
-        return {"nodes": [dict(n) for n in self.nodes], "links": [dict(l) for l in self.links],
-                "updates": [dict(u) for u in self.updates]}
+        wire = {"nodes": [dict(n) for n in self.nodes], "links": [dict(l) for l in self.links],
+                "updates": [dict(u) for u in self.updates]}  # fmt: skip
+        if self.moves:
+            wire["moves"] = [move.to_wire() for move in self.moves]
+        return wire
 
 
 @dataclass(frozen=True)
 class Created:
-    """What a commit created, as the graph counted it (an idempotent replay creates nothing)."""
+    """What a commit did: the nodes and links it created, as the graph counted them (an
+    idempotent replay creates nothing), then the files it moved and the moves that failed."""
 
     nodes: int = 0
     links: int = 0
+    moved: tuple[FileMove, ...] = ()
+    file_errors: tuple[FileError, ...] = ()
 
-    def to_wire(self) -> dict[str, int]:
-        return {"nodes": self.nodes, "links": self.links}
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"nodes": self.nodes, "links": self.links}
+        if self.moved:
+            wire["moved"] = [move.to_wire() for move in self.moved]
+        if self.file_errors:
+            wire["file_errors"] = [error.to_wire() for error in self.file_errors]
+        return wire
 
 
 @dataclass(frozen=True)
@@ -82,9 +123,10 @@ class MembraneResult:
 
     - ``active``: waiting on ``step`` (of ``protocol``); ``problems`` when the call's answers
       were rejected (nothing was kept), ``prompt`` when a dependency asks the agent for one.
-    - ``complete``: ``summary`` and ``created``; a dry run (``commit=False``) carries the
-      prepared ``cluster`` instead of writing it. ``replayed`` when the session had already
-      completed before this call.
+    - ``complete``: ``summary`` and ``created`` (with the files moved after the commit, and
+      ``file_errors`` for those that could not be); a dry run (``commit=False``) carries the
+      prepared ``cluster`` instead of writing it, and moves nothing. ``replayed`` when the
+      session had already completed before this call.
     - ``aborted``: the session was abandoned; it wrote nothing.
     """
 
@@ -107,6 +149,11 @@ class MembraneResult:
     @property
     def rejected(self) -> bool:
         return bool(self.problems)
+
+    @property
+    def file_errors(self) -> tuple[FileError, ...]:
+        """The moves that failed after the commit (the cluster itself is written)."""
+        return self.created.file_errors
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"status": self.status, "session_id": self.session_id}

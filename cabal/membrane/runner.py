@@ -7,6 +7,13 @@ a session that is not active, a missing dependency, a cluster the graph refuses.
 A rejected answer is not an error. Answers are all-or-nothing per call: if any answer of a call
 is wrong, the session stays where it was and the result's ``problems`` list every problem at
 once, so the agent fixes only what was wrong.
+
+Files: a membrane made with a ``file_root`` runs ``read_file`` and ``move_file`` steps on the
+files under it (``files``); without one, a protocol with such a step is refused when it starts.
+Moves wait for the cluster: a commit checks them again, writes the graph, and only then moves
+the files; a move that fails after the write is reported in ``Created.file_errors``. A dry run
+(``commit=False``, ``prepare``) moves nothing: its ``Cluster`` carries the planned moves, and
+``commit`` of that cluster does them after writing it, as ``run`` would have.
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ from typing import Any
 
 from cabal.errors import AnswerProblem, AnswerRejected, ProtocolRuntimeError, ResourceNotFound
 from cabal.membrane import cluster
+from cabal.membrane.files import FileRefused, FileRoot
 from cabal.membrane.library import ProtocolLibrary
 from cabal.membrane.overlay import SessionView
 from cabal.membrane.protocol import Protocol
 from cabal.membrane.queries import ENRICHMENT_KINDS, run_enrichment
-from cabal.membrane.results import Cluster, Created, Form, MembraneResult
+from cabal.membrane.results import Cluster, Created, FileMove, Form, MembraneResult
 from cabal.membrane.session import ABORTED, ACTIVE, COMPLETE, Session, SessionStore
 from cabal.membrane.steps import MAX_DEPTH, Stop, Walk, current_ask, describe_step, form_schema
 from cabal.membrane.templates import Scope, interpolate, to_text
@@ -30,12 +38,14 @@ from cabal.membrane.validation import describe
 
 class Membrane:
     def __init__(
-        self, graph: Any, protocol_dirs: Iterable[str | Path] = (), *, max_depth: int = MAX_DEPTH
+        self, graph: Any, protocol_dirs: Iterable[str | Path] = (), *, max_depth: int = MAX_DEPTH,
+        file_root: str | Path | None = None,
     ) -> None:
         self.graph = graph
         self.library = ProtocolLibrary(protocol_dirs)
         self.sessions = SessionStore(graph)
         self.max_depth = max_depth
+        self.files = FileRoot(file_root) if file_root is not None else None
 
     # --------------------------------------------------------------------- protocols
 
@@ -142,7 +152,8 @@ class Membrane:
         return result.cluster
 
     def commit(self, clusters: Iterable[Cluster]) -> Created:
-        """Commit prepared clusters as ONE write: all of them or nothing."""
+        """Commit prepared clusters as ONE write: all of them or nothing; then their file moves,
+        in order (``Created.file_errors`` lists those that failed)."""
         return self._commit(cluster.merge(clusters))
 
     # --------------------------------------------------------------------- internals
@@ -162,7 +173,7 @@ class Membrane:
         return session
 
     def _walk(self, session: Session, **options: Any) -> Walk:
-        return Walk(session, self.library, self.graph, max_depth=self.max_depth, **options)
+        return Walk(session, self.library, self.graph, max_depth=self.max_depth, files=self.files, **options)
 
     def _advance(
         self, session: Session, answers: Mapping[str, Any], *, mode: str, commit: bool = True, persist: bool = True,
@@ -224,18 +235,32 @@ class Membrane:
         updates = list(session.updates)
         if session.stored:  # "complete" is written in the same round trip as the cluster
             updates.append(self.sessions.update_row(session))
-        prepared = Cluster(tuple(nodes), tuple(links), tuple(updates))
+        prepared = Cluster(tuple(nodes), tuple(links), tuple(updates), tuple(FileMove(**m) for m in session.moves))
         if commit:
             return MembraneResult(status=COMPLETE, session_id=session.id, summary=summary,
                                   created=self._commit(prepared))
         return MembraneResult(status=COMPLETE, session_id=session.id, summary=summary, cluster=prepared)
 
     def _commit(self, prepared: Cluster) -> Created:
-        if not prepared:
-            return Created()
-        counts = self.graph.create_cluster(list(prepared.nodes), list(prepared.links),
-                                           updates=list(prepared.updates) or None)
-        return Created(nodes=counts["nodes"], links=counts["links"])
+        if prepared.moves:
+            self._check_moves(prepared.moves)
+        counts = {"nodes": 0, "links": 0}
+        if prepared.writes_graph:
+            counts = self.graph.create_cluster(list(prepared.nodes), list(prepared.links),
+                                               updates=list(prepared.updates) or None)
+        # Only now, the commit done: a move the graph never heard of would be work nobody recorded.
+        moved, errors = self.files.apply(prepared.moves) if prepared.moves else ((), ())
+        return Created(nodes=counts["nodes"], links=counts["links"], moved=moved, file_errors=errors)
+
+    def _check_moves(self, moves: tuple[FileMove, ...]) -> None:
+        """Before anything is written: a move that cannot be done stops the commit."""
+        if self.files is None:
+            raise ProtocolRuntimeError(f"the cluster moves files (step {moves[0].step!r}), and this membrane has no "
+                                       "file root (Membrane(graph, ..., file_root=FOLDER)); nothing was written")
+        try:
+            self.files.check_moves(moves)
+        except FileRefused as exc:
+            raise ProtocolRuntimeError(f"{exc}; nothing was written") from None
 
     def _summary(self, session: Session) -> str:
         if session.summary is not None:  # the walk's: a complete step's own, or the protocol's

@@ -6,9 +6,10 @@ Saves between steps are small separate writes; the final state rides in the same
 ``create_cluster`` call as the protocol's cluster (``updates=``), so "complete" and the nodes it
 claims are committed together or not at all.
 
-What the session accumulates (nodes, links, updates, moments) is written only at completion.
-An aborted session therefore leaves nothing behind but its own node: no half cluster, and no
-moments for reasoning that led nowhere.
+What the session accumulates (nodes, links, updates, moments) is written only at completion,
+and the files its ``move_file`` steps move are moved only after that write succeeded. An
+aborted session therefore leaves nothing behind but its own node: no half cluster, no moments
+for reasoning that led nowhere, no file moved.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Session:
     links: list[dict] = field(default_factory=list)
     updates: list[dict] = field(default_factory=list)  # prepared by update steps
     moments: list[dict] = field(default_factory=list)  # {node, actor, about, about_template, locals}
+    moves: list[dict] = field(default_factory=list)  # move_file steps: {step, source, target}, done after the commit
     visits: dict[str, int] = field(default_factory=dict)  # step key -> times answered (loops)
     loops: dict[str, int] = field(default_factory=dict)  # each step key -> items it has gone through
     outcome: str = "complete"  # or "cancelled": how a complete step ended the protocol

@@ -16,20 +16,25 @@ are committed in one cluster when the protocol completes (see ``cluster``). Ever
 makes (queries, id checks, dependencies) goes through ``SessionView``, which merges what the
 session has prepared, so a step sees what earlier steps and called protocols created as if it
 were committed (read-your-writes).
+
+File steps need the membrane's file root (``files``): a read_file step reads during the walk,
+like a query; a move_file step only plans its move, which the runner does after the commit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from cabal.errors import AnswerProblem, ProtocolRuntimeError, TemplateError
+from cabal.errors import AnswerProblem, ProtocolProblem, ProtocolRuntimeError, TemplateError
 from cabal.membrane import cluster
+from cabal.membrane.files import FileRefused, FileRoot
 from cabal.membrane.library import ProtocolLibrary
 from cabal.membrane.overlay import SessionView
 from cabal.membrane.protocol import (
     COMPLETE,
+    FILE_STEP_TYPES,
     AskStep,
     BranchStep,
     CallStep,
@@ -37,15 +42,17 @@ from cabal.membrane.protocol import (
     CreateStep,
     Dependency,
     EachStep,
+    MoveFileStep,
     Protocol,
     QueryStep,
+    ReadFileStep,
     SetStep,
     Step,
     UpdateStep,
     case_key,
 )
 from cabal.membrane.queries import run_query
-from cabal.membrane.results import AskView
+from cabal.membrane.results import AskView, FileMove
 from cabal.membrane.session import Frame, Session
 from cabal.membrane.templates import PENDING, Instant, Scope, Unresolved, evaluate, interpolate, to_text
 from cabal.membrane.validation import (
@@ -137,6 +144,7 @@ class Walk:
         answers: Mapping[str, Any] | None = None,
         form: bool = False,
         max_depth: int = MAX_DEPTH,
+        files: FileRoot | None = None,
     ) -> None:
         self.session = session
         self.library = library
@@ -145,6 +153,7 @@ class Walk:
         self.answers = answers or {}
         self.form = form
         self.max_depth = max_depth
+        self.files = files
         self.problems: list[AnswerProblem] = []
         self.asked: list[FormEntry] = []
         self.consumed: set[str] = set()
@@ -166,6 +175,10 @@ class Walk:
                 f"{self.max_depth} (a protocol calling itself?)",
                 protocol=protocol.name,
             )
+        if self.files is None:  # refused before anything is asked, not halfway through
+            file_step = next((step for step in protocol.steps.values() if step.type in FILE_STEP_TYPES), None)
+            if file_step is not None:
+                self._file_root(protocol, file_step, prefix + file_step.id)
         spawns = [dep for dep in protocol.dependencies if not self._satisfied(dep)]
         for dep in spawns:
             if dep.action == "fail":
@@ -196,14 +209,14 @@ class Walk:
             frame = frames[-1]
             protocol = self.library.get(frame.protocol)
             if frame.step == COMPLETE:
-                if protocol.output is not None and not self.form:
-                    try:
+                try:  # the output and the summary may read an answer this call rejected
+                    if protocol.output is not None and not self.form:
                         self._prepare(protocol.output)
-                    except Unresolved:
-                        return Stop("unresolved")
-                if len(frames) == 1:
-                    if not self.form:
+                    if len(frames) == 1 and not self.form:
                         self._summarise(protocol)
+                except Unresolved:
+                    return Stop("unresolved")
+                if len(frames) == 1:
                     return Stop("complete")
                 frames.pop()
                 if frame.collect is not None:  # the caller keeps the first node this protocol prepared
@@ -408,6 +421,44 @@ class Walk:
         self.session.loops.pop(key, None)
         return step.next
 
+    # ---------------------------------------------------------------------------- files
+
+    def _read_file(self, step: ReadFileStep, key: str, frame: Frame) -> str:
+        """A read, like a query: it runs in every walk (a form's too) and its text feeds templates."""
+        protocol = self.library.get(frame.protocol)
+        files = self._file_root(protocol, step, key)
+        path = to_text(interpolate(step.path, self.scope, nonempty=True))
+        try:
+            self.session.context[step.store_as] = files.read_text(path, self._planned())
+        except FileRefused as exc:
+            raise _located(protocol, step, key, "path", str(exc)) from None
+        return step.next
+
+    def _move_file(self, step: MoveFileStep, key: str, frame: Frame) -> str:
+        """Plans the move (checked now, against the disk and the moves planned before it); the
+        runner does it once the cluster is committed, and a dry run never does."""
+        if self.form:
+            return step.next
+        protocol = self.library.get(frame.protocol)
+        files = self._file_root(protocol, step, key)
+        scope = self.scope
+        source, target = (to_text(interpolate(t, scope, nonempty=True)) for t in (step.source, step.target))
+        try:
+            move = files.plan_move(key, source, target, self._planned())
+        except FileRefused as exc:
+            raise _located(protocol, step, key, exc.field, str(exc)) from None
+        self.session.moves.append(asdict(move))  # plain data: the session is stored as JSON
+        return step.next
+
+    def _file_root(self, protocol: Protocol, step: Step, key: str) -> FileRoot:
+        if self.files is None:
+            raise _located(protocol, step, key, None, f"a {step.type} step needs a file root, and this membrane has "
+                           "no file root (Membrane(graph, ..., file_root=FOLDER))")  # fmt: skip
+        return self.files
+
+    def _planned(self) -> list[FileMove]:
+        return [FileMove(**move) for move in self.session.moves]
+
     def _complete(self, step: CompleteStep, key: str, frame: Frame) -> str:
         summary = to_text(interpolate(step.summary, self.scope)) if step.summary else None
         if step.outcome == "failed" and not self.form:
@@ -418,6 +469,12 @@ class Walk:
             if summary is not None:
                 self.session.summary = summary
         return COMPLETE
+
+
+def _located(protocol: Protocol, step: Step, key: str, field: str | None, message: str) -> ProtocolRuntimeError:
+    """A runtime error told where the step is written (file, line, step key, field)."""
+    where = ProtocolProblem(protocol.source, message, step=key, field=field, line=step.line)
+    return ProtocolRuntimeError(str(where), protocol=protocol.name, step=step.id)
 
 
 # ---------------------------------------------------------------------------- describing

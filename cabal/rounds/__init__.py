@@ -5,13 +5,17 @@ The public API, imported on first use so ``import cabal.rounds.mission`` stays l
 
 - ``run_mission``, ``resume_mission``, ``mission_status``, ``say``, ``stop_mission``,
   ``transcript`` and their result, ``MissionResult`` (``api``);
+- ``stream_mission``, ``stream_resume``, ``arun_mission``, ``aresume_mission`` (``streams``):
+  the same runs as an iterator of events, or awaited;
+- ``mission_report`` (``workspace``): everything about a mission, read from its graph;
 - ``MissionSpec``, ``load_mission`` (``mission``): the mission file;
 - ``simulated_team`` (``simulated``): a model that plays any mission offline.
 
 Everything else in the package is the engine's own: ``engine`` (the LangGraph graph), ``run``
-(one run's parts and how a turn is taken), ``turn`` (the retry loop of one answer), ``context``
-and ``facts`` (what a turn is shown), ``rules`` and ``contracts`` (what is checked and how each
-protocol is called), ``writes`` (dry runs and one commit per turn), ``snapshot`` (the view).
+(one run's parts and how a turn is taken), ``events`` (what a run tells its listener),
+``turn`` (the retry loop of one answer), ``context`` and ``facts`` (what a turn is shown),
+``rules`` and ``contracts`` (what is checked and how each protocol is called), ``writes`` (dry
+runs and one commit per turn), ``snapshot`` (the view).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Any
 
 _EXPORTS = {
     "MissionResult": "api", "mission_status": "api", "resume_mission": "api", "run_mission": "api", "say": "api",
-    "stop_mission": "api", "transcript": "api",
+    "stop_mission": "api", "transcript": "api", "mission_report": "workspace",
+    "stream_mission": "streams", "stream_resume": "streams", "arun_mission": "streams", "aresume_mission": "streams",
     "MissionSpec": "mission", "load_mission": "mission",
     "simulated_team": "simulated",
 }

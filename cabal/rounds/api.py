@@ -11,46 +11,39 @@ position is checkpointed in ``<workspace>/checkpoints.sqlite``, so any process c
 
 from __future__ import annotations
 
-import fcntl
 import json
-import re
 import secrets
-import sqlite3
 import traceback
 from collections.abc import Callable
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.sqlite import SqliteSaver
-from pydantic import ValidationError
 from langgraph.types import Command
+from pydantic import ValidationError
 
-from cabal.config import DEFAULT_HOME, existing_home, resolve_home
 from cabal.entities import USER_COLLAB_TYPE, HaltAnswer
-from cabal.errors import (AnswerRejected, CabalError, CallRefused, GraphUnavailable, MissionError, ModelError,
-                          ResourceNotFound)
+from cabal.errors import AnswerRejected, CabalError, CallRefused, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
 from cabal.llm import Budget, CallLimiter, ModelSettings, Usage, make_model, model_name
 from cabal.llm.usage import price_per_mtok
-from cabal.locks import exclusive, is_held
-from cabal.membrane.validation import pydantic_problems
 from cabal.membrane import Membrane
-from cabal.rounds.checkpoints import CheckpointStore
+from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.engine import ANSWER_FROM_FILE, build_graph
+from cabal.rounds.events import (MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
+                                 RunEnded, Warned, fan_out)
 from cabal.rounds.ids import item_id
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
-from cabal.rounds.run import Event, MissionRun
+from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
+from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
+from cabal.rounds.workspace import mission_graph as _mission_graph
+from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
-MISSION_PREFIX = "m-"
-# A mission id names a graph and a folder: lower-case letters, digits and inner hyphens.
-MISSION_ID = re.compile(r"m-[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?")
 ERROR_LOG = "error.log"  # in the mission's folder: the traceback of an engine error, for whoever debugs it
 
 
@@ -65,87 +58,8 @@ class MissionResult:
     pending_halt: dict | None
     transcript_path: Path | None
     detail: str | None = None
+    turns: int = 0  # turns committed (a turn stopped early counts once more, for what it spent)
     failed_turns: int = 0  # turns that found no valid answer: their work is missing
-
-
-@dataclass
-class Workspace:
-    """Where missions live: the graph server and the checkpoint store of one workspace."""
-
-    home: Path
-    url: str | None = None
-    extra_dirs: dict[str, list[Path]] = field(default_factory=dict)
-
-    @classmethod
-    def at(cls, home: str | Path | None = None, url: str | None = None, project: str | Path | None = None, *,
-           reading: bool = False) -> Workspace:
-        """A workspace: ``home``, else ``CABAL_HOME``, else the nearest ``.cabal`` here or above
-        (for a command that writes, ``./.cabal``, created on first use; a command that only
-        reads gets a ``ConfigError`` saying where it looked). ``project`` (default: the folder
-        holding the workspace, or the current directory) may hold the user's own agents/,
-        protocols/, prompts/, skills/ folders, which add to the built-in ones by name."""
-        resolved = existing_home(home) if reading else resolve_home(home)
-        if project is not None:
-            root = Path(project)
-        else:
-            root = resolved.parent if resolved.name == DEFAULT_HOME else Path.cwd()
-        extra = {kind: [root / kind] for kind in ("agents", "protocols", "prompts", "skills") if (root / kind).is_dir()}
-        return cls(resolved, url, extra)
-
-    def graph(self, mission_id: str) -> ContextGraph:
-        return ContextGraph.open(self.url, name=mission_id, home=self.home)
-
-    @contextmanager
-    def checkpointer(self):
-        store = CheckpointStore.from_environment()  # CABAL_CHECKPOINTS=postgresql://... for a cluster
-        if store.shared:
-            with store.postgres_saver() as saver:
-                yield saver
-            return
-        self.home.mkdir(parents=True, exist_ok=True)
-        # timeout: wait for another process's write instead of failing with "database is locked".
-        connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False, timeout=30)
-        try:
-            saver = SqliteSaver(connection)
-            with self._locked("checkpoints.lock"):  # two first starts would race to create the tables
-                saver.setup()
-            yield saver
-        finally:
-            connection.close()
-
-    @contextmanager
-    def _locked(self, name: str):
-        with open(self.home / name, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def _lock_path(self, mission_id: str) -> Path:
-        return self.mission_dir(mission_id) / "lock"
-
-    def mission_dir(self, mission_id: str) -> Path:
-        return self.home / "missions" / mission_id
-
-    @contextmanager
-    def driving(self, mission_id: str):
-        """Only one process drives a mission at a time (two would race for the same turns)."""
-        with exclusive(self._lock_path(mission_id), lambda: MissionError(
-                f"mission {mission_id} is being run by another process",
-                hint="wait for it to pause or finish, then resume")):
-            yield
-
-    def is_driven(self, mission_id: str) -> bool:
-        """Whether a live process drives the mission now (it holds the mission's lock)."""
-        return is_held(self._lock_path(mission_id))
-
-    def transcript_path(self, mission_id: str) -> Path:
-        return self.mission_dir(mission_id) / "transcript.md"
-
-    def missions(self) -> list[str]:
-        with ContextGraph.open(self.url, name="cabal", home=self.home) as graph:
-            return [name for name in graph.list_graphs() if name.startswith(MISSION_PREFIX)]
 
 
 def _new_mission_id(spec: MissionSpec) -> str:
@@ -169,8 +83,8 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
 
 
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
-                 settings: ModelSettings, on_event: Callable[[Event], None] | None, answers: list[str],
-                 limiter: CallLimiter | None = None) -> MissionRun:
+                 settings: ModelSettings, on_event: Callable[[MissionEvent], None] | None,
+                 answers: list[str], limiter: CallLimiter | None = None) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
@@ -182,21 +96,24 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
         model=model, team=team,
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
-        budget=budget, settings=settings, answers=list(answers), on_event=on_event or (lambda event: None),
+        budget=budget, settings=settings, answers=list(answers),
+        on_event=fan_out(on_event, recorder_from_environment()) or (lambda event: None),  # traces if OTEL_* asks
         limiter=limiter,
     )
 
 
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
-                on_event: Callable[[Event], None] | None = None, mission_id: str | None = None,
+                on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
                 call_limiter: CallLimiter | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
     ``model_settings``: overrides of the model's settings (``timeout_s``, ``max_retries``, ...),
     applied over the mission file's and the ``CABAL_MODEL_*`` environment's. Nothing is written
-    until the mission file, the settings and the model are known to be good.
+    until the mission file, the settings and the model are known to be good. ``on_event``
+    receives every event of the run (``cabal.rounds.events``) as it happens, from the thread of
+    the turn that caused it.
     ``mission_id``: the id to give it (``m-`` then lower-case letters, digits, hyphens), for a
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
@@ -235,10 +152,13 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
             "agents": agents, "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
         }, {}, session_id=f"{mission_id}.start")
-        run.emit("start", name=spec.name, operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec)
+        run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
+                                operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
+                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
         if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
-            run.emit("warning", message=f"no prices are known for {model_name(chat_model)}: the cost budget "
-                                        f"(${spec.budget.cost_usd}) cannot be enforced; the token budget still is")
+            run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
+                                                f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
+                                                "still is"))
         return _drive(workspace, run, {"round": 0})
     finally:
         graph.close()
@@ -247,7 +167,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
 def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
                    home: str | Path | None = None, url: str | None = None,
                    model_settings: dict[str, Any] | None = None,
-                   on_event: Callable[[Event], None] | None = None,
+                   on_event: Callable[[MissionEvent], None] | None = None,
                    call_limiter: CallLimiter | None = None) -> MissionResult:
     """Continue a mission: answer its pending question, pick it up after a crash, a kill or a
     model outage, or continue one the user stopped or that ran out of rounds (``rounds``: the
@@ -263,6 +183,9 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                hint="wait for it to pause or finish, then resume")
         extend = _continuation(status, rounds, int(node.get("rounds") or spec.rounds))
         if status.state == MissionState.DONE and extend is None:
+            if answer is not None:
+                raise MissionError(f"mission {mission_id} has ended ({status.stop_reason}); there is no question "
+                                   "to answer")
             return status  # it ended, and nothing asks it to go on
         stored = node.get("model") or ""
         if model is None and stored.startswith("object:"):
@@ -285,7 +208,12 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                 HaltAnswer(answer=answer)
             except ValidationError as error:
                 raise MissionError("the answer cannot be used: " + "; ".join(map(str, pydantic_problems(error))))
-        run.emit("resume", answer=answer)
+        spend = mission_spend(graph)
+        run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=int(node.get("round") or 0),
+                                answer=answer, model=settings.name if model is None or isinstance(model, str)
+                                else model_name(chat_model),
+                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
+                                spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
                       {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
@@ -338,18 +266,24 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
         except ModelError as error:
             _pause(run, f"the model is unavailable: {error}")
         except KeyboardInterrupt:
+            run.close(wait=False)  # do not wait for model calls in flight
             _pause(run, "interrupted (Ctrl-C)")
             raise
         except GraphUnavailable:
             raise  # nothing can be recorded; the mission shows interrupted once its lock is free
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
-        finally:
-            run.close()
+        run.close()
     path = workspace.transcript_path(run.mission_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_transcript(run.graph, run.mission_id))
-    return status_of(workspace, run.graph, run.mission_id)
+    result = status_of(workspace, run.graph, run.mission_id)
+    run.emit(RunEnded(run.mission_id, state=result.state, stop_reason=result.stop_reason, round=result.round,
+                      turns=result.turns, input_tokens=result.usage.input_tokens,
+                      output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
+                      cost_usd=result.cost_usd,
+                      question=str(result.pending_halt.get("message")) if result.pending_halt else None))
+    return result
 
 
 def _round_of(run: MissionRun) -> int:
@@ -361,7 +295,7 @@ def _pause(run: MissionRun, why: str) -> None:
         run.set_status(MissionState.INTERRUPTED, _round_of(run), detail=why)
     except CabalError:
         pass  # the graph is gone too: the mission shows interrupted once its lock is free
-    run.emit("interrupted", detail=why, hint=f"cabal resume {run.mission_id}")
+    run.emit(MissionInterrupted(run.mission_id, round=_round_of(run), detail=why, hint=f"cabal resume {run.mission_id}"))
 
 
 def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
@@ -371,16 +305,7 @@ def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("".join(traceback.format_exception(error)))
     run.set_status(MissionState.FAILED, _round_of(run), StopReason.ERROR, detail)
-    run.emit("stop", reason=StopReason.ERROR, detail=detail, round=_round_of(run))
-
-
-def _mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
-    graph = workspace.graph(mission_id)
-    if not graph.exists(mission_id):
-        known = workspace.missions()
-        graph.close()
-        raise ResourceNotFound("mission", mission_id, known=known)
-    return graph
+    run.emit(MissionStopped(run.mission_id, round=_round_of(run), reason=StopReason.ERROR, detail=detail))
 
 
 def _pending_halt(graph: ContextGraph) -> dict | None:
@@ -402,7 +327,7 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
         stop_reason=StopReason(node["stop_reason"]) if node.get("stop_reason") else None,
         round=int(node.get("round") or 0), usage=spend.usage, cost_usd=round(spend.cost_usd, 6),
         pending_halt=_pending_halt(graph), transcript_path=path if path.exists() else None, detail=detail,
-        failed_turns=spend.failed_turns,
+        turns=spend.turns, failed_turns=spend.failed_turns,
     )
 
 

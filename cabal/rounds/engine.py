@@ -21,6 +21,7 @@ step (a thread each, one model call each). A Chair ``question`` pauses the missi
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -31,13 +32,14 @@ from langgraph.types import interrupt
 
 from cabal.llm import Budget
 from cabal.rounds.budget import BudgetSpent
+from cabal.rounds.events import Answered, HaltRaised, MissionStopped, RoundStarted, StepStarted, UserMessage
 from cabal.rounds.ids import halt_id
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.run import ENGINE_ACTOR, MissionRun
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.entities import Halt
-from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
+from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step, StopReason, TurnOutcome
 
 STOP_WORDS = {"stop", "no", "n", "halt", "end", "quit"}
 ANSWER_FROM_FILE = "mission file"  # where an unattended answer came from (answer_source on the halt)
@@ -84,6 +86,12 @@ def round_start(state: RoundState, runtime: Context) -> RoundState:
     if spent:
         return _budget_spent(run, state.get("round", 0), spent, after="round_start")
     run.set_status(MissionState.RUNNING, round_number)
+    run.emit(RoundStarted(run.mission_id, round=round_number, budget_tokens=run.budget.max_tokens,
+                          budget_cost_usd=run.budget.max_cost_usd))
+    for note in run.snapshot(round_number).collabs:  # what the user said since the last round started
+        if note.get("author") == USER_ID and note.get("round") == round_number - 1:
+            run.emit(UserMessage(run.mission_id, round=note["round"], note=note["id"], text=str(note.get("comment")),
+                                 product=note.get("product_id")))
     return {"round": round_number, "halt": None}
 
 
@@ -93,15 +101,22 @@ def await_user(state: RoundState, runtime: Context) -> RoundState:
     halt = run.graph.get(state["halt"]) or {}
     budget_question = BUDGET_HALT.fullmatch(str(state["halt"])) is not None
     if halt.get("status") != "answered":
+        # On resume this node runs again from the top: the question was told when it was asked.
+        asked = HaltRaised(run.mission_id, round=state.get("round", 0), step=str(halt.get("step") or ""),
+                           halt=state["halt"], asker=str(halt.get("author") or CHAIR_ID), message=str(halt.get("message")),
+                           options=tuple(halt.get("options") or ()))
         source = "user"
         if run.answers and not budget_question:  # the mission file's answers are the Chair's
+            run.emit(asked)
             answer, source = run.answers.pop(0), ANSWER_FROM_FILE
-            run.emit("answer", text=answer, source=source)
+            run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=answer, source=source))
         else:
+            if (run.graph.get(run.mission_id) or {}).get("status") != MissionState.HALTED:
+                run.emit(asked)
             run.set_status(MissionState.HALTED, state.get("round", 0), StopReason.QUESTION, halt.get("message"))
-            run.emit("halt", message=halt.get("message"), options=halt.get("options") or [])
             answer = interrupt({"halt": state["halt"], "message": halt.get("message"),
                                 "options": halt.get("options") or []})
+            run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=str(answer), source="user"))
         _answer_halt(run, state["halt"], str(answer), state.get("round", 0), source)
         run.set_status(MissionState.RUNNING, state.get("round", 0))
     if budget_question:
@@ -114,7 +129,8 @@ def finish(state: RoundState, runtime: Context) -> RoundState:
     reason = state.get("stop") or StopReason.CONCLUDED
     status = MissionState.FAILED if reason == StopReason.ERROR else MissionState.DONE
     run.set_status(status, state.get("round", 0), reason, state.get("detail"))
-    run.emit("stop", reason=reason, detail=state.get("detail"), round=state.get("round", 0))
+    run.emit(MissionStopped(run.mission_id, round=state.get("round", 0), reason=StopReason(reason),
+                            detail=state.get("detail")))
     return {}
 
 
@@ -139,9 +155,9 @@ def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str
     def node(state: RoundState, runtime: Context) -> RoundState:
         run = runtime.context
         snapshot = run.snapshot(state["round"])
-        run.emit("step", round=state["round"], step=step)
+        run.emit(StepStarted(run.mission_id, round=state["round"], step=step))
         try:
-            run.run_parallel(snapshot, step, agents(run, snapshot))
+            run.run_step(snapshot, step, agents(run, snapshot))
         except BudgetSpent as spent:
             return _budget_spent(run, state["round"], spent.reason, after=step.value)
         return {}
@@ -202,13 +218,15 @@ def _after_write(state: RoundState, runtime: Context) -> str:
                               else "presentation")
 
 
-def _then(next_node: str) -> Callable[[RoundState, Context], str]:
-    return lambda state, runtime: _paused(state) or next_node
+def _then(next_node: str) -> Callable[[RoundState], str]:
+    # A route of the state alone: ``update_state(as_node=...)`` runs it without a run context
+    # (resuming an ended mission replays Presentation's route that way).
+    return lambda state: _paused(state) or next_node
 
 
 NODES = {node.__name__: node for node in (bootstrap, await_user, round_start, reflect, plan, write, peer_review,
                                           inspect, presentation, finish)}
-ROUTES: dict[str, tuple[Callable[[RoundState, Context], str], list[str]]] = {
+ROUTES: dict[str, tuple[Callable[..., str], list[str]]] = {
     # node: (where it goes next, every place it can go)
     "bootstrap": (_after_chair, ["finish", "await_user", "round_start"]),
     # back to the node that asked: a Chair turn, a round start, or a step whose budget ran out
@@ -225,7 +243,14 @@ ROUTES: dict[str, tuple[Callable[[RoundState, Context], str], list[str]]] = {
 
 
 def build_graph(checkpointer: Any):
-    """The compiled round graph; run it with ``invoke(..., context=MissionRun(...))``."""
+    """The compiled round graph; run it with ``invoke(..., context=MissionRun(...))``.
+
+    Compiled once per process (about 10 ms) and copied with each run's checkpointer."""
+    return _compiled().copy({"checkpointer": checkpointer})
+
+
+@functools.cache
+def _compiled():
     builder = StateGraph(RoundState, context_schema=MissionRun)
     for name, node in NODES.items():
         builder.add_node(name, node)
@@ -233,7 +258,7 @@ def build_graph(checkpointer: Any):
     for name, (route, destinations) in ROUTES.items():
         builder.add_conditional_edges(name, route, destinations)
     builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer)
+    return builder.compile()
 
 
 # ------------------------------------------------------------------------- Chair turns
@@ -245,7 +270,7 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     snapshot = run.snapshot(round_number)
     answered = len([h for h in snapshot.halts if h.get("round") == round_number and h.get("step") == step
                     and h.get("status") == "answered"])
-    run.emit("step", round=round_number, step=step)
+    run.emit(StepStarted(run.mission_id, round=round_number, step=step))
     try:
         result = run.take_turn(snapshot, step, CHAIR_ID, attempt=answered)
     except BudgetSpent as spent:

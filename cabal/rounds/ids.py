@@ -69,6 +69,14 @@ class TempIds:
     def real(self, alias: str) -> str | None:
         return self._real.get(alias)
 
+    def summary(self) -> str:
+        """The ids this call may use, in short: ``products p1-p4 · versions v1-v2 · ...``."""
+        parts = [f"{noun} {kind}1" + (f"-{kind}{self._counts[kind]}" if self._counts[kind] > 1 else "")
+                 for kind, noun in (("p", "products"), ("v", "versions"), ("c", "collabs")) if self._counts.get(kind)]
+        if self.agents:
+            parts.append("agents " + ", ".join(sorted(self.agents)))
+        return " · ".join(parts)
+
     def text_to_model(self, text: str) -> str:
         """Stored text (real ids in its references) as this call shows it."""
         return replace_refs(text, lambda ref: self.short(ref.kind, ref.id) if ref.kind in "pvc" else ref.id)

@@ -8,6 +8,8 @@ step works with, and the in-memory view of the graph that steps share.
 
 from __future__ import annotations
 
+import contextvars
+import itertools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,21 +17,23 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cabal.errors import ModelError
-from cabal.graph import ContextGraph
-from cabal.llm import Budget, CallLimiter, ModelSettings, Usage, model_name
+from cabal.graph import ContextGraph, reads
+from cabal.llm import Budget, CallLimiter, ModelSettings, RetryNotice, Usage, model_name
+from cabal.llm.observe import CallRecord, calls_heard_by
 from cabal.membrane import Cluster, Membrane
 from cabal.rounds.budget import BudgetSpent, SpendMeter
 from cabal.rounds.context import ContextBuilder, PromptLibrary
+from cabal.rounds.events import (MissionEvent, ModelCalled, ModelRetried, Presented, TurnDone, TurnStarted,
+                                 spoken_lines)
 from cabal.rounds.ids import halt_id, turn_id
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
 from cabal.rounds.team import Team
 from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
-from cabal.rounds.writes import GroupCommitter, TurnPlace, TurnWriter
+from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.vocabulary import USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
 
-Event = dict[str, Any]
 ENGINE_ACTOR = "cabal"  # the engine's own writes (mission status, budget questions) are expressed by this actor
 
 
@@ -47,7 +51,7 @@ class MissionRun:
     budget: Budget
     settings: ModelSettings = field(default_factory=ModelSettings)
     answers: list[str] = field(default_factory=list)  # unattended replies to the Chair's questions
-    on_event: Callable[[Event], None] = lambda event: None
+    on_event: Callable[[MissionEvent], None] = lambda event: None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     meter: SpendMeter | None = None  # the budget's gate; built from the graph's spend at the first use
     limiter: CallLimiter | None = None  # limits on model calls shared with other missions (a batch)
@@ -56,21 +60,21 @@ class MissionRun:
     _view: Snapshot | None = field(default=None, repr=False)
     _committed: list[Cluster] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _committer: GroupCommitter | None = field(default=None, repr=False)
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self._committer = GroupCommitter(self.membrane)
         # One pool for the run: operatives of every parallel step, without starting threads anew.
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.team.ids(Role.OPERATIVE))),
                                         thread_name_prefix="cabal-turn")
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the run's thread pool; ``wait=False`` leaves turns in flight to finish (or die
+        with the process) on their own."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
-    def emit(self, kind: str, **fields: Any) -> None:
-        self.on_event({"kind": kind, "mission": self.mission_id, **fields})
+    def emit(self, event: MissionEvent) -> None:
+        self.on_event(event)
 
     # -------------------------------------------------------------------------- the view
 
@@ -98,9 +102,10 @@ class MissionRun:
     def refresh(self, round_number: int) -> dict:
         """At a round start: the mission node and the user's notes, which another process may
         have written (cabal say, cabal stop). Returns the mission node."""
-        mission = self.graph.get(self.mission_id) or {}
-        notes = self.graph.find("collab", {"author": USER_ID})
-        self.snapshot(round_number).refresh(mission, notes)
+        read = self.graph.read_many({"mission": reads.node_by_id(self.mission_id),
+                                     "notes": reads.find("collab", {"author": USER_ID})})
+        mission = read["mission"][0] if read["mission"] else {}
+        self.snapshot(round_number).refresh(mission, read["notes"])
         return mission
 
     def usage(self) -> Usage:
@@ -138,27 +143,74 @@ class MissionRun:
 
     def take_turn(self, snapshot: Snapshot, step: Step, agent_id: str, *, attempt: int = 0) -> TurnResult | None:
         """One agent's turn, committed; None if it was already committed (a replay)."""
+        return self.run_step(snapshot, step, [agent_id], attempt=attempt)[0]
+
+    def run_step(self, snapshot: Snapshot, step: Step, agent_ids: list[str], *,
+                 attempt: int = 0) -> list[TurnResult | None]:
+        """The agents of one step, at the same time (a thread and a model call each), on one view;
+        then everything the step's turns write commits as ONE write. None for each agent whose
+        turn was already committed (a replay).
+
+        A turn stopped by the budget or the provider still lets its siblings finish; what they
+        wrote and what the stopped turn spent are committed before the stop is raised. Ctrl-C
+        commits the turns already done and leaves the others to die with the process.
+        """
+        if len(agent_ids) <= 1:
+            finished = [self._turn(snapshot, step, agent, attempt) for agent in agent_ids]
+        else:
+            # Each thread runs in a copy of this one's context, so what traces a run (LangSmith's
+            # run tree, an application's OpenTelemetry span) holds the operatives' calls too.
+            futures = [self._pool.submit(contextvars.copy_context().run, self._turn, snapshot, step, agent, attempt)
+                       for agent in agent_ids]
+            try:
+                finished = [future.result() for future in futures]
+            except KeyboardInterrupt:
+                self.commit_step([future.result() for future in futures
+                                  if future.done() and not future.cancelled() and future.exception() is None])
+                raise
+        self.commit_step(finished)
+        stop = next((turn.stopped for turn in finished if turn.stopped is not None), None)
+        if stop is not None:
+            raise stop
+        return [turn.result for turn in finished]
+
+    def commit_step(self, finished: list[FinishedTurn]) -> None:
+        """One write for every turn of a step that has something to commit, then their events."""
+        writing = [turn for turn in finished if turn.clusters]
+        if not writing:
+            return
+        clusters = [cluster for turn in writing for cluster in turn.clusters]
+        self.membrane.commit(clusters)
+        self.committed(clusters)
+        for turn in writing:
+            if turn.done is None:  # a stopped turn's record of what it spent
+                continue
+            self.emit(turn.done)
+            lines = spoken_lines([node for cluster in turn.clusters for node in cluster.nodes])
+            if lines:  # the Envoy's lines reach the user as soon as they are written
+                self.emit(Presented(self.mission_id, round=turn.done.round, agent=turn.done.agent, lines=lines))
+
+    def _turn(self, snapshot: Snapshot, step: Step, agent_id: str, attempt: int) -> FinishedTurn:
+        """One agent's turn, up to what it would commit (nothing is written here)."""
         place = TurnPlace(self.mission_id, snapshot.round, step, agent_id,
                           turn_id(snapshot.round, step, agent_id) + (f".after{attempt}" if attempt else ""))
         if snapshot.has_turn(place.turn_id):
-            return None
-        self.emit("turn_start", round=snapshot.round, step=step, agent=agent_id)
+            return FinishedTurn(None, [])
+        self.emit(TurnStarted(self.mission_id, round=snapshot.round, step=step, agent=agent_id))
         builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
         prompt = builder.build(agent_id, step)
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
-                            self.team.writes(agent_id, step), self._committer)
+                            self.team.writes(agent_id, step))
         turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
-                    settings=self.settings, limiter=self.limiter, on_retry=lambda notice: self.emit(
-                        "model_retry", round=snapshot.round, step=step, agent=agent_id, retry=notice.retry,
-                        max_retries=notice.max_retries, wait_s=round(notice.wait_s, 3), reason=notice.reason))
+                    settings=self.settings, limiter=self.limiter,
+                    on_retry=self._retry_events(snapshot.round, step, agent_id))
         try:
-            result = turn.run()
+            with calls_heard_by(self._call_events(snapshot.round, step, agent_id)):
+                result = turn.run()
         except (BudgetSpent, ModelError) as stopped:
-            self._record_cut(snapshot, place, turn.result, str(stopped))
-            raise
+            return FinishedTurn(None, self._cut(snapshot, place, turn.result, str(stopped)), stopped=stopped)
         record = self._turn_record(result)
-        cost = record["cost_usd"]
         writes: list[Cluster] = list(result.prepared or ())
         if result.outcome == TurnOutcome.HALT:
             halt = result.halt
@@ -166,12 +218,35 @@ class MissionRun:
             writes = [writer.prepare_one("raise_halt", halt, {
                 "status": "pending" if halt.type == "question" else "done",
                 "item_id": halt_id(snapshot.round, step, attempt)})]
-        self.committed(writer.commit(writes, record))
-        self.emit("turn_done", round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
-                  attempts=result.attempts, input_tokens=result.usage.input_tokens,
-                  output_tokens=result.usage.output_tokens, cost_usd=cost,
-                  problems=[str(p) for p in result.problems])
-        return result
+        done = TurnDone(self.mission_id, round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
+                        attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
+                        output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
+                        cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"])
+        return FinishedTurn(result, writer.unit(writes, record), done)
+
+    def _call_events(self, round_number: int, step: Step, agent_id: str) -> Callable[[CallRecord], None]:
+        """The listener that turns each model call of one turn into a ``model_call`` event."""
+        numbers = itertools.count(1)
+
+        def heard(call: CallRecord) -> None:
+            usage = call.usage
+            self.emit(ModelCalled(
+                self.mission_id, round=round_number, step=step, agent=agent_id, call=next(numbers), model=call.model,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_tokens, cache_write_tokens=usage.cache_write_tokens,
+                cost_usd=usage.cost_usd(call.model), duration_s=round(call.duration_s, 6),
+                at=call.started + call.duration_s))
+
+        return heard
+
+    def _retry_events(self, round_number: int, step: Step, agent_id: str) -> Callable[[RetryNotice], None]:
+        """The listener that tells, for each model call about to be retried, why and how long it waits."""
+        def heard(notice: RetryNotice) -> None:
+            self.emit(ModelRetried(self.mission_id, round=round_number, step=step, agent=agent_id, retry=notice.retry,
+                                   max_retries=notice.max_retries, wait_s=round(notice.wait_s, 3),
+                                   reason=notice.reason))
+
+        return heard
 
     def _turn_record(self, result: TurnResult, *, outcome: TurnOutcome | None = None, prose: str | None = None) -> dict:
         """What a turn moment records: outcome, prose, reasoning, problems, usage per call."""
@@ -187,22 +262,27 @@ class MissionRun:
                       "cache_read_tokens": [c.cache_read_tokens for c in result.calls]},
         }
 
-    def _record_cut(self, snapshot: Snapshot, place: TurnPlace, partial: TurnResult, why: str) -> None:
+    def _cut(self, snapshot: Snapshot, place: TurnPlace, partial: TurnResult, why: str) -> list[Cluster]:
         """A turn stopped early writes nothing but what it spent, under an id of its own (the turn
         itself runs again when the mission goes on), so no token goes uncounted."""
         if not partial.calls:
-            return
+            return []
         earlier = sum(t["id"].startswith(f"{place.turn_id}.cut") for t in snapshot.turns)
         cut = replace(place, turn_id=f"{place.turn_id}.cut{earlier + 1}")
         record = self._turn_record(partial, outcome=TurnOutcome.INTERRUPTED, prose=f"stopped early: {why}")
-        self.committed(TurnWriter(self.membrane, RuleContext(snapshot, self.team, place.agent_id), cut, (),
-                                  self._committer).commit([], record))
+        return TurnWriter(self.membrane, RuleContext(snapshot, self.team, place.agent_id), cut, ()).unit([], record)
 
-    def run_parallel(self, snapshot: Snapshot, step: Step, agent_ids: list[str]) -> list[TurnResult | None]:
-        """The agents of one step, at the same time: one thread and one model call each."""
-        if len(agent_ids) <= 1:
-            return [self.take_turn(snapshot, step, a) for a in agent_ids]
-        return list(self._pool.map(lambda agent: self.take_turn(snapshot, step, agent), agent_ids))
+
+@dataclass
+class FinishedTurn:
+    """A turn of a step that ended, and what it commits with its step: its writes and turn
+    moment; nothing for a replayed turn; only what it spent for a turn the budget or the
+    provider stopped (``stopped``)."""
+
+    result: TurnResult | None
+    clusters: list[Cluster]
+    done: TurnDone | None = None
+    stopped: BaseException | None = None
 
 
 def _summary_of(result: TurnResult) -> str:

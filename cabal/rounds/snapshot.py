@@ -30,10 +30,11 @@ that step: exactly the semantics of a step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cabal.entities import BLOCKING_IMPORTANCE
-from cabal.graph import ContextGraph
+from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
@@ -67,6 +68,9 @@ class Snapshot:
     turns: list[dict]
     addressed: set[str] = field(default_factory=set)  # collab ids answered by a reflection
     _latest: dict[str, dict] = field(default_factory=dict, repr=False)
+    # The content of each product's latest version, once committed by this process or read:
+    # prompts show latest versions, and this saves a read per prompt. Bounded by the products.
+    _contents: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for version in sorted(self.versions, key=lambda v: v["number"]):
@@ -95,6 +99,9 @@ class Snapshot:
                 latest = self._latest.get(meta["product_id"])
                 if latest is None or meta["number"] >= latest["number"]:
                     self._latest[meta["product_id"]] = meta
+                    if latest is not None:
+                        self._contents.pop(latest["id"], None)
+                    self._contents[meta["id"]] = node.get("content") or ""
             elif kind == "assignment":
                 self.assignments.append(dict(node))
                 touched.add("assignments")
@@ -132,6 +139,16 @@ class Snapshot:
         if "versions" in touched:
             self._latest.clear()
             self.__post_init__()
+
+    def contents(self, version_ids: list[str], read: Callable[[list[str]], dict[str, str]]) -> dict[str, str]:
+        """The content of each version: kept ones from memory, the others through ``read`` (one
+        query for all of them); the latest versions read are kept."""
+        missing = [v for v in version_ids if v not in self._contents]
+        found = read(missing) if missing else {}
+        latest = {v["id"] for v in self._latest.values()}
+        # Turns of a step read in parallel: one dict update is atomic, and equal values race harmlessly.
+        self._contents.update({k: v for k, v in found.items() if k in latest})
+        return {v: self._contents[v] if v in self._contents else found.get(v, "") for v in version_ids}
 
     def advance(self, round_number: int) -> None:
         """Move the view to a later round: the round-scoped tables keep what load_snapshot would."""
@@ -253,11 +270,12 @@ class Spend:
 
     usage: Usage
     cost_usd: float
+    turns: int
     failed_turns: int
 
 
 def mission_spend(graph: ContextGraph) -> Spend:
-    usage, cost, failed = Usage(), 0.0, 0
+    usage, cost, turns, failed = Usage(), 0.0, 0, 0
     for turn in graph.find("moment", {"type": "turn"},
                            fields=["input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "outcome",
                                    "call_input_tokens"]):
@@ -266,35 +284,52 @@ def mission_spend(graph: ContextGraph) -> Spend:
                               cache_read_tokens=int(turn.get("cache_read_tokens") or 0),
                               calls=len(turn.get("call_input_tokens") or []))
         cost += float(turn.get("cost_usd") or 0)
+        turns += 1
         failed += turn.get("outcome") == "failed"
-    return Spend(usage, cost, failed)
+    return Spend(usage, cost, turns, failed)
 
 
 def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Snapshot:
-    """Read everything a step's agents may need, with one query per node type."""
-    mission = graph.get(mission_id) or {}
+    """Read everything a step's agents may need: one query per node type, all in one round trip."""
     recent = [round_number - 1, round_number]
-    directives = {d["assignment_id"]: d for d in graph.find("directive")}
+    read = graph.read_many({
+        "mission": reads.node_by_id(mission_id),
+        "directives": reads.find("directive"),
+        "assignments": reads.find("assignment"),
+        "addressed": reads.find("reflection", fields=["addressed"]),
+        "agents": reads.find("agent"),
+        "products": reads.find("product"),
+        "versions": reads.find("version", fields=VERSION_META),
+        "collabs": reads.find("collab"),
+        "reflections": reads.find("reflection", {"round": round_number}),
+        "reviews": reads.find("review", {"round": recent}),
+        "inspections": reads.find("inspection"),
+        "findings": reads.find("finding"),
+        "acceptances": reads.find("acceptance"),
+        "remarks": reads.find("remark", {"round": recent}),
+        "halts": reads.find("halt"),
+        "messages": reads.find("message", {"round": round_number}),
+        "turns": reads.find("moment", {"type": "turn", "round": round_number}, fields=["round", "step", "agent", "outcome"]),
+    })
+    directives = {d["assignment_id"]: d for d in read["directives"]}
     assignments = [{**{k: v for k, v in directives.get(a["id"], {}).items() if k not in ("id", "node_type", "type")}, **a}
-                   for a in graph.find("assignment")]
-    addressed = {collab for r in graph.find("reflection", fields=["addressed"]) for collab in r.get("addressed") or []}
+                   for a in read["assignments"]]
     return Snapshot(
         round=round_number,
-        mission=mission,
-        agents={a["id"]: a for a in graph.find("agent")},
-        products={p["id"]: p for p in graph.find("product")},
-        versions=graph.find("version", fields=VERSION_META),
-        collabs=graph.find("collab"),
+        mission=read["mission"][0] if read["mission"] else {},
+        agents={a["id"]: a for a in read["agents"]},
+        products={p["id"]: p for p in read["products"]},
+        versions=read["versions"],
+        collabs=read["collabs"],
         assignments=assignments,
-        reflections=graph.find("reflection", {"round": round_number}),
-        reviews=graph.find("review", {"round": recent}),
-        inspections=graph.find("inspection"),
-        findings=graph.find("finding"),
-        acceptances=graph.find("acceptance"),
-        remarks=graph.find("remark", {"round": recent}),
-        halts=graph.find("halt"),
-        messages=graph.find("message", {"round": round_number}),
-        turns=graph.find("moment", {"type": "turn", "round": round_number},
-                         fields=["round", "step", "agent", "outcome"]),
-        addressed=addressed,
+        reflections=read["reflections"],
+        reviews=read["reviews"],
+        inspections=read["inspections"],
+        findings=read["findings"],
+        acceptances=read["acceptances"],
+        remarks=read["remarks"],
+        halts=read["halts"],
+        messages=read["messages"],
+        turns=read["turns"],
+        addressed={collab for r in read["addressed"] for collab in r.get("addressed") or []},
     )

@@ -2,7 +2,9 @@
 
 The model answers by calling one tool per envelope the step allows (``final_output``,
 ``request_context``, ``halt``), each tool's input schema generated from the entity models,
-so the schema the model sees and the validation are the same thing.
+so the schema the model sees and the validation are the same thing. A step is offered only
+its own tools: with the agent's system prompt for the step they are the prefix the provider
+caches from one round to the next (``llm/call.py`` marks it).
 
 Within a turn:
 - a ``request_context`` answer is served from the graph and the model asked again
@@ -33,13 +35,13 @@ from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_C
 from cabal.errors import AnswerProblem, AnswerRejected
 from cabal.limits import answer_problems
 from cabal.llm import CallLimiter, ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model
+from cabal.llm.usage import estimate_tokens
 from cabal.membrane import Cluster
 from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import Prompt
 from cabal.vocabulary import Step, TurnOutcome
 
 DEFAULT_MAX_ATTEMPTS = 3
-CHARS_PER_TOKEN = 4  # the estimate a call's worst case is reserved at
 TOOL_DESCRIPTIONS = {
     FINAL_OUTPUT: "Your result for this step. Call this when you are ready to answer.",
     REQUEST_CONTEXT: "Ask to see more before answering (1 to 5 requests; at most 3 times per step).",
@@ -57,9 +59,34 @@ def _step_tools_json(step: str) -> str:
     # Generating the JSON schemas costs ~7 ms a step and they never change within a process;
     # parsing the cached text back is 4x cheaper than a deepcopy.
     return json.dumps([
-        {"name": name, "description": TOOL_DESCRIPTIONS[name], "input_schema": model.model_json_schema(by_alias=True)}
+        {"name": name, "description": TOOL_DESCRIPTIONS[name],
+         "input_schema": compact_schema(model.model_json_schema(by_alias=True))}
         for name, model in envelope_models(step).items()
     ])
+
+
+def compact_schema(schema: Any) -> Any:
+    """A JSON schema as a model reads it, a fifth shorter: without pydantic's generated titles
+    (``"title": "Referstoproduct"``), and an optional field as its type rather than
+    ``anyOf [type, null]`` with a null default. Validation still runs on the full model."""
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    options = schema.get("anyOf")
+    if (options and len(options) == 2 and {"type": "null"} in options and "default" in schema
+            and schema["default"] is None):
+        kept = {key: value for key, value in schema.items() if key not in ("anyOf", "default")}
+        return compact_schema({**next(option for option in options if option != {"type": "null"}), **kept})
+    compact: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs"):  # names to schemas: the names are kept as they are
+            compact[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        else:
+            compact[key] = compact_schema(value)
+    return compact
 
 
 # Checks a parsed final answer; returns the clusters it writes, or raises AnswerRejected.
@@ -109,7 +136,7 @@ class Turn:
         stop it early; what it spent until then is in ``self.result``."""
         tools = step_tools(self.step)
         models = envelope_models(self.step)
-        messages: list[BaseMessage] = [SystemMessage(self.prompt.system), HumanMessage(self.prompt.user)]
+        messages: list[BaseMessage] = [SystemMessage(self.prompt.system), self.prompt.first_message()]
         result = self.result
         metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index,
                                  facts=self.prompt.facts)
@@ -170,7 +197,7 @@ class Turn:
         reservation = None
         if self.gate is not None:
             prompt_chars = sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
-            reservation = self.gate.admit(Usage(input_tokens=prompt_chars // CHARS_PER_TOKEN,
+            reservation = self.gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
                                                 output_tokens=self.settings.max_tokens, calls=1))
         try:
             reply = call_model(self.model, messages, tools, metadata=metadata, retry=self.settings.retry,

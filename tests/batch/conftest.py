@@ -27,6 +27,8 @@ CABAL = Path(sys.executable).with_name("cabal")
 # models from here: it must be on sys.path before the first of them starts.
 if str(DATA) not in sys.path:
     sys.path.insert(0, str(DATA))
+INPUT, OUTPUT = 12165, 937  # what one question mission's scripted calls count, with the README's requests
+TOKENS = INPUT + OUTPUT
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +70,15 @@ class WorkerKiller:
         self._workers: dict[str, int] = {}
 
     def __call__(self, event) -> None:
-        from cabal.batch.events import MissionStarted
+        from cabal.batch.events import MissionAssigned
+        from cabal.rounds.events import StepStarted
 
         self.events.append(event)
-        if isinstance(event, MissionStarted):
+        if isinstance(event, MissionAssigned):
             self._workers[event.mission_id] = int(event.worker.rsplit(":", 1)[1])
-        elif isinstance(event, dict) and event["kind"] == "step" and event["round"] == 2 and not self.killed:
-            self.killed.append(event["mission"])
-            os.kill(self._workers[event["mission"]], signal.SIGKILL)
+        elif isinstance(event, StepStarted) and event.round == 2 and not self.killed:
+            self.killed.append(event.mission)
+            os.kill(self._workers[event.mission], signal.SIGKILL)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -45,7 +45,7 @@ def test_a_wrong_checkpoint_store_is_one_line_and_nothing_is_written(home: str, 
 
     result = cabal("run", str(QUESTION_MISSION), "--home", home, env={"CABAL_CHECKPOINTS": store})
 
-    assert result.returncode == 1
+    assert result.returncode == 2  # a setting is wrong: nothing ran (exits.USAGE)
     assert result.stderr.startswith(message) and "secret" not in result.stderr and "Traceback" not in result.stderr
     assert _missions(home) == before
 

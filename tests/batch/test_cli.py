@@ -1,4 +1,4 @@
-"""The batch commands' edges: every mistake one line with exit status 1, and the live view
+"""The batch commands' edges: every mistake one line with its exit status, and the live view
 (one updating line on a terminal, plain lines otherwise)."""
 
 from __future__ import annotations
@@ -9,30 +9,33 @@ from pathlib import Path
 
 import pytest
 
-from cabal.batch.events import BatchEnded, BatchStarted, BudgetReached, MissionEnded, MissionOutcome, MissionStarted, tagged
+from cabal.batch.events import BatchEnded, BatchStarted, BudgetReached, MissionAssigned, MissionEnded, MissionOutcome
 from cabal.batch.progress import BatchProgress
+from cabal.cli import exits
 from cabal.llm.usage import Usage
+from cabal.rounds.events import EVENT_TYPES, TurnDone
+from cabal.vocabulary import Step, TurnOutcome
 
 from .conftest import ANSWER, batch_file, cli, readme_requests
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["batch", "nope.yaml"], "cabal: nope.yaml: no such file or folder"),
-    (["batch", "status"], "cabal: cabal batch status needs a batch id"),
-    (["batch", "status", "b-nope"], "cabal: batch not found: 'b-nope'"),
-    (["batch", "report", "b-nope", "--workers", "2"], "cabal: --workers does not apply to cabal batch report"),
-    (["batch", "resume", "b-nope", "--answer", "no-equals-sign"], "cabal: --answer 'no-equals-sign': expected MISSION_ID=TEXT"),
-    (["batch", "{plan}", "--format", "csv"], "cabal: --format does not apply to cabal batch PLAN"),
-    (["batch", "{plan}", "--dask", "nowhere"], "cabal: --dask nowhere: expected local:N or a scheduler address such as tcp://HOST:8786"),
-    (["batch", "{plan}", "more.yaml"], "cabal: cabal batch {plan} more.yaml: one PLAN at a time"),
+@pytest.mark.parametrize(("args", "message", "code"), [
+    (["batch", "nope.yaml"], "cabal: nope.yaml: no such file or folder", exits.USAGE),
+    (["batch", "status"], "cabal: cabal batch status needs a batch id", exits.USAGE),
+    (["batch", "status", "b-nope"], "cabal: batch not found: 'b-nope'", exits.FAILED),
+    (["batch", "report", "b-nope", "--workers", "2"], "cabal: --workers does not apply to cabal batch report", exits.USAGE),
+    (["batch", "resume", "b-nope", "--answer", "no-equals-sign"], "cabal: --answer 'no-equals-sign': expected MISSION_ID=TEXT", exits.USAGE),
+    (["batch", "{plan}", "--format", "csv"], "cabal: --format does not apply to cabal batch PLAN", exits.USAGE),
+    (["batch", "{plan}", "--dask", "nowhere"], "cabal: --dask nowhere: expected local:N or a scheduler address such as tcp://HOST:8786", exits.USAGE),
+    (["batch", "{plan}", "more.yaml"], "cabal: cabal batch {plan} more.yaml: one PLAN at a time", exits.USAGE),
 ])
-def test_a_mistake_is_one_line_and_exit_status_1(home: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                 args: list[str], message: str) -> None:
+def test_a_mistake_is_one_line_with_its_exit_status(home: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    args: list[str], message: str, code: int) -> None:
     plan = str(batch_file(tmp_path, "edges", ["A request."]))
 
     status, out, err = cli(capsys, *[a.replace("{plan}", plan) for a in args], "--home", home)
 
-    assert status == 1
+    assert status == code  # usage: the command line or a file is wrong; a batch not found, like a mission
     assert err.splitlines()[0].startswith(message.replace("{plan}", plan))
     assert len(err.splitlines()) <= 2 and out == ""  # the message, and maybe a hint
 
@@ -68,8 +71,8 @@ def test_the_view_is_plain_lines_when_output_is_not_a_terminal() -> None:
         "[1/3 done · 0 running · 0 halted · 0 failed · 1,000 tokens of 20,000 · $0.0100 of $1.00]",
         "m-a (r1) starts on vm:11",
         "m-b (r2) starts on vm:12",
-        "m-b · turn_done · round 1 · step write · agent operative-1 · outcome final · input_tokens 400 · "
-        "output_tokens 100 · cost_usd 0.01",
+        "m-b · turn_done · round 1 · step write · agent operative-1 · outcome final · attempts 1 · calls 1 · "
+        "input_tokens 400 · output_tokens 100 · cache_read_tokens 0 · cost_usd 0.01",
         "m-a (r1) done (concluded) in 4.0 s "
         "[2/3 done · 1 running · 0 halted · 0 failed · 1,500 tokens of 20,000 · $0.0300 of $1.00 · ~4.0 s left]",
         "the batch's token budget is spent (20,000 of 20,000 tokens): no new model call starts; running missions pause "
@@ -90,17 +93,24 @@ def test_events_go_to_a_file_as_json_lines_the_missions_own_tagged_with_their_id
     events = [json.loads(line) for line in events_file.read_text().splitlines()]
     kinds = [e["kind"] for e in events]
     assert kinds[0] == "batch_start" and kinds[-1] == "batch_end"
-    assert kinds.count("mission_start") == kinds.count("mission_end") == 2
-    missions = {e["mission_id"] for e in events if e["kind"] == "mission_start"}
-    own = [e for e in events if e["kind"] in ("start", "step", "turn_start", "turn_done", "answer", "stop")]
+    assert kinds.count("mission_assigned") == kinds.count("mission_end") == 2
+    missions = {e["mission_id"] for e in events if e["kind"] == "mission_assigned"}
+    # The missions' own lines, exactly as `cabal run --events` writes them: each names its mission.
+    own = [e for e in events if e["kind"] in EVENT_TYPES]
     assert {e["mission"] for e in own} == missions
+    assert {"mission_start", "step_start", "turn_start", "turn_done", "answer", "stop", "run_end"} <= {
+        e["kind"] for e in own}
     assert sum(e["kind"] == "turn_done" for e in own) == 2 * 13  # every turn of both missions
     assert events[-1]["counts"] == {"done": 2}
 
 
-def test_a_mission_event_is_forwarded_with_its_mission() -> None:
-    assert tagged({"kind": "step", "round": 1, "step": "write"}, "m-a") == {
-        "kind": "step", "round": 1, "step": "write", "mission": "m-a"}
+def test_no_batch_event_has_the_kind_of_a_mission_event() -> None:
+    # One --events file holds both: a reader tells them apart by kind alone.
+    from cabal.batch import events as batch_events
+
+    kinds = {value.kind for value in vars(batch_events).values()
+             if isinstance(value, type) and issubclass(value, batch_events._Event) and value is not batch_events._Event}
+    assert len(kinds) == 6 and not kinds & set(EVENT_TYPES)
 
 
 class _Terminal(io.StringIO):
@@ -114,10 +124,31 @@ def _events() -> list:
         BatchStarted("b-demo-1", "demo", 3, 2, 1, "2 local processes", 2,
                      {"m-a": "pending", "m-b": "pending", "m-c": "done"},
                      {"m-a": (0, 0.0), "m-b": (0, 0.0), "m-c": (1000, 0.01)}, 20_000, 1.0),
-        MissionStarted("m-a", "r1", 1, "vm:11", resumed=False),
-        MissionStarted("m-b", "r2", 1, "vm:12", resumed=False),
-        tagged({"kind": "turn_done", "round": 1, "step": "write", "agent": "operative-1", "outcome": "final",
-                "input_tokens": 400, "output_tokens": 100, "cost_usd": 0.01}, "m-b"),
+        MissionAssigned("m-a", "r1", 1, "vm:11", resumed=False),
+        MissionAssigned("m-b", "r2", 1, "vm:12", resumed=False),
+        TurnDone("m-b", round=1, step=Step.WRITE, agent="operative-1", outcome=TurnOutcome.FINAL, attempts=1, calls=1,
+                 input_tokens=400, output_tokens=100, cache_read_tokens=0, cost_usd=0.01, problems=(), summary=""),
         MissionEnded("r1", MissionOutcome("m-a", 1, "done", "concluded", 3, Usage(input_tokens=0, output_tokens=0),
                                           0.01, elapsed_s=4.0)),
     ]
+
+
+@pytest.mark.parametrize(("states", "failed_turns", "code"), [
+    (["done", "done"], 0, exits.DONE),
+    (["done", "done"], 2, exits.FAILED_TURNS),
+    (["done", "interrupted", "pending"], 0, exits.INTERRUPTED),
+    (["done", "halted", "interrupted"], 0, exits.HALTED),
+    (["halted", "invalid"], 0, exits.FAILED),
+    (["done", "refused"], 0, exits.FAILED),
+    (["failed", "halted"], 0, exits.FAILED),
+])
+def test_a_batch_exits_with_its_worst_missions_status(states: list[str], failed_turns: int, code: int) -> None:
+    from cabal.batch.plan import BatchBudget
+    from cabal.batch.report import BatchReport
+    from cabal.cli.batch import batch_exit
+
+    from .test_render import row
+
+    rows = tuple(row(f"k{n}", state, 0.0, 1.0, failed_turns=failed_turns if n == 0 else 0)
+                 for n, state in enumerate(states))
+    assert batch_exit(BatchReport("b-x-00000000", "x", "/x", False, BatchBudget(), rows)) == code

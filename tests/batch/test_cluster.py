@@ -14,7 +14,7 @@ import pytest
 from cabal import run_mission
 from cabal.batch import run_batch
 from cabal.batch.cluster import check_address
-from cabal.batch.events import MissionLost, MissionStarted
+from cabal.batch.events import MissionLost, MissionAssigned
 from cabal.batch.limits import DaskLimits
 from cabal.batch.plan import load_plan
 from cabal.errors import CallRefused, ConfigError
@@ -37,7 +37,7 @@ def test_a_batch_on_a_dask_local_cluster_survives_a_killed_worker(home: str, tmp
     killed, events = killer.killed, killer.events
     assert len(killed) == 1
     assert result.report.summary() == "6 missions: 6 done"
-    starts = [e for e in events if isinstance(e, MissionStarted)]
+    starts = [e for e in events if isinstance(e, MissionAssigned)]
     assert len({e.worker for e in starts}) >= 2  # two worker processes (three with the restarted one)
     assert [(e.attempt, e.resumed) for e in starts if e.mission_id == killed[0]] == [(1, False), (2, True)]
     assert [e.mission_id for e in events if isinstance(e, MissionLost)] == [killed[0]]

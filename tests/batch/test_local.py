@@ -12,14 +12,14 @@ import pytest
 
 from cabal import run_mission
 from cabal.batch import batch_status, run_batch
-from cabal.batch.events import BatchEnded, BatchStarted, MissionEnded, MissionLost, MissionStarted
+from cabal.batch.events import BatchEnded, BatchStarted, MissionAssigned, MissionEnded, MissionLost
+from cabal.rounds.events import (Answered, MissionEvent, MissionStarted, MissionStopped, RunEnded, StepStarted,
+                                 TurnDone, TurnStarted)
 from cabal.batch.plan import load_plan
 from cabal.batch.render import render
 
-from .conftest import ANSWER, QUESTION_SCRIPT, WorkerKiller, batch_file, cabal, cli, mission_facts, readme_requests
+from .conftest import ANSWER, INPUT, OUTPUT, QUESTION_SCRIPT, TOKENS, WorkerKiller, batch_file, cabal, cli, mission_facts, readme_requests
 
-INPUT, OUTPUT = 8529, 937  # what one question mission's scripted calls count, with these requests
-TOKENS = INPUT + OUTPUT
 ESCAPES = re.compile(r"[\r\x1b]")
 
 
@@ -47,22 +47,24 @@ def test_six_missions_run_side_by_side_on_two_local_workers(six) -> None:
     assert (totals.missions, totals.states, totals.tokens, totals.products_accepted) == (6, {"done": 6}, 6 * TOKENS, 6)
     assert all(r.duration_s > 0 for r in report.rows)
 
-    kinds = [type(e).__name__ if not isinstance(e, dict) else "mission event" for e in events]
+    kinds = [type(e).__name__ for e in events]
     assert kinds[0] == "BatchStarted" and kinds[-1] == "BatchEnded"
     assert isinstance(events[0], BatchStarted) and events[0].parallel == 2 and events[0].to_run == 6
-    assert sum(isinstance(e, MissionStarted) for e in events) == sum(isinstance(e, MissionEnded) for e in events) == 6
-    # Never more than two missions at once, and every mission's own events tagged with it.
+    assert sum(isinstance(e, MissionAssigned) for e in events) == sum(isinstance(e, MissionEnded) for e in events) == 6
+    # Never more than two missions at once, and every mission's own events, naming it.
     running, most = set(), 0
     for event in events:
-        if isinstance(event, MissionStarted):
+        if isinstance(event, MissionAssigned):
             running.add(event.mission_id)
             most = max(most, len(running))
         elif isinstance(event, MissionEnded):
             running.discard(event.outcome.mission_id)
     assert most == 2
-    tagged = [e for e in events if isinstance(e, dict)]
-    assert {e["mission"] for e in tagged} == {r.mission_id for r in report.rows}
-    assert {"start", "step", "turn_start", "turn_done", "answer", "stop"} <= {e["kind"] for e in tagged}
+    own = [e for e in events if isinstance(e, MissionEvent)]
+    assert {e.mission for e in own} == {r.mission_id for r in report.rows}
+    assert {MissionStarted, StepStarted, TurnStarted, TurnDone, Answered, MissionStopped, RunEnded} <= {
+        type(e) for e in own}
+    assert sum(isinstance(e, TurnDone) for e in own) == 6 * 13  # every turn of every mission
     assert events[-1] == BatchEnded(report.batch_id, {"done": 6}, events[-1].elapsed_s, None)
 
 
@@ -170,7 +172,7 @@ def test_a_killed_worker_process_resumes_its_mission_with_the_graph_of_a_clean_r
     lost = [e for e in events if isinstance(e, MissionLost)]
     assert [(e.mission_id, e.attempt, e.reason, e.retry) for e in lost] == [
         (killed[0], 1, "its process was killed (signal 9)", True)]
-    again = [e for e in events if isinstance(e, MissionStarted) and e.mission_id == killed[0]]
+    again = [e for e in events if isinstance(e, MissionAssigned) and e.mission_id == killed[0]]
     assert [(e.attempt, e.resumed) for e in again] == [(1, False), (2, True)]
     assert result.report.summary() == "6 missions: 6 done"
     assert {r.mission_id: r.attempts for r in result.report.rows}[killed[0]] == 2

@@ -9,9 +9,8 @@ from cabal.batch import batch_status, resume_batch, run_batch
 from cabal.batch.events import BudgetReached
 from cabal.batch.render import render
 
-from .conftest import ANSWER, QUESTION, QUESTION_SCRIPT, batch_file, cabal, readme_requests
+from .conftest import ANSWER, QUESTION, QUESTION_SCRIPT, TOKENS, batch_file, cabal, readme_requests
 
-TOKENS = 9466  # one question mission (see test_local)
 
 
 def test_a_parked_question_is_listed_and_answering_it_later_completes_the_mission(home: str, tmp_path: Path) -> None:
@@ -49,7 +48,7 @@ def test_batch_resume_answers_pending_questions_on_its_workers(home: str, tmp_pa
     typo = cabal("batch", "resume", first.batch_id, "--answer", "m-nope=Yes", "--home", home)
     result = resume_batch(first.batch_id, answers={waiting[0]: ANSWER}, home=home)
 
-    assert typo.returncode == 1 and "Traceback" not in typo.stderr
+    assert typo.returncode == 2 and "Traceback" not in typo.stderr
     assert typo.stderr.splitlines()[0] == (f"cabal: --answer m-nope: not a mission of batch {first.batch_id} that waits "
                                            f"for an answer (waiting: {', '.join(sorted(waiting))})")
     assert result.ran == 1
@@ -57,7 +56,7 @@ def test_batch_resume_answers_pending_questions_on_its_workers(home: str, tmp_pa
 
 
 def test_a_spent_batch_budget_pauses_the_batch_until_it_is_raised(home: str, tmp_path: Path) -> None:
-    # One worker, missions in plan order: the first spends 9,466 tokens; the second is refused
+    # One worker, missions in plan order: the first spends 13,102 tokens (TOKENS); the second is refused
     # its next call once the batch has spent 15,000; the last two never start.
     path = batch_file(tmp_path, "budget", readme_requests(4), answers=[ANSWER], budget={"tokens": 15000})
     events: list = []
@@ -73,7 +72,7 @@ def test_a_spent_batch_budget_pauses_the_batch_until_it_is_raised(home: str, tmp
     assert 15000 <= first.report.totals.tokens < 15000 + TOKENS
     assert (rows[2].detail, rows[3].detail) == (reason, reason)
     again = cabal("batch", str(path), "--home", home)  # the same budget: nothing starts
-    assert again.returncode == 3
+    assert again.returncode == 5  # exits.INTERRUPTED: missions wait for a budget, not an answer
     # Counted again from the missions' graphs: turns in flight when the budget closed are in.
     spent = f"the batch's token budget is spent ({first.report.totals.tokens:,} of 15,000 tokens)"
     assert f"{spent}; raise it: cabal batch resume {first.batch_id} --max-tokens N / --max-cost USD" in again.stdout

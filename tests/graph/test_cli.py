@@ -52,5 +52,5 @@ def test_unreachable_url_is_a_clear_error_without_traceback():
 
 def test_bad_url_scheme_is_a_clear_error():
     result = run("graph", "status", "--url", "http://127.0.0.1:1")
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error: the URL is wrong
     assert "unsupported graph URL scheme 'http'" in result.stderr and "Traceback" not in result.stderr

@@ -49,7 +49,7 @@ def test_every_problem_in_one_pass(tmp_path, capsys):
     assert code == 1
     assert lines == [
         "F:5 step 'first' field 'type': unknown step type 'asks'; known: ask, query, branch, call_protocol, create, "
-        "update, set, each, complete",
+        "update, set, each, complete, read_file, move_file",
         "F:11 step 'second' field 'expects.node_type': unknown node_type 'gadget'; known: acceptance, actor, agent, "
         "assignment, collab, directive, finding, halt, inspection, message, mission, moment, narrative, product, "
         "reflection, remark, review, session, space, thing, user, version",

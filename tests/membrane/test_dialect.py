@@ -14,7 +14,17 @@ from cabal.graph import schema
 from cabal.membrane import Membrane, dialect, dialect_text
 from cabal.membrane.library import ProtocolLibrary
 from cabal.membrane.loader import load_protocol
-from cabal.membrane.protocol import AskStep, BranchStep, CompleteStep, EachStep, QueryStep, SetStep, UpdateStep
+from cabal.membrane.protocol import (
+    AskStep,
+    BranchStep,
+    CompleteStep,
+    EachStep,
+    MoveFileStep,
+    QueryStep,
+    ReadFileStep,
+    SetStep,
+    UpdateStep,
+)
 from cabal.yaml_reader import read_yaml
 
 HERE = Path(__file__).parent / "dialect"
@@ -39,6 +49,31 @@ def test_the_dialect_is_recognised_and_canonical_files_are_not():
         assert dialect.is_upstream(read_yaml(path.read_text(), str(path))), path
     for path in (Path(__file__).parents[2] / "protocols").glob("*.yaml"):
         assert not dialect.is_upstream(read_yaml(path.read_text(), str(path))), path
+
+
+def test_cabals_own_complete_step_does_not_mark_the_dialect():
+    text = textwrap.dedent("""\
+        protocol: stop_early
+        steps:
+          go_on:
+            type: ask
+            question: Go on?
+            expects: {type: boolean}
+          gate:
+            type: branch
+            condition: "{go_on}"
+            then: $complete
+            else: stop
+          stop:
+            type: complete
+            summary: "stopped at the gate"
+            outcome: cancelled
+        """)  # fmt: skip
+    assert not dialect.is_upstream(read_yaml(text, "stop_early.yaml"))
+    stop = load_protocol(text, "stop_early.yaml").steps["stop"]
+    assert (type(stop), stop.summary, stop.outcome) == (CompleteStep, "stopped at the gate", "cancelled")
+    upstream = {"protocol": "u", "steps": {"end": {"type": "complete", "status": "cancelled", "message": "m"}}}
+    assert dialect.is_upstream(upstream)
 
 
 # -------------------------------------------------------------- the prerequisite pattern
@@ -408,19 +443,60 @@ def test_an_unknown_key_of_a_dialect_step_is_located():
         ("a", "colour", 8, "upstream ask steps do not take 'colour'")]  # fmt: skip
 
 
-def test_filesystem_steps_are_refused_on_purpose_not_as_defects():
+INBOX = {"a": "# Alpha\n\nthe first note\n", "b": "Beta, without a heading\nsecond line\n"}
+
+
+def test_the_dialects_file_steps_load_and_run(graph, tmp_path):
+    steps = ProtocolLibrary([HERE]).get("file_inbox").steps
+    load, shelve = steps["each_item-load"], steps["each_item-shelve"]
+    assert (type(load), load.path, load.store_as, load.next) == (ReadFileStep, "{entry.path}", "body", "each_item-write")
+    assert (type(shelve), shelve.source, shelve.target, shelve.next) == (
+        MoveFileStep, "{entry.path}", "shelved/{entry.path|basename}", "each_item")  # fmt: skip
+    (tmp_path / "inbox").mkdir()
+    for name, text in INBOX.items():
+        (tmp_path / "inbox" / f"{name}.md").write_text(text, encoding="utf-8")
+    graph.create_cluster(
+        [ACTOR, {"id": "space_inbox", "node_type": "space", "type": "team", "name": "Inbox"},
+         *({"id": f"item-{name}", "node_type": "narrative", "type": "inbox_item", "name": name, "status": "waiting",
+            "path": f"inbox/{name}.md"} for name in ("b", "a"))],
+        [{"type": "contains", "from": "space_inbox", "to": f"item-{name}"} for name in ("b", "a")],
+    )  # fmt: skip
+    done = Membrane(graph, protocol_dirs=[HERE], file_root=tmp_path).run(
+        "file_inbox", {"actor_id": "agent-1", "space": "space_inbox"}, {})
+    assert (done.status, done.summary) == ("complete", "Filed 2 inbox file(s)")
+    assert done.created.to_wire() == {"nodes": 2, "links": 2, "moved": [
+        {"step": "each_item-shelve", "from": "inbox/a.md", "to": "shelved/a.md"},
+        {"step": "each_item-shelve", "from": "inbox/b.md", "to": "shelved/b.md"}]}  # fmt: skip
+    for node_id, name, title in (("narrative_INBOX_909d0d", "a", "Alpha"),
+                                 ("narrative_INBOX_149ae0", "b", "Beta, without a heading")):  # fmt: skip
+        node = graph.get(node_id)
+        assert (node["type"], node["title"], node["content"]) == ("inbox_note", title, INBOX[name])
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.md")) == ["shelved/a.md", "shelved/b.md"]
+
+
+def test_malformed_file_steps_of_the_dialect_are_located():
     found = problems_of("""\
         protocol: u
         triggers: []
         steps:
-          read_it:
-            type: read_file
-            path: "{doc}"
-            store_as: text
-            next: note
-          note:
-            type: create
-            nodes: [{id: "n", node_type: narrative, type: note, name: "{text | truncate(10)}"}]
-            links: [{type: relates, from: n, to: "{doc}"}]
+          each_doc:
+            type: foreach
+            items: docs
+            as: doc
+            steps:
+              - read_it:
+                  type: read_file
+                  store_as: text
+              - put_away:
+                  type: move_file
+                  from: "{doc}"
+                  to: "../{doc | basename}"
+                  overwrite: true
         """)
-    assert [(type(p), p.step, p.field, p.line) for p in found] == [(dialect.Refused, "read_it", "type", 5)]
+    assert [(p.step, p.field, p.line, p.message) for p in found] == [
+        ("each_doc", "steps.1.put_away.overwrite", 16, "upstream move_file steps do not take 'overwrite'"),
+        ("each_doc", "steps.0.read_it.path", 10,
+         "a read_file step needs 'path': a path under the membrane's file root, got None"),
+        ("each_doc", "steps.1.put_away.to", 15,
+         "'../{doc|basename}' climbs out with '..'; a path stays under the membrane's file root"),
+    ]  # fmt: skip

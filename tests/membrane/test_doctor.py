@@ -240,7 +240,7 @@ def test_doctor_command_lists_then_fixes(seeded, graph_server, capsys):
 
 
 def test_doctor_command_refuses_fix_without_an_answerer(seeded, graph_server, capsys):
-    assert main(["doctor", "--fix", "--graph", seeded.name, "--home", str(graph_server.home)]) == 1
+    assert main(["doctor", "--fix", "--graph", seeded.name, "--home", str(graph_server.home)]) == 2
     assert capsys.readouterr().err.startswith("cabal: --fix needs someone to answer the protocols")
 
 

@@ -70,7 +70,7 @@ def test_check_reports_every_problem_located_and_exits_1(tmp_path, capsys):
 
 
 def test_check_a_missing_path_is_a_clean_error(capsys):
-    assert main(["protocols", "check", "no/such/dir"]) == 1
+    assert main(["protocols", "check", "no/such/dir"]) == 2
     assert capsys.readouterr().err == "cabal: no such protocol file or folder: no/such/dir\n"
 
 

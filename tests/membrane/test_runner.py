@@ -137,6 +137,30 @@ def test_a_rejected_answer_then_an_accepted_one(membrane, graph):
     assert graph.get("note-r1-ledger")["content"] == "entries balance to zero"
 
 
+def test_a_rejected_last_answer_the_summary_reads_is_a_problem_not_a_crash(membrane, graph):
+    membrane.load_string(textwrap.dedent("""\
+        protocol: shelve_note
+        steps:
+          write:
+            type: create
+            nodes: [{id: shelved, node_type: narrative, type: note, name: Shelved}]
+            links: [{type: contains, from: space-1, to: shelved}]
+          shelf:
+            type: ask
+            question: Which shelf?
+            expects: {type: string, min_length: 2}
+        output:
+          summary: "shelved on {shelf}"
+        """))  # fmt: skip
+    sid = membrane.start("shelve_note", {"actor_id": "agent-1"}).session_id
+    r = membrane.continue_session(sid, "w")
+    assert (r.status, r.step.id, [str(p) for p in r.problems]) == (
+        "active", "shelf", ["shelf: expected at least 2 characters, got 1"])  # fmt: skip
+    assert graph.get("shelved") is None
+    r = membrane.continue_session(sid, "top")
+    assert (r.status, r.summary) == ("complete", "shelved on top")
+
+
 def test_a_second_membrane_continues_after_the_first_is_gone(membrane, graph):
     sid = membrane.start("record_note", {"actor_id": "agent-1", "space_id": "space-1", "prefix": "x"}).session_id
     membrane.continue_session(sid, "Handover")

@@ -10,6 +10,7 @@ import pytest
 from cabal.graph import ContextGraph
 from cabal.llm import make_model
 from cabal.rounds.api import run_mission
+from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.simulated import simulated_team
 
 REQUEST = "Write a short handbook for new volunteers of a food bank."
@@ -21,10 +22,10 @@ def home(graph_server) -> Path:
 
 
 def play(home: Path, model, *, operatives: int, rounds: int):
-    events: list[dict] = []
+    events: list[MissionEvent] = []
     result = run_mission({"request": REQUEST, "team": {"operatives": operatives}, "rounds": rounds},
                          model=model, home=home, on_event=events.append)
-    turns = [e for e in events if e["kind"] == "turn_done"]
+    turns = [e for e in events if isinstance(e, TurnDone)]
     return result, turns
 
 
@@ -32,15 +33,15 @@ def test_three_rounds_with_two_operatives_complete_without_a_failed_turn(home: P
     result, turns = play(home, simulated_team(initial_products=4), operatives=2, rounds=3)
 
     assert result.state == "done"
-    assert [t for t in turns if t["outcome"] == "failed"] == []
-    assert all(t["attempts"] == 1 for t in turns)  # every answer valid the first time
+    assert [t for t in turns if t.outcome == "failed"] == []
+    assert all(t.attempts == 1 for t in turns)  # every answer valid the first time
     # Round 1 writes the three Content products, round 2 accepts them, round 3 has nothing left.
     assert (result.stop_reason, result.round) == ("concluded", 3)
     with ContextGraph.open(name=result.mission_id, home=home) as graph:
         statuses = {p["name"]: p["status"] for p in graph.find("product")}
         assert statuses == {"Library": "open", "Overview 1": "accepted", "Audience 2": "accepted",
                             "Requirements 3": "accepted"}
-        steps = Counter((t["round"], t["step"]) for t in turns)
+        steps = Counter((t.round, t.step) for t in turns)
     assert steps[(1, "write")] == 2 and steps[(1, "peer_review")] == 2 and steps[(1, "inspect")] == 1
     assert steps[(2, "reflect")] == 2 and steps[(2, "presentation")] == 1
 
@@ -50,7 +51,7 @@ def test_a_growing_tree_keeps_being_accepted(home: Path) -> None:
     result, turns = play(home, simulated_team(initial_products=3, products_per_round=2), operatives=3, rounds=rounds)
 
     assert (result.state, result.stop_reason, result.round) == ("done", "noMoreRounds", rounds)
-    assert [t for t in turns if t["outcome"] != "final"] == []
+    assert [t for t in turns if t.outcome != "final"] == []
     with ContextGraph.open(name=result.mission_id, home=home) as graph:
         products = graph.find("product")
         accepted = Counter(a["round"] for a in graph.find("acceptance") if a.get("accepted"))
@@ -73,7 +74,7 @@ def test_done_at_round_halts_in_that_rounds_plan_and_presents_the_round(home: Pa
     result, turns = play(home, simulated_team(products_per_round=1, done_at_round=2), operatives=2, rounds=5)
 
     assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 2)
-    assert [(t["step"], t["outcome"]) for t in turns[-2:]] == [("plan", "halt"), ("presentation", "final")]
+    assert [(t.step, t.outcome) for t in turns[-2:]] == [("plan", "halt"), ("presentation", "final")]
 
 
 def test_the_cli_factory_builds_the_default_team() -> None:

@@ -1,0 +1,44 @@
+"""``cabal export ID --format md|json|html [-o FILE]``: the whole mission as a report.
+
+Markdown (the transcript), JSON (``cabal schema export`` publishes its schema) or one HTML page
+that works offline. With ``-o`` and no ``--format``, the file's suffix picks the format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cabal import rounds
+from cabal.cli.options import add_graph_options
+from cabal.errors import ConfigError
+
+FORMATS = {"md": "md", "markdown": "md", "json": "json", "html": "html", "htm": "html"}
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    target = Path(args.output) if args.output else None
+    chosen = args.format or (FORMATS.get(target.suffix.lstrip(".").lower()) if target else None) or "md"
+    from cabal.report.formats import render_report
+
+    text = render_report(rounds.mission_report(args.mission_id, home=args.home, url=args.url), chosen)
+    if target is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot write {target}: {error.strerror}") from None
+    print(f"wrote {target} ({chosen}, {len(text.encode()):,} bytes)")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    export = add_graph_options(commands.add_parser(
+        "export", help="the whole mission as a report: Markdown, JSON or a self-contained HTML page"))
+    export.add_argument("mission_id")
+    export.add_argument("--format", choices=sorted(set(FORMATS.values())),
+                        help="md, json or html (default: from -o's suffix, else md)")
+    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    export.set_defaults(func=cmd_export)

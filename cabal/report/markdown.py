@@ -1,0 +1,204 @@
+"""A mission report as Markdown: the transcript, ``cabal export --format md`` and ``cabal show``.
+
+A version's content is Markdown itself; its headings are moved down below the report's own, so
+a version's ``# Title`` does not outrank the product it belongs to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from cabal.report.model import Line, MissionReport, Product, Spend, Version
+
+CONTENT_LEVEL = 5  # a version's own top heading becomes #####, below "#### v2"
+_HEADING = re.compile(r"^(#{1,6})(\s)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def render_markdown(report: MissionReport, *, history: bool = True) -> str:
+    """The whole mission: request, charter, products with content (and history), conversation,
+    questions, usage, failed turns and every turn."""
+    lines = header(report)
+    lines += ["## Request", "", report.mission.request, ""]
+    if report.mission.charter or report.mission.objectives or report.mission.constraints:
+        lines += ["## Mission", ""]
+        if report.mission.charter:
+            lines += [report.mission.charter, ""]
+        lines += [f"- objective: {o}" for o in report.mission.objectives]
+        lines += [f"- constraint: {c}" for c in report.mission.constraints]
+        lines.append("")
+    lines += products_section(report, report.live_products, history=history)
+    removed = [p for p in report.products if p.status == "removed"]
+    if removed:
+        lines += ["### Removed products", ""]
+        lines += [f"- {p.name} [{p.type}], added in round {p.round}" for p in removed]
+        lines.append("")
+    lines += ["## Conversation", ""]
+    current = None
+    for line in report.conversation:
+        if line.round != current:
+            current = line.round
+            lines += [f"### Round {current}", ""]
+        lines += [conversation_line(line, report.readable(line.text), bold=True), ""]
+    lines += ["## Questions and answers", ""]
+    for question in report.questions:
+        options = f" (options: {', '.join(question.options)})" if question.options else ""
+        answer = (f" Answered in round {question.answered_round}: {question.answer}" if question.answer
+                  else f" ({question.status})")
+        lines.append(f"- round {question.round}, {question.step}, {question.asker}: {question.message}{options}.{answer}")
+    if not report.questions:
+        lines.append("No question was put to the user.")
+    lines += ["", *usage_section(report), "## Failed turns", ""]
+    for turn in report.failed_turns:
+        lines.append(f"- r{turn.round} {turn.step} {turn.agent}, after {turn.attempts} attempt(s): "
+                     + ("; ".join(turn.problems) or "no valid answer"))
+    if not report.failed_turns:
+        lines.append("None: every turn got a valid answer.")
+    lines += ["", "## Turns", ""]
+    for turn in report.turns:
+        problems = f" (rejected: {'; '.join(turn.problems)})" if turn.outcome == "failed" and turn.problems else ""
+        lines.append(f"- r{turn.round} {turn.step} {turn.agent}: {turn.outcome}, {turn.summary} "
+                     f"[{turn.attempts} attempt(s)]{problems}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_products(report: MissionReport, products: Iterable[Product], *, history: bool = False,
+                    version: Version | None = None, overview: bool = True) -> str:
+    """``cabal show``: each product's shown version (or ``version``, for a single product), after
+    the mission's header and the tree unless ``overview`` is off."""
+    chosen = list(products)
+    if overview:
+        lines = header(report) + products_section(report, chosen, history=history, version=version)
+    else:
+        lines = [line for product in chosen
+                 for line in product_markdown(report, product, history=history, version=version)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def header(report: MissionReport) -> list[str]:
+    mission = report.mission
+    state = (f"State: {mission.state}, round {mission.round}"
+             + (f", stopped: {mission.stop_reason}" if mission.stop_reason else "")
+             + (f" ({mission.detail})" if mission.detail else ""))
+    return [f"# {mission.name} ({mission.id})", "", state, ""]
+
+
+def products_section(report: MissionReport, products: list[Product] | tuple[Product, ...], *, history: bool,
+                     version: Version | None = None) -> list[str]:
+    lines = ["## Products", ""]
+    if not products:
+        return lines + ["No products yet.", ""]
+    top = min(p.depth for p in products)
+    for product in products:
+        shown = product.shown
+        where = f"v{shown.number}" + (" accepted" if shown.accepted else "") if shown else "no version"
+        lines.append(f"{'  ' * (product.depth - top)}- {product.name} [{product.type}] {product.status} · {where}"
+                     f" · owner {product.owner}")
+    lines.append("")
+    for product in products:
+        lines += product_markdown(report, product, history=history, version=version if len(products) == 1 else None)
+    return lines
+
+
+def product_markdown(report: MissionReport, product: Product, *, history: bool,
+                     version: Version | None = None) -> list[str]:
+    """One product: what it is, the content of its shown version (or ``version``), its history.
+    References in what the agents wrote are shown as the names they stand for."""
+    readable = report.readable
+    lines = [f"### {product.name}", "",
+             f"{product.type} · {product.status} · owner {product.owner} · added in round {product.round}", ""]
+    if product.dod:
+        lines += [f"Definition of done: {product.dod}", ""]
+    shown = version or product.shown
+    if shown is None:
+        lines += ["No version yet.", ""]
+    else:
+        state = "accepted" if shown.accepted else ("latest, not accepted" if shown is product.latest else "not accepted")
+        lines += [f"#### v{shown.number} ({state})" + (f": {shown.title}" if shown.title else ""), "",
+                  f"Written in round {shown.round} by {shown.author}."
+                  + (f" {readable(shown.change_summary)}" if shown.change_summary else ""), "",
+                  demote_headings(readable(shown.content).strip(), CONTENT_LEVEL - 1), ""]
+    if history:
+        lines += history_markdown(report, product)
+    return lines
+
+
+def history_markdown(report: MissionReport, product: Product) -> list[str]:
+    """Every version with its reviews and inspections, the Chair's decisions, and the collabs."""
+    readable = report.readable
+    lines = [f"#### History of {product.name}", ""]
+    for version in product.versions:
+        accepted = " [accepted]" if version.accepted else ""
+        lines.append(f"- v{version.number}, round {version.round}, by {version.author}{accepted}: "
+                     f"{readable(version.change_summary or version.title) or 'no change summary'}")
+        for review in version.reviews:
+            lines.append(f"  - review by {review.author}: {review.assessment}"
+                         + (f". {readable(review.summary)}" if review.summary else ""))
+        for inspection in version.inspections:
+            lines.append(f"  - inspection by {inspection.author}: {inspection.verdict}")
+            for finding in inspection.findings:
+                lines.append(f"    - finding, severity {finding.severity}, {finding.category}: {readable(finding.issue)}"
+                             + (f" Recommendation: {readable(finding.recommendation)}" if finding.recommendation else ""))
+    for decision in product.decisions:
+        number = next((f"v{v.number}" for v in product.versions if v.id == decision.version_id), "a version")
+        lines.append(f"- round {decision.round}: the Chair " + (f"accepted {number}" if decision.accepted
+                                                               else f"rejected {number}: {readable(decision.reason)}"))
+    for collab in product.collabs:
+        if collab.responses:
+            answered = "; ".join(f"{r.action} by {r.by} in round {r.round}"
+                                 + (f" ({readable(r.planned_change or r.rationale)})" if r.planned_change or r.rationale else "")
+                                 for r in collab.responses)
+            state = f"addressed: {answered}"
+        else:
+            state = "open"
+        lines.append(f"- {collab.type} by {collab.author}, round {collab.round}, importance {collab.importance}: "
+                     f"{readable(collab.comment)} [{state}]")
+    if len(lines) == 2:
+        lines.append("Nothing yet.")
+    return [*lines, ""]
+
+
+def conversation_line(line: Line, text: str | None = None, *, bold: bool = False) -> str:
+    """One line of the conversation as people read it: in the transcript (``bold`` speaker), live
+    and in ``cabal chat`` (plain). ``text``: the line's text as shown, if not its own."""
+    said = line.text if text is None else text
+    speaker = f"{line.speaker} asks you" if line.kind == "question" else line.speaker
+    speaker = f"**{speaker}:**" if bold else f"{speaker}:"
+    if line.kind == "question" and line.options:
+        return f"{speaker} {said}  [{' / '.join(line.options)}]"
+    if line.kind == "done":
+        return f"{speaker} {said} (mission concluded)"
+    return f"{speaker} {said}"
+
+
+def usage_section(report: MissionReport) -> list[str]:
+    total = report.usage.total
+    lines = ["## Usage", "", f"In all: {spend_text(total)}.", "",
+             "| agent | turns | input tokens | output tokens | cached | cost (USD) |", "|---|--:|--:|--:|--:|--:|"]
+    lines += [f"| {row.agent} | {_cells(row.spend)} |" for row in report.usage.by_agent]
+    lines += ["", "| round | turns | input tokens | output tokens | cached | cost (USD) |", "|--:|--:|--:|--:|--:|--:|"]
+    lines += [f"| {row.round} | {_cells(row.spend)} |" for row in report.usage.by_round]
+    return [*lines, ""]
+
+
+def spend_text(spend: Spend) -> str:
+    return (f"{spend.turns} turns, {spend.input_tokens:,} input tokens, {spend.output_tokens:,} output tokens, "
+            f"{spend.cache_read_tokens:,} cached, ${spend.cost_usd:.4f}")
+
+
+def _cells(spend: Spend) -> str:
+    return (f"{spend.turns} | {spend.input_tokens:,} | {spend.output_tokens:,} | {spend.cache_read_tokens:,} | "
+            f"{spend.cost_usd:.4f}")
+
+
+def demote_headings(text: str, levels: int) -> str:
+    """``text`` with each ATX heading ``levels`` deeper (at most ######), code blocks left alone."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and (match := _HEADING.match(line)):
+            line = "#" * min(len(match.group(1)) + levels, 6) + line[len(match.group(1)):]
+        out.append(line)
+    return "\n".join(out)

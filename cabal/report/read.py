@@ -1,0 +1,226 @@
+"""Read a mission's graph into a ``MissionReport``: one query per node type, then plain joins.
+
+The graph is named after the mission id. The node types and fields read here are the ones the
+round protocols write (``cabal/rounds/snapshot.py`` lists them); the report adds nothing the
+graph does not hold, it only joins it: versions to their product, reviews and inspections to
+their version, findings to their inspection, a reflection's responses to the collabs they answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+
+from cabal.graph import ContextGraph
+from cabal.report.model import (
+    Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, Product, Question,
+    Response, Review, RoundSpend, Spend, Turn, Usage, Version,
+)
+from cabal.vocabulary import CHAIR_ID, USER_ID, Step
+
+TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
+               "cache_read_tokens", "cost_usd", "call_input_tokens"]
+
+
+def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
+    """The mission ``mission_id`` as one typed value (its graph must exist: see ``mission_report``)."""
+    node = graph.get(mission_id) or {}
+    turns = sorted((_turn(t) for t in graph.find("moment", {"type": "turn"}, fields=TURN_FIELDS)),
+                   key=lambda t: (t.round, step_position(t.step), t.agent, t.id))
+    halts = graph.find("halt")
+    user_notes = graph.find("collab", {"author": USER_ID})
+    return MissionReport(
+        mission=_mission(mission_id, node),
+        agents=tuple(Agent(id=a["id"], role=str(a.get("type")), name=str(a.get("name") or a["id"]),
+                           area=a.get("area"), responsibility=a.get("responsibility"))
+                     for a in sorted(graph.find("agent"), key=lambda a: natural_key(a["id"]))),
+        products=_products(graph),
+        conversation=_conversation(graph.find("message"), halts, user_notes),
+        questions=tuple(_question(h) for h in sorted(halts, key=lambda h: (h.get("round", 0), natural_key(h["id"])))
+                        if h.get("type") == "question"),
+        turns=tuple(turns),
+        usage=_usage(turns),
+    )
+
+
+def natural_key(text: str) -> list:
+    """Sort ids the way people count: ``r2`` before ``r10``, ``product2`` before ``product10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def step_position(step: str | None) -> int:
+    """A turn's place in its round; the engine's own turns (a budget question) come last."""
+    return Step(step).position if step in tuple(Step) else len(Step)
+
+
+def _mission(mission_id: str, node: dict) -> Mission:
+    return Mission(
+        id=mission_id, name=str(node.get("name") or mission_id), request=str(node.get("request") or ""),
+        charter=node.get("charter") or None, objectives=tuple(node.get("objectives") or ()),
+        constraints=tuple(node.get("constraints") or ()), state=str(node.get("status") or "running"),
+        stop_reason=node.get("stop_reason") or None, detail=node.get("detail") or None,
+        stop_requested=bool(node.get("halt_requested")),
+        round=int(node.get("round") or 0), rounds=node.get("rounds"), model=node.get("model") or None,
+        budget_tokens=node.get("budget_tokens"), budget_cost_usd=node.get("budget_cost_usd"),
+    )
+
+
+# --------------------------------------------------------------------------- the products
+
+
+def _products(graph: ContextGraph) -> tuple[Product, ...]:
+    findings = _by(graph.find("finding"), "inspection_id")
+    inspections = _by(graph.find("inspection"), "version_id")
+    reviews = _by(graph.find("review"), "version_id")
+    versions = _by(graph.find("version"), "product_id")
+    collabs = _by([c for c in graph.find("collab") if c.get("product_id")], "product_id")
+    decisions = _by(graph.find("acceptance"), "product_id")
+    responses = _responses(graph.find("reflection", fields=["author", "round", "responses"]))
+    nodes = {p["id"]: p for p in graph.find("product")}
+
+    def product(node: dict, depth: int) -> Product:
+        accepted = node.get("accepted_version")
+        return Product(
+            id=node["id"], name=str(node.get("name")), type=str(node.get("type")), status=str(node.get("status")),
+            owner=node.get("owner"), parent_id=node.get("parent_id"), depth=depth, round=int(node.get("round") or 0),
+            dod=node.get("dod"), description=node.get("description"), accepted_version_id=accepted,
+            versions=tuple(_version(v, accepted, reviews, inspections, findings)
+                           for v in sorted(versions[node["id"]], key=lambda v: v["number"])),
+            collabs=tuple(_collab(c, responses) for c in _ordered(collabs[node["id"]])),
+            decisions=tuple(Decision(id=d["id"], round=int(d.get("round") or 0), version_id=d.get("version_id"),
+                                     accepted=bool(d.get("accepted")), reason=d.get("rejection_reason") or None)
+                            for d in _ordered(decisions[node["id"]])),
+        )
+
+    children: dict[str | None, list[dict]] = defaultdict(list)
+    for node in nodes.values():  # a product whose parent is unknown is shown as a root
+        children[node.get("parent_id") if node.get("parent_id") in nodes else None].append(node)
+    rows: list[Product] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for node in sorted(children[parent], key=lambda n: (int(n.get("round") or 0), natural_key(n["id"]))):
+            rows.append(product(node, depth))
+            walk(node["id"], depth + 1)
+
+    walk(None, 0)
+    return tuple(rows)
+
+
+def _version(node: dict, accepted: str | None, reviews: dict, inspections: dict, findings: dict) -> Version:
+    return Version(
+        id=node["id"], number=int(node["number"]), round=int(node.get("round") or 0), author=str(node.get("author")),
+        title=node.get("title") or None, content=str(node.get("content") or ""),
+        change_summary=node.get("change_summary") or None, accepted=node["id"] == accepted,
+        reviews=tuple(Review(id=r["id"], round=int(r.get("round") or 0), author=str(r.get("author")),
+                             assessment=str(r.get("assessment")), summary=r.get("summary") or None)
+                      for r in _ordered(reviews[node["id"]])),
+        inspections=tuple(Inspection(
+            id=i["id"], round=int(i.get("round") or 0), author=str(i.get("author")), verdict=str(i.get("assessment")),
+            findings=tuple(Finding(category=str(f.get("category")), severity=int(f.get("severity") or 0),
+                                   issue=str(f.get("issue") or ""), recommendation=f.get("recommendation") or None)
+                           for f in _ordered(findings[i["id"]])))
+            for i in _ordered(inspections[node["id"]])),
+    )
+
+
+def _responses(reflections: Iterable[dict]) -> dict[str, list[Response]]:
+    """What owners answered to each collab, by collab id (a reflection keeps them as JSON)."""
+    found: dict[str, list[Response]] = defaultdict(list)
+    for reflection in sorted(reflections, key=lambda r: (r.get("round") or 0, natural_key(r["id"]))):
+        try:
+            answered = json.loads(reflection.get("responses") or "[]")
+        except (TypeError, ValueError):
+            continue
+        for item in answered if isinstance(answered, list) else []:
+            if isinstance(item, dict) and item.get("collabId"):
+                found[item["collabId"]].append(Response(
+                    by=str(reflection.get("author")), round=int(reflection.get("round") or 0),
+                    action=str(item.get("action")), rationale=item.get("rationale") or None,
+                    planned_change=item.get("plannedChange") or None))
+    return found
+
+
+def _collab(node: dict, responses: dict[str, list[Response]]) -> Collab:
+    answered = tuple(responses.get(node["id"], ()))
+    return Collab(
+        id=node["id"], round=int(node.get("round") or 0), step=node.get("step"), author=str(node.get("author")),
+        type=str(node.get("type")), importance=int(node.get("importance") or 0), comment=str(node.get("comment") or ""),
+        summary=node.get("summary") or None, version_id=node.get("version_id"), addressed=bool(answered),
+        responses=answered,
+    )
+
+
+# ------------------------------------------------------------------------ the conversation
+
+
+def _conversation(messages: list[dict], halts: list[dict], notes: list[dict]) -> tuple[Line, ...]:
+    """The user's chat, in order: a round's questions and answers, the Envoy's lines, the user's notes."""
+    entries: list[tuple[tuple, Line]] = []
+    for message in messages:
+        entries.append(((message.get("round", 0), 1, message.get("position", 0)), Line(
+            round=int(message.get("round") or 0), speaker=str(message.get("as_agent")), text=str(message.get("content")),
+            kind="message")))
+    for halt in halts:
+        kind = "question" if halt.get("type") == "question" else "done"
+        entries.append(((halt.get("round", 0), 0, 0, natural_key(halt["id"])), Line(
+            round=int(halt.get("round") or 0), speaker=str(halt.get("author") or CHAIR_ID), text=str(halt.get("message")),
+            kind=kind, options=tuple(halt.get("options") or ()))))
+        if halt.get("answer"):
+            answered = int(halt.get("answered_round", halt.get("round")) or 0)
+            entries.append(((answered, 0, 1, natural_key(halt["id"])), Line(
+                round=answered, speaker="you", text=str(halt["answer"]), kind="answer")))
+    for note in notes:
+        entries.append(((note.get("round", 0), 2, 0, natural_key(note["id"])), Line(
+            round=int(note.get("round") or 0), speaker="you", text=str(note.get("comment")), kind="note")))
+    return tuple(line for _, line in sorted(entries, key=lambda entry: entry[0]))
+
+
+def _question(halt: dict) -> Question:
+    return Question(
+        id=halt["id"], round=int(halt.get("round") or 0), step=halt.get("step"), asker=str(halt.get("author") or CHAIR_ID),
+        message=str(halt.get("message")), options=tuple(halt.get("options") or ()), status=str(halt.get("status")),
+        answer=halt.get("answer"), answered_round=halt.get("answered_round"),
+    )
+
+
+# ------------------------------------------------------------------------------- the turns
+
+
+def _turn(node: dict) -> Turn:
+    return Turn(
+        id=node["id"], round=int(node.get("round") or 0), step=str(node.get("step")), agent=str(node.get("agent")),
+        outcome=str(node.get("outcome")), attempts=int(node.get("attempts") or 0),
+        calls=len(node.get("call_input_tokens") or ()), summary=str(node.get("prose") or ""),
+        problems=tuple(node.get("problems") or ()), input_tokens=int(node.get("input_tokens") or 0),
+        output_tokens=int(node.get("output_tokens") or 0), cache_read_tokens=int(node.get("cache_read_tokens") or 0),
+        cost_usd=float(node.get("cost_usd") or 0),
+    )
+
+
+def _usage(turns: list[Turn]) -> Usage:
+    by_agent: dict[str, Spend] = defaultdict(Spend)
+    by_round: dict[int, Spend] = defaultdict(Spend)
+    total = Spend()
+    for turn in turns:
+        spend = Spend(turns=1, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
+                      cache_read_tokens=turn.cache_read_tokens, cost_usd=turn.cost_usd)
+        total, by_agent[turn.agent], by_round[turn.round] = total + spend, by_agent[turn.agent] + spend, by_round[turn.round] + spend
+    return Usage(total=total,
+                 by_agent=tuple(AgentSpend(agent=a, spend=s) for a, s in sorted(by_agent.items(), key=lambda i: natural_key(i[0]))),
+                 by_round=tuple(RoundSpend(round=r, spend=s) for r, s in sorted(by_round.items())))
+
+
+# --------------------------------------------------------------------------------- helpers
+
+
+def _by(nodes: Iterable[dict], key: str) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = defaultdict(list)
+    for node in nodes:
+        grouped[node.get(key)].append(node)
+    return grouped
+
+
+def _ordered(nodes: Iterable[dict]) -> list[dict]:
+    return sorted(nodes, key=lambda n: (n.get("round") or 0, natural_key(n["id"])))

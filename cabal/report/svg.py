@@ -1,0 +1,148 @@
+"""The two pictures of the HTML report, drawn as inline SVG: the product tree and the timeline.
+
+Every piece of text comes from the model or the user, so the SVG is built with ``Markup``:
+``Markup(template).format(...)`` escapes each argument, and nothing is ever concatenated raw.
+Both pictures stay readable at about 30 products and 20 rounds: the tree is an outline (one row
+a product, so it grows down, not sideways) and the timeline has one column a round, 42 to 110
+pixels wide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from markupsafe import Markup
+
+from cabal.report.model import MissionReport, Product
+from cabal.report.read import step_position
+from cabal.vocabulary import Step
+
+STATUS_COLOURS = {"accepted": ("#e3f4e8", "#2f8a4c"), "open": ("#fff4dc", "#b7791f"), "removed": ("#eeeeee", "#888888")}
+OUTCOME_COLOURS = {"final": "#3b73c4", "halt": "#8a4fbf", "failed": "#d64541"}
+
+# The tree: one row a product.
+ROW, BOX, INDENT, TREE_WIDTH, NAME_CHARS = 34, 26, 26, 760, 46
+# The timeline: a column a round (wider when there are few), a row a step.
+LABEL_WIDTH, TIMELINE_WIDTH, COLUMN_RANGE, DOT_PITCH, BARS = 100, 990, (42, 110), 9, 56
+
+
+def product_anchor(report: MissionReport, product: Product) -> str:
+    """The HTML id of a product's section (an index, not the graph id: ids may hold anything)."""
+    return f"product-{report.products.index(product) + 1}"
+
+
+def tree_svg(report: MissionReport) -> Markup:
+    """The live product tree as an outline: a box a product, coloured by state, linked to its section."""
+    products = report.live_products
+    if not products:
+        return Markup("")
+    height = ROW * len(products) + 8
+    parts = [Markup('<svg class="tree" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" '
+                    'height="{h}" role="img" aria-label="Product tree">').format(w=TREE_WIDTH, h=height)]
+    rows = {p.id: i for i, p in enumerate(products)}
+    for index, product in enumerate(products):  # the elbows first, under the boxes
+        if product.parent_id in rows:
+            parent = rows[product.parent_id]
+            x0 = 4 + products[parent].depth * INDENT + 10
+            y0 = 4 + parent * ROW + BOX
+            y1 = 4 + index * ROW + BOX / 2
+            parts.append(Markup('<path d="M{} {} V{} H{}" fill="none" stroke="#9aa5b1" stroke-width="1.5"/>').format(
+                x0, y0, y1, 4 + product.depth * INDENT))
+    for index, product in enumerate(products):
+        x, y = 4 + product.depth * INDENT, 4 + index * ROW
+        fill, stroke = STATUS_COLOURS.get(product.status, STATUS_COLOURS["open"])
+        shown = product.shown
+        version = (f"v{shown.number}" + (" accepted" if shown.accepted else "")) if shown else "no version"
+        tooltip = f"{product.name} ({product.type}, {product.status}, {version}, owner {product.owner})"
+        if product.dod:
+            tooltip += f"\nDone when: {product.dod}"
+        parts.append(Markup(
+            '<a href="#{anchor}"><g><title>{tooltip}</title>'
+            '<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="5" fill="{fill}" stroke="{stroke}"/>'
+            '<text x="{tx}" y="{ty}" class="name">{name}</text>'
+            '<text x="{rx}" y="{ty}" class="meta" text-anchor="end">{type} · {version} · {owner}</text>'
+            '</g></a>').format(
+            anchor=product_anchor(report, product), tooltip=tooltip, x=x, y=y, w=TREE_WIDTH - 8 - x, h=BOX,
+            fill=fill, stroke=stroke, tx=x + 9, ty=y + 17, name=_clip(product.name, NAME_CHARS - product.depth * 3),
+            rx=TREE_WIDTH - 14, type=product.type, version=version, owner=product.owner or "nobody"))
+    parts.append(Markup("</svg>"))
+    return Markup("").join(parts)
+
+
+def timeline_svg(report: MissionReport) -> Markup:
+    """The rounds left to right: tokens spent (bars), each step's turns (a dot a turn, coloured by
+    outcome) and what the round settled (products accepted, questions asked)."""
+    if not report.turns:
+        return Markup("")
+    rounds = list(range(0, max(report.mission.round, max(t.round for t in report.turns)) + 1))
+    steps = sorted({t.step for t in report.turns}, key=step_position)
+    cells: dict[tuple[str, int], list] = defaultdict(list)
+    for turn in report.turns:
+        cells[(turn.step, turn.round)].append(turn)
+    column = max(COLUMN_RANGE[0], min(COLUMN_RANGE[1], (TIMELINE_WIDTH - LABEL_WIDTH) // len(rounds)))
+    per_line = (column - 10) // DOT_PITCH
+    lines = max(math.ceil(len(turns) / per_line) for turns in cells.values())
+    step_height = 12 + lines * DOT_PITCH
+    spend = {row.round: row.spend for row in report.usage.by_round}
+    most = max((s.total_tokens for s in spend.values()), default=0) or 1
+    accepted = defaultdict(list)
+    for product in report.products:
+        for decision in product.decisions:
+            if decision.accepted:
+                accepted[decision.round].append(product.name)
+    asked = defaultdict(list)
+    for question in report.questions:
+        asked[question.round].append(question.message)
+
+    top = BARS + 22
+    width = LABEL_WIDTH + column * len(rounds) + 8
+    height = top + step_height * len(steps) + 44
+    parts = [Markup('<svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" '
+                    'height="{h}" role="img" aria-label="Timeline of the rounds">').format(w=width, h=height)]
+    for row, step in enumerate(steps):
+        y = top + row * step_height
+        if row % 2 == 0:
+            parts.append(Markup('<rect x="0" y="{}" width="{}" height="{}" fill="#f5f7fa"/>').format(y, width, step_height))
+        parts.append(Markup('<text x="6" y="{}" class="label">{}</text>').format(y + 15, _step_label(step)))
+    for index, round_number in enumerate(rounds):
+        x = LABEL_WIDTH + index * column
+        spent = spend.get(round_number)
+        tokens = spent.total_tokens if spent else 0
+        bar = round(BARS * tokens / most) if tokens else 0
+        parts.append(Markup(
+            '<g><title>round {r}: {tokens} tokens, ${cost}</title>'
+            '<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="#c9d6ea"/></g>'
+            '<text x="{cx}" y="{ty}" class="axis" text-anchor="middle">{r}</text>').format(
+            r=round_number, tokens=f"{tokens:,}", cost=f"{spent.cost_usd:.4f}" if spent else "0", x=x + 8,
+            y=BARS - bar + 4, w=column - 16, h=bar, cx=x + column / 2, ty=BARS + 17))
+        for row, step in enumerate(steps):
+            for place, turn in enumerate(cells.get((step, round_number), ())):
+                cx = x + 9 + (place % per_line) * DOT_PITCH
+                cy = top + row * step_height + 10 + (place // per_line) * DOT_PITCH
+                tooltip = (f"round {turn.round} · {turn.step} · {turn.agent}: {turn.outcome}, "
+                           f"{turn.input_tokens + turn.output_tokens:,} tokens, {turn.attempts} attempt(s)")
+                parts.append(Markup('<circle cx="{}" cy="{}" r="3.6" fill="{}"><title>{}</title></circle>').format(
+                    cx, cy, OUTCOME_COLOURS.get(turn.outcome, "#666"), tooltip))
+        marks_y = top + step_height * len(steps) + 18
+        if accepted.get(round_number):
+            names = accepted[round_number]
+            parts.append(Markup('<g><title>accepted: {}</title><text x="{}" y="{}" class="accepted" '
+                                'text-anchor="middle">✓{}</text></g>').format(
+                ", ".join(names), x + column / 2, marks_y, len(names)))
+        if asked.get(round_number):
+            parts.append(Markup('<g><title>asked: {}</title><text x="{}" y="{}" class="asked" '
+                                'text-anchor="middle">?</text></g>').format(
+                " / ".join(asked[round_number]), x + column / 2, marks_y + 18))
+    parts.append(Markup('<text x="6" y="{}" class="label">settled</text>').format(top + step_height * len(steps) + 18))
+    parts.append(Markup('<text x="6" y="{}" class="label">tokens</text>').format(BARS / 2 + 8))
+    parts.append(Markup("</svg>"))
+    return Markup("").join(parts)
+
+
+def _step_label(step: str) -> str:
+    return Step(step).heading.removesuffix(" (round 0)") if step in tuple(Step) else step
+
+
+def _clip(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: max(chars - 1, 1)] + "…"

@@ -1,0 +1,139 @@
+"""Where missions live: a workspace's graph server and checkpoint store, and a mission by its id.
+
+Each mission is its own named graph on the workspace's server, named after the mission id
+(``m-<name>-<6 hex>``). Light on purpose: reading a mission (``cabal show``, ``cabal export``)
+needs this module and the graph, not the engine.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import re
+import sqlite3
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cabal.config import DEFAULT_HOME, existing_home, resolve_home
+from cabal.errors import MissionError, ResourceNotFound
+from cabal.graph import ContextGraph
+from cabal.locks import exclusive, is_held
+from cabal.rounds.checkpoints import CheckpointStore
+
+if TYPE_CHECKING:
+    from cabal.report import MissionReport
+
+MISSION_PREFIX = "m-"
+# A mission id names a graph and a folder: lower-case letters, digits and inner hyphens.
+MISSION_ID = re.compile(r"m-[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?")
+
+
+@dataclass
+class Workspace:
+    """Where missions live: the graph server and the checkpoint store of one workspace."""
+
+    home: Path
+    url: str | None = None
+    extra_dirs: dict[str, list[Path]] = field(default_factory=dict)
+
+    @classmethod
+    def at(cls, home: str | Path | None = None, url: str | None = None, project: str | Path | None = None, *,
+           reading: bool = False) -> Workspace:
+        """A workspace: ``home``, else ``CABAL_HOME``, else the nearest ``.cabal`` here or above
+        (for a command that writes, ``./.cabal``, created on first use; a command that only
+        reads gets a ``ConfigError`` saying where it looked). ``project`` (default: the folder
+        holding the workspace, or the current directory) may hold the user's own agents/,
+        protocols/, prompts/, skills/ folders, which add to the built-in ones by name."""
+        resolved = existing_home(home) if reading else resolve_home(home)
+        if project is not None:
+            root = Path(project)
+        else:
+            root = resolved.parent if resolved.name == DEFAULT_HOME else Path.cwd()
+        extra = {kind: [root / kind] for kind in ("agents", "protocols", "prompts", "skills") if (root / kind).is_dir()}
+        return cls(resolved, url, extra)
+
+    def graph(self, mission_id: str) -> ContextGraph:
+        return ContextGraph.open(self.url, name=mission_id, home=self.home)
+
+    @contextmanager
+    def checkpointer(self):
+        store = CheckpointStore.from_environment()  # CABAL_CHECKPOINTS=postgresql://... for a cluster
+        if store.shared:
+            with store.postgres_saver() as saver:
+                yield saver
+            return
+        from langgraph.checkpoint.sqlite import SqliteSaver  # the engine's, imported with it
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        # timeout: wait for another process's write instead of failing with "database is locked".
+        connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False, timeout=30)
+        # WAL with synchronous=NORMAL: a commit is a write to the log, not an fsync. A killed
+        # process loses nothing (the log is in the OS's hands); a power cut can lose the last
+        # checkpoints, and resuming from an earlier one replays turns the graph already holds,
+        # which are skipped by their turn-moment ids. Checkpoint writes went from ~35% of the
+        # engine's time to a few percent (bench/README.md, issue 14).
+        connection.execute("PRAGMA synchronous=NORMAL")
+        try:
+            saver = SqliteSaver(connection)
+            with self._locked("checkpoints.lock"):  # two first starts would race to create the tables
+                connection.execute("PRAGMA journal_mode=WAL")  # kept in the file: set once, under the lock
+                saver.setup()
+            yield saver
+        finally:
+            connection.close()
+
+    @contextmanager
+    def _locked(self, name: str):
+        with open(self.home / name, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _lock_path(self, mission_id: str) -> Path:
+        return self.mission_dir(mission_id) / "lock"
+
+    def mission_dir(self, mission_id: str) -> Path:
+        return self.home / "missions" / mission_id
+
+    @contextmanager
+    def driving(self, mission_id: str):
+        """Only one process drives a mission at a time (two would race for the same turns)."""
+        with exclusive(self._lock_path(mission_id), lambda: MissionError(
+                f"mission {mission_id} is being run by another process",
+                hint="wait for it to pause or finish, then resume")):
+            yield
+
+    def is_driven(self, mission_id: str) -> bool:
+        """Whether a live process drives the mission now (it holds the mission's lock)."""
+        return is_held(self._lock_path(mission_id))
+
+    def transcript_path(self, mission_id: str) -> Path:
+        return self.mission_dir(mission_id) / "transcript.md"
+
+    def missions(self) -> list[str]:
+        with ContextGraph.open(self.url, name="cabal", home=self.home) as graph:
+            return [name for name in graph.list_graphs() if name.startswith(MISSION_PREFIX)]
+
+
+def mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
+    """The graph of mission ``mission_id``; "mission not found" lists the workspace's missions,
+    the closest ids first."""
+    graph = workspace.graph(mission_id)
+    if (graph.get(mission_id) or {}).get("node_type") != "mission":  # a graph of that name need not be a mission
+        known = workspace.missions()
+        graph.close()
+        raise ResourceNotFound("mission", mission_id, known=known, closest_first=True)
+    return graph
+
+
+def mission_report(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionReport:
+    """Everything about a mission, read from its graph: request, charter, the product tree with
+    every version, reviews, inspections and collabs, the conversation, questions, turns and usage."""
+    from cabal.report import read_report
+
+    workspace = Workspace.at(home, url, reading=True)
+    with mission_graph(workspace, mission_id) as graph:
+        return read_report(graph, mission_id)

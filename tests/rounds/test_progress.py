@@ -1,0 +1,145 @@
+"""What a person sees while a mission runs: every working agent at once on a terminal, plain lines elsewhere."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import re
+import select
+import subprocess
+import time
+
+from rich.console import Console
+
+from cabal.cli.progress import Progress
+from cabal.rounds.events import (
+    Answered, HaltRaised, MissionStarted, MissionStopped, ModelCalled, Presented, RoundStarted, RunEnded, SpokenLine,
+    StepStarted, TurnDone, TurnStarted, UserMessage,
+)
+from cabal.vocabulary import MissionState, Step, StopReason, TurnOutcome
+
+from .test_cli import CABAL, DATA, LAUNCH, ROOT
+
+M = "m-demo-000001"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def started(**budget) -> MissionStarted:
+    return MissionStarted(M, name="demo", request="r", operatives=3, rounds=2, model="scripted:x",
+                          budget_tokens=budget.get("tokens"), budget_cost_usd=budget.get("cost"))
+
+
+def done(agent: str, step: Step, tokens: tuple[int, int], cost: float, outcome=TurnOutcome.FINAL, attempts=1,
+         problems=()) -> TurnDone:
+    return TurnDone(M, round=1, step=step, agent=agent, outcome=outcome, attempts=attempts, calls=attempts,
+                    input_tokens=tokens[0], output_tokens=tokens[1], cache_read_tokens=0, cost_usd=cost,
+                    problems=problems, summary="")
+
+
+def test_plain_lines_tell_each_turn_and_the_conversation_once() -> None:
+    out = io.StringIO()
+    progress = Progress(out)
+
+    for event in [
+        started(tokens=1000),
+        HaltRaised(M, round=0, step="bootstrap", halt="r0.bootstrap.halt", asker="chair-1", message="Who for?",
+                   options=("students", "teachers")),
+        Answered(M, round=0, halt="r0.bootstrap.halt", text="Students.", source="mission file"),
+        RoundStarted(M, round=1, budget_tokens=1000, budget_cost_usd=None),
+        StepStarted(M, round=1, step=Step.WRITE),
+        TurnStarted(M, round=1, step=Step.WRITE, agent="operative-1"),
+        done("operative-1", Step.WRITE, (100, 20), 0.5, attempts=2),
+        done("operative-2", Step.WRITE, (50, 5), 0.25, outcome=TurnOutcome.FAILED, attempts=3,
+             problems=("versions.0: not yours",)),
+        Presented(M, round=1, agent="envoy-1", lines=(SpokenLine("chair-1", "Brief written."),)),
+        UserMessage(M, round=1, note="user.r1.note0", text="Cheaper, please.", product=None),
+        MissionStopped(M, round=2, reason=StopReason.CONCLUDED, detail="All done."),
+    ]:
+        progress(event)
+    progress.close()
+
+    assert out.getvalue() == (
+        "mission m-demo-000001: 3 operatives, up to 2 rounds, model scripted:x\n"
+        "\n── round 0 ──\n"
+        "chair-1 asks you: Who for?  [students / teachers]\n"
+        "you (mission file): Students.\n"
+        "round 1 · write · operative-1, 1 retry · 120 tokens · $0.5000\n"
+        "round 1 · write · operative-2 (failed), 2 retries · 175 tokens · $0.7500\n"
+        "  rejected: versions.0: not yours\n"
+        "\n── round 1 ──\n"
+        "chair-1: Brief written.\n"
+        "you: Cheaper, please.\n"
+        "\n── round 2 ──\n"
+        "chair-1: All done. (mission concluded)\n")
+
+
+def test_a_terminal_shows_every_working_agent_at_once_with_the_spend_against_the_budget() -> None:
+    progress = Progress(Terminal())
+    now = time.time()
+    try:
+        progress(started(tokens=400000, cost=5.0))
+        progress(RoundStarted(M, round=1, budget_tokens=400000, budget_cost_usd=5.0))
+        progress(StepStarted(M, round=1, step=Step.WRITE))
+        for agent in ("operative-1", "operative-2", "operative-3"):
+            progress(TurnStarted(M, round=1, step=Step.WRITE, agent=agent, at=now - 7.2))
+        progress(ModelCalled(M, round=1, step=Step.WRITE, agent="operative-2", call=1, model="claude-sonnet-4-6",
+                             input_tokens=1200, output_tokens=34, cache_read_tokens=0, cache_write_tokens=0,
+                             cost_usd=0.0041, duration_s=3.0))
+        working = rendered(progress)
+        progress(done("operative-2", Step.WRITE, (1200, 34), 0.0041))
+        after = rendered(progress)
+        assert progress._live is not None
+        progress(RunEnded(M, state=MissionState.HALTED, stop_reason=StopReason.QUESTION, round=1, turns=1,
+                          input_tokens=1200, output_tokens=34, cache_read_tokens=0, cost_usd=0.0041, question="?"))
+        assert progress._live is None  # the run is over: the terminal is free for the next answer
+    finally:
+        progress.close()
+
+    rows = [line.split() for line in working.splitlines()[1:]]
+    assert rows == [["operative-1", "write", "0:07", "0", "tokens", "$0.0000"],
+                    ["operative-2", "write", "0:07", "1,234", "tokens", "$0.0041"],
+                    ["operative-3", "write", "0:07", "0", "tokens", "$0.0000"]]
+    assert re.fullmatch(r"round 1 · write · \d:\d\d · 1,234 / 400,000 tokens · \$0\.0041 / \$5\.00",
+                        working.splitlines()[0].strip())
+    assert [line.split()[0] for line in after.splitlines()[1:]] == ["operative-1", "operative-3"]
+    assert "1,234 / 400,000 tokens" in after.splitlines()[0]
+
+
+def rendered(progress: Progress) -> str:
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(progress._panel())
+    return console.file.getvalue()
+
+
+def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server) -> None:
+    controller, terminal = pty.openpty()
+    environment = {**os.environ, "PYTHONPATH": str(DATA), "CABAL_TEST_LATENCY": "0.3", "COLUMNS": "120"}
+    process = subprocess.Popen([str(CABAL), "run", str(LAUNCH), "--model", "py:slow_factory:launch_model",
+                                "--home", str(graph_server.home)],
+                               stdin=terminal, stdout=terminal, stderr=terminal, cwd=ROOT, env=environment)
+    os.close(terminal)
+    output = b""
+    while select.select([controller], [], [], 60)[0]:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert process.wait(timeout=60) == 0
+    lines = ANSI.sub("", output.decode()).replace("\r\n", "\n").split("\n")
+
+    # One frame of the live display holds both operatives of a round's Write step.
+    frames = [i for i, line in enumerate(lines) if line.strip().startswith("round 1 · write ·")]
+    assert any(lines[i + 1].split()[:2] == ["operative-1", "write"] and lines[i + 2].split()[:2] == ["operative-2", "write"]
+               for i in frames if i + 2 < len(lines))
+    text = "\n".join(lines)
+    assert text.count("Who is Margin for at launch") == 1
+    assert "state: done (concluded), round 4" in text
