@@ -16,12 +16,14 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BATCH_PREFIX, BatchBudget, BatchPlan, PlannedMission
 from cabal.errors import CabalError, ConfigError, ResourceNotFound
 from cabal.locks import exclusive, is_held
+from cabal.resources import parsed_once
 from cabal.rounds.mission import MissionSpec
 
 BATCHES = "batches"
@@ -113,6 +115,38 @@ def batch_ids(home: Path) -> list[str]:
         return []
     found = [p for p in folder.iterdir() if p.name.startswith(BATCH_PREFIX) and (p / "plan.json").is_file()]
     return [p.name for p in sorted(found, key=lambda p: (p / "plan.json").stat().st_ctime)]
+
+
+@dataclass(frozen=True)
+class BatchMembers:
+    """Which missions make a batch: what a list of missions needs to group them by batch."""
+
+    batch_id: str
+    name: str
+    mission_ids: tuple[str, ...]
+
+    @property
+    def title(self) -> str:
+        return f"Batch {self.name} ({self.batch_id})"  # as the batch's report is headed
+
+
+def batch_members(home: Path) -> tuple[BatchMembers, ...]:
+    """Every batch of the workspace and its missions, the one run longest ago first. A plan is
+    read once per version of its file (a page of missions asks again at each change); one that
+    cannot be read is left out, as its batch cannot be shown either."""
+    found = []
+    for batch_id in batch_ids(home):
+        path = Path(home) / BATCHES / batch_id / "plan.json"
+        try:
+            found.append(parsed_once(path, _members_of, "batch members"))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return tuple(found)
+
+
+def _members_of(path: Path) -> BatchMembers:
+    data = json.loads(path.read_text())  # not load_plan: the specs are not needed, only the ids
+    return BatchMembers(str(data["batch_id"]), str(data["name"]), tuple(str(m["mission_id"]) for m in data["missions"]))
 
 
 def _mission_to_wire(mission: PlannedMission) -> dict:

@@ -114,7 +114,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     until the mission file, the settings and the model are known to be good. ``on_event``
     receives every event of the run (``cabal.rounds.events``) as it happens, from the thread of
     the turn that caused it.
-    ``mission_id``: the id to give it (``m-`` then lower-case letters, digits, hyphens), for a
+    ``mission_id``: the id to give it (``m-`` then letters, digits, ``_`` and ``-``), for a
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
     """
@@ -131,8 +131,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     chat_model, settings, model_spec = _chat_model(model, settings, base)
     workspace = Workspace.at(home, url)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
-        raise MissionError(f"invalid mission id {mission_id!r}: use m- then lower-case letters, digits and "
-                           "hyphens (at most 82 characters)")
+        raise MissionError(f"invalid mission id {mission_id!r}: use m- then up to 100 letters, digits, "
+                           "underscores and hyphens")
     mission_id = mission_id or _new_mission_id(spec)
     with workspace.checkpointer():
         pass  # a checkpoint store that cannot be reached is an error now, before anything is written

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from cabal.report import MissionReport
 
 MISSION_PREFIX = "m-"
-# A mission id names a graph and a folder: lower-case letters, digits and inner hyphens.
-MISSION_ID = re.compile(r"m-[a-z0-9](?:[a-z0-9-]{0,78}[a-z0-9])?")
+# What a mission id may be (the engine makes m-<name>-<6 hex>; a batch chooses its own): word
+# characters and dashes only, since an id names a graph, a folder and a web page's path.
+MISSION_ID = re.compile(MISSION_PREFIX + r"[\w-]{1,100}")
 
 
 @dataclass

@@ -71,8 +71,8 @@ class Room:
     hub: Hub
 
     def list_parts(self) -> tuple[dict, Parts]:
-        context = views.missions_context(group_missions(self.reader.rows()), csrf=self.security.csrf,
-                                         workspace=self.workspace.home)
+        groups = group_missions(self.reader.rows(), self.reader.batches())
+        context = views.missions_context(groups, csrf=self.security.csrf, workspace=self.workspace.home)
         return context, views.render_parts("missions.html.j2", views.LIST_PARTS, **context)
 
     def mission_parts(self, mission_id: str) -> tuple[dict, Parts]:

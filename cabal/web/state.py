@@ -9,20 +9,17 @@ Nothing here reads a mission its own way: the view is ``read_report`` and ``stat
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from cabal.batch.store import BatchMembers, batch_members
 from cabal.errors import GraphUnavailable, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.report import MissionReport, read_report
 from cabal.rounds.api import MissionResult, status_of
-from cabal.rounds.workspace import MISSION_PREFIX, Workspace
+from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 
-# A mission id as the engine makes them (m-<name>-<6 hex>): word characters and dashes only,
-# so an id from a URL can name neither a path (the mission's folder) nor anything but a graph.
-MISSION_ID = re.compile(MISSION_PREFIX + r"[\w-]{1,100}")
 THIS_SERVER, ANOTHER_PROCESS = "this server", "another process"
 log = logging.getLogger("cabal.web")
 
@@ -54,12 +51,24 @@ class MissionGroup:
     rows: tuple[MissionRow, ...]
 
 
-def group_missions(rows: Sequence[MissionRow]) -> tuple[MissionGroup, ...]:
-    """The missions list's groups, in the order shown. Today one group of every mission.
-
-    Batches plug in here: a group per batch (titled with the batch), then the missions of no
-    batch, each group keeping the order of ``rows`` (most recently active first)."""
-    return (MissionGroup(None, tuple(rows)),) if rows else ()
+def group_missions(rows: Sequence[MissionRow], batches: Sequence[BatchMembers] = ()) -> tuple[MissionGroup, ...]:
+    """The missions list's groups, in the order shown: a group per batch that has a mission in
+    ``rows`` (titled with the batch), then the missions of no batch (no title). Each group keeps
+    the order of ``rows`` (most recently active first), and the groups come in the order of
+    their first row. A mission is in one batch (its id is made from the batch's); were it named
+    by two, the batch run longest ago keeps it."""
+    batch_of: dict[str, BatchMembers] = {}
+    for batch in batches:
+        for mission_id in batch.mission_ids:
+            batch_of.setdefault(mission_id, batch)
+    grouped: dict[str | None, list[MissionRow]] = {}
+    for row in rows:
+        batch = batch_of.get(row.id)
+        grouped.setdefault(batch.title if batch else None, []).append(row)
+    groups = [MissionGroup(title, tuple(members)) for title, members in grouped.items() if title is not None]
+    if None in grouped:
+        groups.append(MissionGroup(None, tuple(grouped[None])))
+    return tuple(groups)
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,10 @@ class WorkspaceReader:
         if not MISSION_ID.fullmatch(mission_id) or mission_id not in self.mission_ids():
             raise ResourceNotFound("mission", mission_id[:120])
         return mission_id
+
+    def batches(self) -> tuple[BatchMembers, ...]:
+        """The workspace's batches and their missions (read from the batches' stores, no graph)."""
+        return batch_members(self.workspace.home)
 
     def driver(self, mission_id: str, status: MissionResult) -> str | None:
         if self._driven_here(mission_id):

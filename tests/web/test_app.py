@@ -8,17 +8,20 @@ import importlib
 import json
 import re
 from html import unescape
+from pathlib import Path
 
 import pytest
+import yaml
 from starlette.testclient import TestClient
 
 from cabal import mission_status, run_mission
 from cabal.report.formats import render_report
-from cabal.rounds.workspace import mission_report
+from cabal.batch.store import BatchMembers
+from cabal.rounds.workspace import Workspace, mission_report
 from cabal.web.forms import MAX_UPLOAD, SIMULATED
-from cabal.web.state import MissionRow, group_missions
+from cabal.web.state import MissionGroup, MissionRow, WorkspaceReader, group_missions
 
-from .conftest import QUESTION, wait_until
+from .conftest import QUESTION, QUESTION_SCRIPT, wait_until
 
 QUESTION_TEXT = "Who reads the README first, people installing tally or people contributing to it?"
 
@@ -60,16 +63,55 @@ def test_the_missions_list_shows_state_round_question_and_spend(client: TestClie
                    f"{status.usage.total_tokens:,} tokens $0.0000")
 
 
-def test_the_list_groups_missions_in_one_group_today() -> None:
-    rows = [MissionRow(id=f"m-x-00000{n}", name="x", state="done", stop_reason=None, round=1, rounds=2, question=None,
-                       tokens=0, cost_usd=0.0, budget_tokens=None, budget_cost_usd=None, driver=None, active_at=n)
-            for n in (3, 2, 1)]
+def _row(mission_id: str, active_at: float) -> MissionRow:
+    return MissionRow(id=mission_id, name="x", state="done", stop_reason=None, round=1, rounds=2, question=None,
+                      tokens=0, cost_usd=0.0, budget_tokens=None, budget_cost_usd=None, driver=None, active_at=active_at)
 
-    groups = group_missions(rows)
+
+def test_the_list_groups_a_batchs_missions_under_the_batch_and_the_rest_after() -> None:
+    rows = [_row(mission_id, 9 - n) for n, mission_id in enumerate(["m-a-1", "m-loose-1", "m-b-1", "m-a-2", "m-b-2"])]
+    old = BatchMembers("b-old-00000001", "old", ("m-b-1", "m-b-2", "m-gone-1"))
+    new = BatchMembers("b-new-00000002", "new", ("m-a-1", "m-a-2", "m-b-2"))  # m-b-2 is the older batch's
+
+    groups = group_missions(rows, [old, new])
 
     assert [(group.title, [row.id for row in group.rows]) for group in groups] == [
-        (None, ["m-x-000003", "m-x-000002", "m-x-000001"])]
-    assert group_missions([]) == ()
+        ("Batch new (b-new-00000002)", ["m-a-1", "m-a-2"]),  # its newest mission is the list's first
+        ("Batch old (b-old-00000001)", ["m-b-1", "m-b-2"]),
+        (None, ["m-loose-1"]),
+    ]
+    assert group_missions(rows) == (MissionGroup(None, tuple(rows)),)
+    assert group_missions([], [old]) == ()
+
+
+def test_a_batch_run_in_the_workspace_is_a_titled_group_of_the_list(client: TestClient, workspace: Workspace,
+                                                                   tmp_path: Path) -> None:
+    from cabal.batch import run_batch
+
+    plan = tmp_path / "grouped.batch.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "grouped", "requests": ["Write the README's opening.", "Write the README's install section."],
+        "mission": {"team": {"operatives": 1}, "rounds": 3, "model": f"scripted:{QUESTION_SCRIPT}",
+                    "answers": ["People installing it."]}}))
+    batch = run_batch(plan, workers=2, home=workspace.home)
+    alone = run_mission(QUESTION, home=workspace.home).mission_id
+    reader = WorkspaceReader(workspace, lambda mission_id: False)
+    try:
+        groups = group_missions(reader.rows(), reader.batches())
+    finally:
+        reader.close()
+
+    members = {row.mission_id for row in batch.report.rows}
+    titled = [group for group in groups if group.title == f"Batch grouped ({batch.batch_id})"]
+    assert len(titled) == 1 and {row.id for row in titled[0].rows} == members
+    assert groups[-1].title is None and alone in {row.id for row in groups[-1].rows}
+    assert not members & {row.id for row in groups[-1].rows}
+    # The page shows the same: the batch's heading, then its missions' rows in its section.
+    page = client.get("/").text
+    section = re.search(r'<section class="group">\s*<h2>Batch grouped \(' + batch.batch_id + r'\)</h2>(.*?)</section>',
+                        page, re.S)
+    assert section is not None
+    assert set(re.findall(r'data-mission="([^"]+)"', section.group(1))) == members
 
 
 def test_a_missions_page_shows_the_question_the_conversation_and_the_usage(client: TestClient, asking: str,

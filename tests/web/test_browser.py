@@ -296,3 +296,24 @@ def test_starting_a_mission_from_the_form(page, web) -> None:
     shoot(page, "form-mission-laptop")
     page.set_viewport_size(PHONE)
     shoot(page, "form-mission-phone")
+
+
+def test_a_batchs_missions_are_listed_under_the_batch(page, web, workspace, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    from cabal.batch import run_batch
+
+    plan = tmp_path / "listed.batch.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "listed", "requests": ["Write the README's opening.", "Write the README's usage section."],
+        "mission": {"team": {"operatives": 1}, "rounds": 3, "model": f"scripted:{QUESTION_SCRIPT}",
+                    "answers": ["People installing it."]}}))
+    batch = run_batch(plan, workers=2, home=workspace.home)
+
+    page.goto(web)
+    heading = page.get_by_role("heading", name=f"Batch listed ({batch.batch_id})")
+    expect(heading).to_be_visible()
+    rows = page.locator("section.group", has=heading).locator("a.mission-row")
+    expect(rows).to_have_count(2)
+    assert {rows.nth(n).get_attribute("data-mission") for n in range(2)} == {r.mission_id for r in batch.report.rows}
+    shoot(page, "batch-group-laptop")
