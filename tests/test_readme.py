@@ -30,8 +30,8 @@ PYTHON = [code for language, code in BLOCK.findall(README) if language == "pytho
 
 
 def test_the_readme_has_its_snippets() -> None:
-    assert len(PYTHON) == 8
-    assert [language for language, _ in BLOCK.findall(README)].count("yaml") == 1
+    assert len(PYTHON) == 9
+    assert [language for language, _ in BLOCK.findall(README)].count("yaml") == 2  # a mission file, a batch file
 
 
 @pytest.mark.parametrize("code", PYTHON, ids=[code.splitlines()[-1][:40] for code in PYTHON])
@@ -43,7 +43,8 @@ def test_a_python_snippet_runs_as_written(code: str, graph_server, monkeypatch: 
             graph.delete_graph()
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})  # noqa: S102 - our own README
+        # As a script: the batch snippet's `if __name__ == "__main__":` guard runs its body.
+        exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})  # noqa: S102 - our own README
     assert printed.getvalue().strip(), "every snippet shows something"
     for name in named:
         with ContextGraph.open(name=name, home=graph_server.home) as graph:
@@ -65,11 +66,22 @@ def test_the_membrane_and_procedure_snippets_print_what_their_comments_say(graph
 
 
 def test_the_mission_file_example_is_a_valid_mission() -> None:
-    (mission,) = [code for language, code in BLOCK.findall(README) if language == "yaml"]
+    mission, _ = [code for language, code in BLOCK.findall(README) if language == "yaml"]
 
     spec = parse_mission(yaml.safe_load(mission))
 
     assert (spec.team.operatives, spec.rounds, spec.budget.tokens) == (2, 4, 400000)
+
+
+def test_the_batch_file_example_is_a_valid_batch_file() -> None:
+    from cabal.batch.plan import BatchSpec
+
+    _, batch = [code for language, code in BLOCK.findall(README) if language == "yaml"]
+
+    spec = BatchSpec.model_validate(yaml.safe_load(batch))
+
+    assert (spec.name, spec.repeat, spec.budget.tokens, spec.budget.cost_usd) == ("launches", 2, 2_000_000, 20)
+    assert (spec.mission.team.operatives, spec.requests.column, spec.matrix.operatives) == (2, "request", [1, 2, 3])
 
 
 def test_the_json_blocks_parse() -> None:

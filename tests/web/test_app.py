@@ -269,9 +269,9 @@ def test_an_uploaded_mission_file_starts_as_cabal_run_reads_it(client: TestClien
 
 @pytest.mark.parametrize(("content", "said"), [
     (b"", "The mission file is empty."),
-    (b"request: [unclosed", "picnic.yaml: not valid YAML"),
+    (b"request: [unclosed", "picnic.yaml:1: invalid YAML: expected ',' or ']'"),  # located, as the CLI says it
     (b"- a list", "picnic.yaml: a mission file is a mapping with at least `request:`"),
-    (b"request: hi\nrounds: lots\n", "picnic.yaml: invalid mission: rounds: Input should be a valid integer"),
+    (b"request: hi\nrounds: lots\n", "picnic.yaml:2: invalid mission: rounds: Input should be a valid integer"),
     (b"request: hi\nmodel: scripted:../../secret.yaml\n",
      "The model 'scripted:../../secret.yaml' cannot be chosen here"),
     (b"request: hi\nmodel: {name: 'py:os:system'}\n", "The model 'py:os:system' cannot be chosen here"),
