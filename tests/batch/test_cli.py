@@ -82,7 +82,7 @@ def test_the_view_is_plain_lines_when_output_is_not_a_terminal() -> None:
     ]
 
 
-def test_events_go_to_a_file_as_json_lines_the_missions_own_tagged_with_their_id(
+def test_events_go_to_a_file_as_json_lines_the_missions_own_as_cabal_run_writes_them(
         home: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan = batch_file(tmp_path, "events", readme_requests(2), answers=[ANSWER])
     events_file = tmp_path / "events.jsonl"
