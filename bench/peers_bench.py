@@ -110,6 +110,7 @@ class Meter:
     fn_in: dict[int, float] = field(default_factory=lambda: defaultdict(float))  # model time per round
     round_starts: dict[int, float] = field(default_factory=dict)  # perf_counter() as each round began
     started: float = 0.0  # perf_counter() around the whole run
+    stopped: float | None = None  # perf_counter() as the last round ended (the mission stopped)
     ended: float = 0.0
     calls: int = 0
     first_call_at: float | None = None  # time.monotonic() of the first call
@@ -137,16 +138,23 @@ class Meter:
         self.round = round_number
         self.round_starts.setdefault(round_number, time.perf_counter())
 
+    def stop(self) -> None:
+        """The last round has ended; what follows is the run's closing work."""
+        self.stopped = time.perf_counter()
+
     def engine_s(self, round_number: int) -> float:
-        """A round's wall time outside the model function."""
-        end = self.round_starts.get(round_number + 1, self.ended)
-        return end - self.round_starts[round_number] - self.fn_in[round_number]
+        """A round's wall time outside the model function (round 0: everything before round 1)."""
+        end = self.round_starts.get(round_number + 1, self.stopped or self.ended)
+        return end - self.round_starts.get(round_number, self.started) - self.fn_in[round_number]
 
     def fixed_s(self, rounds: int) -> float:
-        """What the run cost beyond ``rounds`` steady rounds: start-up, the bootstrap, the first
-        round's extra, the end. A steady round is the median of rounds 2 to ``rounds``."""
+        """What a mission costs whatever its length: everything before round 1 (start-up and the
+        bootstrap, model time apart), the first round's extra over a steady one (the median of
+        rounds 2 to ``rounds``) and everything after the last round (the end of the run). Rounds
+        themselves are not in it, so missions whose rounds grow costlier do not inflate it."""
         steady = statistics.median(self.engine_s(r) for r in range(2, rounds + 1))
-        return (self.ended - self.started - self.fn_s) - rounds * steady
+        closing = self.ended - (self.stopped or self.ended)
+        return self.engine_s(0) + max(0.0, self.engine_s(1) - steady) + closing
 
     def first_over_steady(self, rounds: int) -> float:
         return self.engine_s(1) / statistics.median(self.engine_s(r) for r in range(2, rounds + 1))
@@ -460,7 +468,7 @@ def run_cabal(rounds: int, meter: Meter, home: Path) -> float:
     """Wall seconds of one Cabal mission of ``rounds`` rounds, through the public API only."""
     from cabal.llm import FunctionChatModel
     from cabal.rounds.api import run_mission
-    from cabal.rounds.events import MissionEvent, RoundStarted, TurnDone
+    from cabal.rounds.events import MissionEvent, MissionStopped, RoundStarted, TurnDone
     from cabal.rounds.simulated import simulated_team
 
     team = simulated_team(initial_products=4, products_per_round=2)
@@ -470,6 +478,8 @@ def run_cabal(rounds: int, meter: Meter, home: Path) -> float:
     def on_event(event: MissionEvent) -> None:
         if isinstance(event, RoundStarted):
             meter.enter(event.round)
+        if isinstance(event, MissionStopped):
+            meter.stop()
         if isinstance(event, TurnDone) and event.outcome == "failed":
             raise SystemExit(f"failed turn: {event}")
 
