@@ -43,7 +43,6 @@ from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
-ERROR_LOG = "error.log"  # in the mission's folder: the traceback of an engine error, for whoever debugs it
 
 
 def _new_mission_id(spec: MissionSpec) -> str:
@@ -264,7 +263,7 @@ def _pause(run: MissionRun, why: str) -> None:
 def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
     summary = " ".join(str(error).split())[:500] or type(error).__name__
     detail = summary if isinstance(error, CabalError) else f"{type(error).__name__}: {summary}"
-    log = workspace.mission_dir(run.mission_id) / ERROR_LOG
+    log = workspace.error_log_path(run.mission_id)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("".join(traceback.format_exception(error)))
     run.set_status(MissionState.FAILED, _round_of(run), StopReason.ERROR, detail)

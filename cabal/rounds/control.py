@@ -36,6 +36,7 @@ class MissionResult:
     detail: str | None = None
     turns: int = 0  # turns committed (a turn stopped early counts once more, for what it spent)
     failed_turns: int = 0  # turns that found no valid answer: their work is missing
+    error_log: Path | None = None  # a failed mission's traceback, when an engine error failed it
 
 
 def _pending_halt(graph: ContextGraph) -> dict | None:
@@ -48,7 +49,7 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
     process died (its lock is free) is ``interrupted``."""
     node = graph.get(mission_id) or {}
     spend = mission_spend(graph)
-    path = workspace.transcript_path(mission_id)
+    path, log = workspace.transcript_path(mission_id), workspace.error_log_path(mission_id)
     state, detail = MissionState(node["status"]), node.get("detail") or None
     if state == MissionState.RUNNING and not workspace.is_driven(mission_id):
         state, detail = MissionState.INTERRUPTED, "the process running it stopped (killed or crashed)"
@@ -58,6 +59,7 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
         round=int(node.get("round") or 0), usage=spend.usage, cost_usd=round(spend.cost_usd, 6),
         pending_halt=_pending_halt(graph), transcript_path=path if path.exists() else None, detail=detail,
         turns=spend.turns, failed_turns=spend.failed_turns,
+        error_log=log if state == MissionState.FAILED and log.exists() else None,
     )
 
 
