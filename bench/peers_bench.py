@@ -30,6 +30,13 @@ Figures (both sides):
 - first_call: a fresh `python` subprocess (this script with --child) from its start to the first
   model call, median of STARTS interleaved starts. Cabal's child uses a new workspace each time,
   so it includes starting the embedded graph server (a cold `cabal run`).
+- fixed_cost_per_mission: engine time before round 1 (start-up and the bootstrap), the first
+  round's extra over a steady round (the median of rounds 2 to R) and the time after the last
+  round (Cabal: from MissionStopped to the end of run_mission, the transcript written). Goal:
+  <= 30 ms; first_round_over_steady_round <= 1.2 (note: in this workload round 1 versions,
+  reviews and inspects the 3 bootstrap products plus 2 new ones, later rounds 2).
+- cabal_help_command, cabal_status_command: wall time of the console script, ``--help`` and
+  ``status ID`` of a finished mission, median of STARTS runs. Goal: <= 0.3 s.
 - peak_rss: the peak resident set of a subprocess that runs the R=20 workload, read as VmHWM
   from /proc (its ru_maxrss would start from this script's own peak: Linux carries a parent's
   maximum over fork and exec). Cabal's graph server is a separate process, reported on its own
@@ -78,6 +85,7 @@ GOAL_OVERHEAD_RATIO = 1.0
 GOAL_GROWTH = 1.3
 GOAL_FIXED_MS = 30
 GOAL_FIRST_ROUND = 1.2
+GOAL_CLI_S = 0.3
 
 
 def report(name: str, value: float, unit: str, goal: str = "") -> None:
@@ -110,6 +118,7 @@ class Meter:
     fn_in: dict[int, float] = field(default_factory=lambda: defaultdict(float))  # model time per round
     round_starts: dict[int, float] = field(default_factory=dict)  # perf_counter() as each round began
     started: float = 0.0  # perf_counter() around the whole run
+    stopped: float | None = None  # perf_counter() as the last round ended (the mission stopped)
     ended: float = 0.0
     calls: int = 0
     first_call_at: float | None = None  # time.monotonic() of the first call
@@ -137,16 +146,23 @@ class Meter:
         self.round = round_number
         self.round_starts.setdefault(round_number, time.perf_counter())
 
+    def stop(self) -> None:
+        """The last round has ended; what follows is the run's closing work."""
+        self.stopped = time.perf_counter()
+
     def engine_s(self, round_number: int) -> float:
-        """A round's wall time outside the model function."""
-        end = self.round_starts.get(round_number + 1, self.ended)
-        return end - self.round_starts[round_number] - self.fn_in[round_number]
+        """A round's wall time outside the model function (round 0: everything before round 1)."""
+        end = self.round_starts.get(round_number + 1, self.stopped or self.ended)
+        return end - self.round_starts.get(round_number, self.started) - self.fn_in[round_number]
 
     def fixed_s(self, rounds: int) -> float:
-        """What the run cost beyond ``rounds`` steady rounds: start-up, the bootstrap, the first
-        round's extra, the end. A steady round is the median of rounds 2 to ``rounds``."""
+        """What a mission costs whatever its length: everything before round 1 (start-up and the
+        bootstrap, model time apart), the first round's extra over a steady one (the median of
+        rounds 2 to ``rounds``) and everything after the last round (the end of the run). Rounds
+        themselves are not in it, so missions whose rounds grow costlier do not inflate it."""
         steady = statistics.median(self.engine_s(r) for r in range(2, rounds + 1))
-        return (self.ended - self.started - self.fn_s) - rounds * steady
+        closing = self.ended - (self.stopped or self.ended)
+        return self.engine_s(0) + max(0.0, self.engine_s(1) - steady) + closing
 
     def first_over_steady(self, rounds: int) -> float:
         return self.engine_s(1) / statistics.median(self.engine_s(r) for r in range(2, rounds + 1))
@@ -460,7 +476,7 @@ def run_cabal(rounds: int, meter: Meter, home: Path) -> float:
     """Wall seconds of one Cabal mission of ``rounds`` rounds, through the public API only."""
     from cabal.llm import FunctionChatModel
     from cabal.rounds.api import run_mission
-    from cabal.rounds.events import MissionEvent, RoundStarted, TurnDone
+    from cabal.rounds.events import MissionEvent, MissionStopped, RoundStarted, TurnDone
     from cabal.rounds.simulated import simulated_team
 
     team = simulated_team(initial_products=4, products_per_round=2)
@@ -470,6 +486,8 @@ def run_cabal(rounds: int, meter: Meter, home: Path) -> float:
     def on_event(event: MissionEvent) -> None:
         if isinstance(event, RoundStarted):
             meter.enter(event.round)
+        if isinstance(event, MissionStopped):
+            meter.stop()
         if isinstance(event, TurnDone) and event.outcome == "failed":
             raise SystemExit(f"failed turn: {event}")
 
@@ -571,6 +589,22 @@ def first_call() -> None:
                "cabal <= baseline" if side == "cabal" else "")
 
 
+def cli_start(home: Path) -> None:
+    """Wall time of ``cabal --help`` and of ``cabal status ID`` on a finished mission (its graph
+    server already up, as after a run), process start to exit."""
+    cabal = Path(sys.executable).with_name("cabal")
+    mission_id = next(home.rglob("transcript.md")).parent.name
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for name, args in (("help", ["--help"]), ("status", ["status", mission_id, "--home", str(home)])):
+        samples = []
+        for run in range(STARTS + 1):  # the first run writes bytecode caches
+            started = time.monotonic()
+            subprocess.run([str(cabal), *args], capture_output=True, check=True, cwd=ROOT, env=env)
+            if run:
+                samples.append(time.monotonic() - started)
+        report(f"cabal_{name}_command", statistics.median(samples), "s", f"<= {GOAL_CLI_S}")
+
+
 def peak_rss() -> None:
     for side in ("cabal", "baseline"):
         measured = run_child_process(side, "peak-rss")
@@ -619,6 +653,7 @@ def main() -> None:
         home = Path(tmp)
         try:
             overhead_and_growth(home)
+            cli_start(home)
         finally:
             stop_graph_server(home)
     first_call()

@@ -26,8 +26,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from cabal.errors import CabalError
+from cabal.vocabulary import MCP_ACTOR
 
-MCP_ACTOR = "actor-mcp"
 SERVER_NAME = "cabal"
 
 INSTRUCTIONS = """Cabal keeps a project's shared context in a graph (modules, objectives, behaviors,

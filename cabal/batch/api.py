@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cabal.batch.cluster import check_address
 from cabal.batch.plan import BatchPlan, BatchSpec, load_plan, plan_of_spec
 from cabal.batch.report import BatchReport, collect
-from cabal.batch.runner import BatchResult, RunOptions, execute
 from cabal.batch.store import BatchStore, batch_ids
+
+if TYPE_CHECKING:
+    from cabal.batch.runner import BatchResult
 from cabal.rounds.workspace import Workspace
 
 
@@ -45,6 +46,10 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
     as ``__mp_main__``: a script that calls this at module level needs the usual
     ``if __name__ == "__main__":`` guard.
     """
+    # The engine is imported to run a batch only: status and report read without it.
+    from cabal.batch.cluster import check_address
+    from cabal.batch.runner import RunOptions, execute
+
     if dask is not None:
         check_address(dask)  # before anything is planned or written
     if isinstance(plan, BatchSpec):

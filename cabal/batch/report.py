@@ -16,7 +16,7 @@ from typing import Any
 from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BatchBudget, BatchPlan, PlannedMission
 from cabal.batch.store import BatchStore
-from cabal.rounds.api import MissionResult, status_of
+from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.workspace import Workspace
 from cabal.vocabulary import MissionState, NotStarted
 

@@ -17,7 +17,7 @@ from cabal.batch.store import BatchMembers, batch_members
 from cabal.errors import GraphUnavailable, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.report import MissionReport, read_report
-from cabal.rounds.api import MissionResult, status_of
+from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 
 THIS_SERVER, ANOTHER_PROCESS = "this server", "another process"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,21 @@ def test_status_and_batches_show_where_it_is(six, home: str, capsys: pytest.Capt
     assert f"{result.batch_id}: 6 missions: 6 done" in listing.splitlines()
     data = json.loads(as_json)
     assert data["totals"]["tokens"] == 6 * TOKENS and len(data["missions"]) == 6
+
+
+def test_the_batch_commands_that_read_load_no_engine_and_no_model_client(six, home: str, tmp_path: Path) -> None:
+    # Like cabal status: reading a batch is reading graphs and files, without LangGraph,
+    # LangChain or a provider SDK, whose imports cost a second.
+    _, result, _ = six
+    heavy = ("langgraph", "langchain_core", "langchain_anthropic", "anthropic", "langsmith")
+    probe = ("import json, sys\nfrom cabal.cli import main\nmain(json.loads(sys.argv[1]))\n"
+             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(json.loads(sys.argv[2])))),"
+             " file=sys.stderr)")
+    for command in (["batch", "status", result.batch_id], ["batches"],
+                    ["batch", "report", result.batch_id, "--format", "html", "--output", str(tmp_path / "b.html")]):
+        ran = subprocess.run([sys.executable, "-c", probe, json.dumps([*command, "--home", home]), json.dumps(heavy)],
+                             capture_output=True, text=True, timeout=60)
+        assert json.loads(ran.stderr.strip().splitlines()[-1]) == [], (command, ran.stderr)
 
 
 def test_the_report_in_each_format(six, home: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

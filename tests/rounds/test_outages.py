@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from cabal.graph import ContextGraph
-from cabal.rounds.api import mission_status, resume_mission, run_mission
+from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.control import mission_status
 from cabal.rounds.events import MissionInterrupted, ModelRetried
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, error_body, failure_headers
