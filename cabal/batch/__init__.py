@@ -14,8 +14,7 @@ and ``cluster`` (the two pools of workers), ``limits`` (what workers share about
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from cabal.lazy import lazy_names
 
 _EXPORTS = {
     "run_batch": "api", "resume_batch": "api", "batch_status": "api", "batches": "api",
@@ -24,8 +23,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(f"cabal.batch.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'cabal.batch' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _EXPORTS)

@@ -9,8 +9,7 @@ imported without LangChain by the commands that only read a mission.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from cabal.lazy import lazy_names
 
 _EXPORTS = {
     "CallLimiter": "call", "ModelReply": "call", "RetryNotice": "call", "call_model": "call",
@@ -24,8 +23,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(f"cabal.llm.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'cabal.llm' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _EXPORTS)

@@ -21,8 +21,7 @@ runs and one commit per turn), ``snapshot`` (the view).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from cabal.lazy import lazy_names
 
 _EXPORTS = {
     "run_mission": "api", "resume_mission": "api",
@@ -34,8 +33,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(f"cabal.rounds.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'cabal.rounds' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _EXPORTS)
