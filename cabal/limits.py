@@ -4,7 +4,7 @@ Answers come from models and from outside agents (MCP). Before anything reads on
 walked once, without recursion, and every value the graph could not store or a terminal
 should not print is a problem to send back: nesting beyond ``MAX_DEPTH``, more than
 ``MAX_ITEMS`` values, a string longer than ``MAX_STRING_CHARS``, a NUL, a lone surrogate, or a
-control character other than newline, carriage return and tab.
+control character (C0 or C1) other than newline, carriage return and tab.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ MAX_ITEMS = 20_000
 MAX_STRING_CHARS = 100_000
 MAX_PROBLEMS = 20  # one answer's problems, beyond which more would only be noise
 
-_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _NAMES = {"\x00": "a NUL character", "\x1b": "an escape character (ESC)", "\x7f": "a DEL character"}
 
 
@@ -66,3 +66,4 @@ def answer_problems(answer: Any) -> list[AnswerProblem]:
                     problems.append(AnswerProblem(path, f"a key contains {wrong}"))
             stack.append((item, f"{path}.{key}" if path else str(key), depth + 1))
     return problems
+

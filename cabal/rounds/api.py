@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from cabal.entities import USER_COLLAB_TYPE, HaltAnswer
 from cabal.errors import AnswerRejected, CabalError, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
+from cabal.limits import answer_problems
 from cabal.llm import Budget, ModelSettings, Usage, make_model, model_name
 from cabal.llm.usage import price_per_mtok
 from cabal.membrane import Membrane
@@ -185,11 +186,14 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                hint=f"cabal resume {mission_id} --answer '...'")
         if pending is None and answer is not None:
             raise MissionError(f"mission {mission_id} has no pending question to answer")
-        if answer is not None:
+        if answer is not None:  # the user's answer is checked like any answer, before anything runs
             try:
                 HaltAnswer(answer=answer)
+                problems = answer_problems(answer)
             except ValidationError as error:
-                raise MissionError("the answer cannot be used: " + "; ".join(map(str, pydantic_problems(error))))
+                problems = pydantic_problems(error)
+            if problems:
+                raise MissionError("the answer cannot be used: " + "; ".join(map(str, problems)))
         spend = mission_spend(graph)
         run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=int(node.get("round") or 0),
                                 answer=answer, model=settings.name if model is None or isinstance(model, str)
