@@ -15,6 +15,7 @@ from cabal import resources
 from cabal.errors import ProtocolLoadError, ResourceNotFound
 from cabal.membrane.loader import load_protocol
 from cabal.membrane.protocol import Protocol
+from cabal.yaml_reader import read_text_file
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -38,9 +39,7 @@ class ProtocolLibrary:
         path = self._files.get(name) if isinstance(name, str) else None
         if path is None:
             raise ResourceNotFound("protocol", str(name), known=self.names())
-        protocol = load_protocol(
-            path.read_text(encoding="utf-8"), str(path), protocol_exists=self.exists, expected_name=name
-        )
+        protocol = load_protocol(read_text_file(path), str(path), protocol_exists=self.exists, expected_name=name)
         self._loaded[name] = protocol
         return protocol
 
