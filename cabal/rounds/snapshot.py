@@ -25,7 +25,9 @@ a collab is open until a reflection addresses it; an assignment is active while 
 latest for its product and the product is neither accepted nor removed.
 
 Operatives in one step act in parallel on the same snapshot, so none sees another's writes of
-that step: exactly the semantics of a step.
+that step: exactly the semantics of a step. A step replayed after a crash that came once some
+of its turns had committed reads the mission as of the step's start (``load_snapshot`` with
+``step``), so the turns it runs again see exactly what they saw the first time.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from dataclasses import dataclass, field
 from cabal.entities import BLOCKING_IMPORTANCE
 from cabal.graph import ContextGraph
 from cabal.llm.usage import Usage
+from cabal.rounds.ids import step_prefix
+from cabal.vocabulary import USER_ID
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
 # Node types kept whole, and those kept for a window of rounds (as load_snapshot reads them).
@@ -272,30 +276,43 @@ def mission_spend(graph: ContextGraph) -> Spend:
     return Spend(usage, cost, turns, failed)
 
 
-def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Snapshot:
-    """Read everything a step's agents may need, with one query per node type."""
+def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, step: str | None = None) -> Snapshot:
+    """Read everything a step's agents may need, with one query per node type.
+
+    With ``step``, the mission as of that step's start: what its turns wrote (their ids start
+    with ``step_prefix``) is left out, and so are the user's notes of this round, which a run
+    takes in at the next round's start. Its turn moments stay: they are the record of which
+    turns are done, and no prompt shows them."""
+    def find(node_type: str, where: dict | None = None, fields: list[str] | None = None) -> list[dict]:
+        rows = graph.find(node_type, where, fields=fields)
+        if step is None:
+            return rows
+        hidden = step_prefix(round_number, step)
+        return [row for row in rows if not row["id"].startswith(hidden)
+                and not (node_type == "collab" and row.get("author") == USER_ID and (row.get("round") or 0) >= round_number)]
+
     mission = graph.get(mission_id) or {}
     recent = [round_number - 1, round_number]
-    directives = {d["assignment_id"]: d for d in graph.find("directive")}
+    directives = {d["assignment_id"]: d for d in find("directive")}
     assignments = [{**{k: v for k, v in directives.get(a["id"], {}).items() if k not in ("id", "node_type", "type")}, **a}
-                   for a in graph.find("assignment")]
-    addressed = {collab for r in graph.find("reflection", fields=["addressed"]) for collab in r.get("addressed") or []}
+                   for a in find("assignment")]
+    addressed = {collab for r in find("reflection", fields=["addressed"]) for collab in r.get("addressed") or []}
     return Snapshot(
         round=round_number,
         mission=mission,
         agents={a["id"]: a for a in graph.find("agent")},
-        products={p["id"]: p for p in graph.find("product")},
-        versions=graph.find("version", fields=VERSION_META),
-        collabs=graph.find("collab"),
+        products={p["id"]: p for p in find("product")},
+        versions=find("version", fields=VERSION_META),
+        collabs=find("collab"),
         assignments=assignments,
-        reflections=graph.find("reflection", {"round": round_number}),
-        reviews=graph.find("review", {"round": recent}),
-        inspections=graph.find("inspection"),
-        findings=graph.find("finding"),
-        acceptances=graph.find("acceptance"),
-        remarks=graph.find("remark", {"round": recent}),
-        halts=graph.find("halt"),
-        messages=graph.find("message", {"round": round_number}),
+        reflections=find("reflection", {"round": round_number}),
+        reviews=find("review", {"round": recent}),
+        inspections=find("inspection"),
+        findings=find("finding"),
+        acceptances=find("acceptance"),
+        remarks=find("remark", {"round": recent}),
+        halts=find("halt"),
+        messages=find("message", {"round": round_number}),
         turns=graph.find("moment", {"type": "turn", "round": round_number},
                          fields=["round", "step", "agent", "outcome"]),
         addressed=addressed,

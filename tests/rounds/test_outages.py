@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from cabal.errors import ModelError
 from cabal.graph import ContextGraph
+from cabal.llm import FunctionChatModel, ModelRequest
 from cabal.rounds.api import mission_status, resume_mission, run_mission
-from cabal.rounds.events import MissionInterrupted, ModelRetried
+from cabal.rounds.events import MissionEvent, MissionInterrupted, ModelRetried, TurnDone
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, error_body, failure_headers
 from tests.llm.script_responder import script_responder
 
-from .players import LAUNCH_MISSION, LAUNCH_SCRIPT
+from .players import LAUNCH_MISSION, LAUNCH_SCRIPT, ScriptPlayer
 
 MODEL = {"name": "claude-sonnet-4-6", "max_retries": 2, "timeout_s": 0.5}  # three tries a call, half a second each
 
@@ -114,3 +116,35 @@ def test_outages_pause_the_mission_and_resume_finishes_it_as_if_nothing_happened
 
     assert (third.state, third.stop_reason, third.round) == ("done", "concluded", 4)
     assert the_work(home, first.mission_id) == the_work(home, calm.mission_id)
+
+
+def test_a_step_replayed_after_an_outage_gives_each_turn_the_prompt_of_the_first_run(graph_server) -> None:
+    # Round 1's Write: operative-1 commits its version, then operative-2's call fails for good.
+    home = graph_server.home
+    first = ScriptPlayer()
+    sibling_committed = threading.Event()
+
+    def outage_after_the_sibling(request: ModelRequest):
+        answer = first(request)  # recorded with its prompt, as a real provider would have received it
+        if (request.key.round, request.key.step, request.key.agent) == (1, "write", "operative-2"):
+            assert sibling_committed.wait(30)
+            raise ModelError("the provider went away", transient=True)
+        return answer
+
+    def heard(event: MissionEvent) -> None:
+        if isinstance(event, TurnDone) and (event.round, event.step, event.agent) == (1, "write", "operative-1"):
+            sibling_committed.set()
+
+    stopped = run_mission(launch(), model=FunctionChatModel(outage_after_the_sibling), home=home, on_event=heard)
+
+    assert (stopped.state, stopped.round) == ("interrupted", 1)
+    with ContextGraph.open(name=stopped.mission_id, home=home) as graph:
+        assert graph.exists("r1.write.operative-1.write_version0") and not graph.exists("r1.write.operative-2")
+
+    again = ScriptPlayer()
+    resumed = resume_mission(stopped.mission_id, model=again.model(), home=home)
+
+    assert (resumed.state, resumed.stop_reason) == ("done", "concluded")
+    assert again.calls_of(1, "write", "operative-1") == []  # committed: not run again
+    replayed, original = again.calls_of(1, "write", "operative-2")[0], first.calls_of(1, "write", "operative-2")[0]
+    assert replayed.messages == original.messages  # byte for byte: the sibling's new version is not in it
