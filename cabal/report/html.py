@@ -4,6 +4,7 @@ Offline by construction: the styles are inline, the pictures are inline SVG, the
 script, and a Content-Security-Policy forbids the page to load anything at all. Every text
 from the model or the user is escaped by the template (autoescape); a version's Markdown is
 rendered with raw HTML and images turned off, so it can add neither markup nor a request.
+No control character survives either (``printable``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from cabal import __version__
+from cabal.limits import printable
 from cabal.report.model import MissionReport, Product
 from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, timeline_svg, tree_svg
 
@@ -27,13 +29,13 @@ def render_html(report: MissionReport) -> str:
         escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
         return f"[{escaped}](#{product_anchor(report, product)})"
 
-    return _template().render(
+    return printable(_template().render(
         report=report, mission=report.mission, tree=tree_svg(report), timeline=timeline_svg(report),
         anchor=lambda product: product_anchor(report, product), readable=report.readable,
         content=lambda text: markdown_html(report.readable(text, link=linked)),
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),
         status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=__version__,
-    )
+    ))
 
 
 def markdown_html(text: str) -> Markup:

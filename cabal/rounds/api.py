@@ -30,6 +30,7 @@ from cabal.llm import Budget, ModelSettings, Usage, make_model, model_name
 from cabal.llm.usage import price_per_mtok
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
+from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.engine import ANSWER_FROM_FILE, build_graph
 from cabal.rounds.events import (MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
@@ -254,9 +255,8 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
         run.close()
-    path = workspace.transcript_path(run.mission_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_transcript(run.graph, run.mission_id))
+    workspace.private_mission_dir(run.mission_id)
+    write_private(workspace.transcript_path(run.mission_id), render_transcript(run.graph, run.mission_id))
     result = status_of(workspace, run.graph, run.mission_id)
     run.emit(RunEnded(run.mission_id, state=result.state, stop_reason=result.stop_reason, round=result.round,
                       turns=result.turns, input_tokens=result.usage.input_tokens,
@@ -281,9 +281,7 @@ def _pause(run: MissionRun, why: str) -> None:
 def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
     summary = " ".join(str(error).split())[:500] or type(error).__name__
     detail = summary if isinstance(error, CabalError) else f"{type(error).__name__}: {summary}"
-    log = workspace.mission_dir(run.mission_id) / ERROR_LOG
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("".join(traceback.format_exception(error)))
+    write_private(workspace.private_mission_dir(run.mission_id) / ERROR_LOG, "".join(traceback.format_exception(error)))
     run.set_status(MissionState.FAILED, _round_of(run), StopReason.ERROR, detail)
     run.emit(MissionStopped(run.mission_id, round=_round_of(run), reason=StopReason.ERROR, detail=detail))
 
