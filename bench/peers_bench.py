@@ -76,6 +76,8 @@ REQUEST = ("Write the operations handbook of a volunteer-run food bank: intake, 
            "distribution, volunteer shifts, safety and reporting.")
 GOAL_OVERHEAD_RATIO = 1.0
 GOAL_GROWTH = 1.3
+GOAL_FIXED_MS = 30
+GOAL_FIRST_ROUND = 1.2
 
 
 def report(name: str, value: float, unit: str, goal: str = "") -> None:
@@ -105,6 +107,11 @@ class Meter:
     round: int = 0  # the round now running (set by the side's own progress signal)
     chars: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     fn_s: float = 0.0
+    fn_in: dict[int, float] = field(default_factory=lambda: defaultdict(float))  # model time per round
+    round_starts: dict[int, float] = field(default_factory=dict)  # perf_counter() as each round began
+    started: float = 0.0  # perf_counter() around the whole run
+    stopped: float | None = None  # perf_counter() as the last round ended (the mission stopped)
+    ended: float = 0.0
     calls: int = 0
     first_call_at: float | None = None  # time.monotonic() of the first call
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -121,9 +128,36 @@ class Meter:
             with self._lock:
                 self.chars[self.round].append(size)
                 self.fn_s += elapsed
+                self.fn_in[self.round] += elapsed
                 self.calls += 1
             return answer
         return measured
+
+    def enter(self, round_number: int) -> None:
+        """Round ``round_number`` begins now (round 0 is everything before round 1)."""
+        self.round = round_number
+        self.round_starts.setdefault(round_number, time.perf_counter())
+
+    def stop(self) -> None:
+        """The last round has ended; what follows is the run's closing work."""
+        self.stopped = time.perf_counter()
+
+    def engine_s(self, round_number: int) -> float:
+        """A round's wall time outside the model function (round 0: everything before round 1)."""
+        end = self.round_starts.get(round_number + 1, self.stopped or self.ended)
+        return end - self.round_starts.get(round_number, self.started) - self.fn_in[round_number]
+
+    def fixed_s(self, rounds: int) -> float:
+        """What a mission costs whatever its length: everything before round 1 (start-up and the
+        bootstrap, model time apart), the first round's extra over a steady one (the median of
+        rounds 2 to ``rounds``) and everything after the last round (the end of the run). Rounds
+        themselves are not in it, so missions whose rounds grow costlier do not inflate it."""
+        steady = statistics.median(self.engine_s(r) for r in range(2, rounds + 1))
+        closing = self.ended - (self.stopped or self.ended)
+        return self.engine_s(0) + max(0.0, self.engine_s(1) - steady) + closing
+
+    def first_over_steady(self, rounds: int) -> float:
+        return self.engine_s(1) / statistics.median(self.engine_s(r) for r in range(2, rounds + 1))
 
     def tokens_per_call(self, round_number: int) -> float:
         return statistics.mean(self.chars[round_number]) / CHARS_PER_TOKEN
@@ -412,14 +446,15 @@ def run_baseline(rounds: int, meter: Meter, checkpointer: bool = True) -> float:
     model = StructuredFakeChatModel(answer=answer)
     graph = build_baseline(model, rounds, checkpointer)
     config = {"configurable": {"thread_id": "baseline"}, "recursion_limit": 10_000}
-    started = time.perf_counter()
+    meter.started = started = time.perf_counter()
     for update in graph.stream({"messages": [HumanMessage(REQUEST)], "round": 0}, config,
                                stream_mode="updates"):
         if "bootstrap" in update:
-            meter.round = 1
-        if "present" in update:
-            meter.round = update["present"]["round"]
-    return time.perf_counter() - started
+            meter.enter(1)
+        if "present" in update and update["present"]["round"] <= rounds:
+            meter.enter(update["present"]["round"])
+    meter.ended = time.perf_counter()
+    return meter.ended - started
 
 
 # ------------------------------------------------------------------------------ Cabal
@@ -433,21 +468,25 @@ def run_cabal(rounds: int, meter: Meter, home: Path) -> float:
     """Wall seconds of one Cabal mission of ``rounds`` rounds, through the public API only."""
     from cabal.llm import FunctionChatModel
     from cabal.rounds.api import run_mission
+    from cabal.rounds.events import MissionEvent, MissionStopped, RoundStarted, TurnDone
     from cabal.rounds.simulated import simulated_team
 
     team = simulated_team(initial_products=4, products_per_round=2)
     answer = meter.timed(lambda messages, tools, request: team.fn(request))
     model = FunctionChatModel(lambda request: answer(request.messages, request.tools, request))
 
-    def on_event(event: dict) -> None:
-        if event["kind"] == "step":
-            meter.round = int(event["round"])
-        if event["kind"] == "turn_done" and event.get("outcome") == "failed":
+    def on_event(event: MissionEvent) -> None:
+        if isinstance(event, RoundStarted):
+            meter.enter(event.round)
+        if isinstance(event, MissionStopped):
+            meter.stop()
+        if isinstance(event, TurnDone) and event.outcome == "failed":
             raise SystemExit(f"failed turn: {event}")
 
-    started = time.perf_counter()
+    meter.started = started = time.perf_counter()
     result = run_mission(cabal_mission(rounds), model=model, home=home, on_event=on_event)
-    wall = time.perf_counter() - started
+    meter.ended = time.perf_counter()
+    wall = meter.ended - started
     if result.state != "done" or result.round != rounds:
         raise SystemExit(f"Cabal mission ended {result.state} ({result.stop_reason}) at round {result.round}")
     return wall
@@ -486,12 +525,14 @@ def overhead_and_growth(home: Path) -> None:
     run_baseline(2, Meter())
     per_call: dict[str, list[float]] = {side: [] for side in runs}
     meters: dict[str, Meter] = {}
+    all_meters: dict[str, list[Meter]] = {side: [] for side in runs}
     for _ in range(RUNS):
         for side, run in runs.items():
             meter = Meter()
             wall = run(meter)
             per_call[side].append((wall - meter.fn_s) / meter.calls)
             meters[side] = meter
+            all_meters[side].append(meter)
     overhead = {side: statistics.median(values) * 1000 for side, values in per_call.items()}
     for side in runs:
         report(f"{side}_calls_per_round", statistics.mean(meters[side].calls_in(r) for r in range(2, ROUNDS + 1)),
@@ -501,6 +542,13 @@ def overhead_and_growth(home: Path) -> None:
                f"<= {GOAL_OVERHEAD_RATIO:.1f}x baseline" if side == "cabal" else "")
     report("cabal_over_baseline_overhead_per_call", overhead["cabal"] / overhead["baseline"], "x",
            f"<= {GOAL_OVERHEAD_RATIO:.1f}")
+    fixed = {side: statistics.median(m.fixed_s(ROUNDS) for m in all_meters[side]) * 1000 for side in runs}
+    first = {side: statistics.median(m.first_over_steady(ROUNDS) for m in all_meters[side]) for side in runs}
+    for side in ("cabal", "baseline"):
+        report(f"{side}_fixed_cost_per_mission", fixed[side], "ms",
+               f"<= {GOAL_FIXED_MS} ms" if side == "cabal" else "")
+        report(f"{side}_first_round_over_steady_round", first[side], "x",
+               f"<= {GOAL_FIRST_ROUND}" if side == "cabal" else "")
     for side in ("cabal", "baseline"):
         meter = meters[side]
         report(f"{side}_prompt_tokens_per_call_r2", meter.tokens_per_call(2), "tokens")

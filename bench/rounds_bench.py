@@ -36,7 +36,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import BaseMessage  # noqa: E402
 
 from cabal.graph import ContextGraph, EmbeddedServer  # noqa: E402
 from cabal.llm import FunctionChatModel, ModelRequest  # noqa: E402

@@ -7,14 +7,17 @@ override files by name: later folders win.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from cabal.errors import ConfigError
 
 KINDS = ("agents", "protocols", "skills", "prompts", "procedures", "examples")
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
+_PARSED: dict[tuple, object] = {}
+T = TypeVar("T")
 
 
 def builtin_dir(kind: str) -> Path:
@@ -47,3 +50,16 @@ def files_by_name(kind: str, suffixes: tuple[str, ...], extra: Iterable[str | Pa
             if path.is_file() and path.suffix in suffixes:
                 found[path.stem] = path
     return found
+
+
+def parsed_once(path: Path, parse: Callable[[Path], T], *key: Hashable) -> T:
+    """``parse(path)``, once per process for each version of the file (its path, modification
+    time and size) and ``key``: what else the result depends on, starting with the kind of
+    thing parsed. Every mission run loads the team's data files anew; parsing their YAML again
+    was a tenth of a short mission's engine time. ``parse`` must return a value nobody changes
+    (frozen dataclasses, tuples)."""
+    stat = path.stat()
+    cache_key = (str(path), stat.st_mtime_ns, stat.st_size, *key)
+    if cache_key not in _PARSED:
+        _PARSED[cache_key] = parse(path)
+    return _PARSED[cache_key]  # type: ignore[return-value]

@@ -37,6 +37,20 @@ def test_console_script_and_package(wheel):
     assert "cabal/report/templates/report.html.j2" in wheel.namelist()  # the HTML report's template
 
 
+def test_the_web_pages_ship_every_asset_they_serve(wheel):
+    """`cabal serve` works offline: its templates, stylesheets and script come from the package."""
+    names = set(wheel.namelist())
+    web = {f"cabal/{p.relative_to(ROOT / 'cabal').as_posix()}" for p in (ROOT / "cabal" / "web").rglob("*")
+           if p.is_file() and "__pycache__" not in p.parts}
+    sections = {f"cabal/report/templates/sections/{p.name}"
+                for p in (ROOT / "cabal" / "report" / "templates" / "sections").iterdir()}
+    assert {"cabal/web/static/live.js", "cabal/web/static/web.css", "cabal/web/templates/mission.html.j2"} <= web
+    assert web | sections | {"cabal/report/templates/report.css"} <= names
+    metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith("METADATA"))).decode()
+    for requirement in ("starlette>=1.10", "uvicorn>=0.54", "sse-starlette>=3.7", "python-multipart>=0.0.20"):
+        assert f"Requires-Dist: {requirement}\n" in metadata
+
+
 def test_the_otel_extra_and_the_report_dependencies_are_declared(wheel):
     metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith("METADATA"))).decode()
     assert "Provides-Extra: otel" in metadata

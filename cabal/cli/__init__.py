@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "cabal.cli.protocols",   # protocols list/show/check
     "cabal.cli.doctor",      # doctor
     "cabal.cli.mcp",         # mcp
+    "cabal.cli.serve",       # serve
 )
 
 

@@ -7,7 +7,6 @@ that works offline. With ``-o`` and no ``--format``, the file's suffix picks the
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -21,17 +20,9 @@ FORMATS = {"md": "md", "markdown": "md", "json": "json", "html": "html", "htm": 
 def cmd_export(args: argparse.Namespace) -> int:
     target = Path(args.output) if args.output else None
     chosen = args.format or (FORMATS.get(target.suffix.lstrip(".").lower()) if target else None) or "md"
-    report = rounds.mission_report(args.mission_id, home=args.home, url=args.url)
-    if chosen == "json":
-        text = json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
-    elif chosen == "html":
-        from cabal.report.html import render_html
+    from cabal.report.formats import render_report
 
-        text = render_html(report)
-    else:
-        from cabal.report.markdown import render_markdown
-
-        text = render_markdown(report)
+    text = render_report(rounds.mission_report(args.mission_id, home=args.home, url=args.url), chosen)
     if target is None:
         sys.stdout.write(text)
         return 0

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options
-from cabal.errors import ConfigError
+from cabal.errors import ConfigError, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
 
@@ -240,7 +240,10 @@ def cmd_missions(args: argparse.Namespace) -> int:
 
     workspace = Workspace.at(args.home, args.url, reading=True)
     for mission_id in workspace.missions():
-        result = rounds.mission_status(mission_id, home=args.home, url=args.url)
+        try:
+            result = rounds.mission_status(mission_id, home=args.home, url=args.url)
+        except ResourceNotFound:  # a graph named like a mission that holds none
+            continue
         print(f"{mission_id}: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
               + f", round {result.round}")
     return 0

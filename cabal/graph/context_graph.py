@@ -7,7 +7,9 @@ import os
 import redis
 from falkordb import FalkorDB
 from falkordb.edge import Edge
+from falkordb.helpers import stringify_param_value
 from falkordb.node import Node
+from falkordb.query_result import QueryResult
 
 from cabal.config import ServerAddress, redact, resolve_server
 from cabal.errors import ClusterError, GraphError, GraphUnavailable, NodeNotFound, SchemaError
@@ -52,6 +54,10 @@ def _unreachable(shown: str, exc: Exception) -> GraphUnavailable:
         hint="start FalkorDB there, fix FALKORDB_URL, or unset FALKORDB_URL (and NGRAM_FALKORDB_HOST) "
         "to use the embedded server",
     )
+
+
+def _node_rows(result: QueryResult) -> list[dict]:
+    return [dict(row[0].properties) if isinstance(row[0], Node) else dict(row[0]) for row in result.result_set]
 
 
 def _plain(value: object) -> object:
@@ -130,8 +136,21 @@ class ContextGraph:
             raise GraphError(f"graph {self.name!r} refused a query: {exc}") from None
 
     def _nodes(self, text: str, params: dict[str, object]) -> list[dict]:
-        rows = self._run(text, params, read_only=True).result_set
-        return [dict(row[0].properties) if isinstance(row[0], Node) else dict(row[0]) for row in rows]
+        return _node_rows(self._run(text, params, read_only=True))
+
+    def _pipelined(self, command: str, queries: list[reads.Query]) -> list[object]:
+        """Several queries sent at once and answered in order: one round trip instead of one
+        each. A refused query's reply is its ``ResponseError``, for the caller to judge."""
+        for _, params in queries:
+            schema.check_parameters(params)  # as _run does: refused before anything is sent
+        pipe = self._db.connection.pipeline(transaction=False)
+        for text, params in queries:
+            header = "".join(f"{key}={stringify_param_value(value)} " for key, value in params.items())
+            pipe.execute_command(command, self.name, f"CYPHER {header}{text}" if header else text, "--compact")
+        try:
+            return pipe.execute(raise_on_error=False)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise GraphUnavailable(self.address.describe(), str(exc)) from None
 
     def _ensure_indexes(self) -> None:
         key = (self.address.describe(), self.name)
@@ -139,12 +158,12 @@ class ContextGraph:
             return
         wanted = [(schema.BASE_LABEL, f) for f in schema.ALWAYS_INDEXED]
         wanted += [(t.label, f) for t in schema.NODE_TYPES.values() for f in t.indexed]
-        for label, field in wanted:
-            try:  # straight to the client: _run would come back here
-                self._graph.query(f"CREATE INDEX FOR (n:{label}) ON (n.{schema.field_name(field)})")
-            except redis.ResponseError as exc:
-                if "already indexed" not in str(exc):
-                    raise GraphError(f"cannot create index {label}.{field}: {exc}") from None
+        # All in one round trip (straight to the client: _run would come back here).
+        replies = self._pipelined("GRAPH.QUERY", [(f"CREATE INDEX FOR (n:{label}) ON (n.{schema.field_name(field)})", {})
+                                                  for label, field in wanted])
+        for (label, field), reply in zip(wanted, replies):
+            if isinstance(reply, redis.ResponseError) and "already indexed" not in str(reply):
+                raise GraphError(f"cannot create index {label}.{field}: {reply}")
         _INDEXED_GRAPHS.add(key)
 
     # ---------------------------------------------------------------------------- writes
@@ -168,9 +187,11 @@ class ContextGraph:
         Returns ``{"nodes": created, "links": created}``.
         """
         query = build_cluster_query(nodes, links or [], updates, unlinks)
-        result = self._run(query.text, query.params)
-        if not result.result_set:
-            raise self._refusal(query)
+        result = self._run(query.fresh_text, query.params)
+        if not result.result_set:  # a node exists already (a replayed commit), or the guard refuses
+            result = self._run(query.text, query.params)
+            if not result.result_set:
+                raise self._refusal(query)
         counts = {"nodes": int(result.nodes_created), "links": int(result.relationships_created)}
         if unlinks:
             counts["unlinked"] = int(result.relationships_deleted)
@@ -225,6 +246,19 @@ class ContextGraph:
         _INDEXED_GRAPHS.discard((self.address.describe(), self.name))
 
     # ----------------------------------------------------------------------------- reads
+
+    def read_many(self, queries: dict[str, reads.Query]) -> dict[str, list[dict]]:
+        """Several node reads (``reads`` queries) in one round trip: each key's nodes, as
+        ``find`` and ``get_many`` return them."""
+        found: dict[str, list[dict]] = {}
+        for key, reply in zip(queries, self._pipelined("GRAPH.RO_QUERY", list(queries.values()))):
+            if isinstance(reply, redis.ResponseError):
+                if "empty key" not in str(reply):  # a graph that does not exist yet reads as empty
+                    raise GraphError(f"graph {self.name!r} refused a query: {reply}")
+                found[key] = []
+            else:
+                found[key] = _node_rows(QueryResult(self._graph, reply))
+        return found
 
     def get(self, node_id: str) -> dict | None:
         nodes = self._nodes(*reads.node_by_id(node_id))

@@ -8,19 +8,22 @@ about each wait (``on_retry``): a run whose output is not a terminal still says 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages
 
 from cabal.errors import ModelError
 from cabal.llm.models import model_name, redact_secrets
 from cabal.llm.observe import call_returned
 from cabal.llm.settings import RetryPolicy
 from cabal.llm.usage import Usage
+
+if TYPE_CHECKING:
+    import anthropic
 
 CACHE_CONTROL = {"type": "ephemeral"}
 # Statuses worth another try: timeout, conflict, rate limit, server errors, overload (529).
@@ -71,12 +74,13 @@ def call_model(
     """Offer ``tools`` (Anthropic format: name, description, input_schema) and ask once.
 
     ``metadata`` travels in the run config (fake models read ``cabal_round``, ``cabal_step``
-    and ``cabal_agent`` from it). The leading system prompt is marked for prompt caching.
+    and ``cabal_agent`` from it). The stable prefix is marked for prompt caching
+    (``with_cache_breakpoints``).
     Transient failures (rate limits, overload, 5xx, timeouts, dropped connections) are retried
     under ``retry``; a failure that outlasts it, or one no retry can fix (a bad request, a bad
     key), raises ``ModelError`` (``transient`` says which).
     """
-    prepared = with_cached_system_prompt(convert_to_messages(messages))
+    prepared = with_cache_breakpoints(convert_to_messages(messages))
     runnable = model
     if tools:
         try:
@@ -90,7 +94,7 @@ def call_model(
             break
         except ModelError:
             raise  # a fake model's own refusal (no scripted answer left, ...): nothing to retry
-        except (anthropic.AnthropicError, ValueError, KeyError, TypeError) as error:
+        except _failures_to_judge() as error:
             # ValueError and friends: a body the client could not read (not JSON, not a message).
             failure = _model_error(error)
             if not failure.transient or attempt >= retry.max_retries:
@@ -121,7 +125,22 @@ def _reply_of(raw: AIMessage) -> ModelReply:
                       invalid_tool_calls=invalid, stop_reason=stop_reason, history=history)
 
 
+# A body the client could not read (not JSON, not a message) surfaces as one of these.
+_UNREADABLE_REPLY = (ValueError, KeyError, TypeError)
+
+
+def _failures_to_judge() -> tuple[type[Exception], ...]:
+    """What a call's failure may be: an unreadable reply, or the anthropic SDK's errors once a
+    Claude model has loaded it. Importing the SDK costs ~0.8 s and ~75 MB, so a scripted or
+    function model never does, and then none of its errors can occur."""
+    anthropic = sys.modules.get("anthropic")
+    return (anthropic.AnthropicError, *_UNREADABLE_REPLY) if anthropic is not None else _UNREADABLE_REPLY
+
+
 def _model_error(error: Exception) -> ModelError:
+    anthropic = sys.modules.get("anthropic")
+    if anthropic is None:
+        return _unreadable(error)
     if isinstance(error, anthropic.APIStatusError):
         should = (error.response.headers.get("x-should-retry") or "").lower()
         transient = should == "true" or (should != "false" and error.status_code in TRANSIENT_STATUSES)
@@ -134,6 +153,10 @@ def _model_error(error: Exception) -> ModelError:
         return ModelError(message, provider="anthropic", transient=True)
     if isinstance(error, anthropic.AnthropicError):
         return ModelError(redact_secrets(f"anthropic client failed: {error}"), provider="anthropic")
+    return _unreadable(error)
+
+
+def _unreadable(error: Exception) -> ModelError:
     summary = " ".join(str(error).split())[:200]
     return ModelError(redact_secrets(f"the model's reply could not be read ({type(error).__name__}: {summary})"),
                       transient=True)
@@ -154,25 +177,33 @@ def _retry_after_s(error: Exception) -> float | None:
     return None
 
 
-def with_cached_system_prompt(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` with a cache breakpoint on the last block of the leading system prompt.
+def with_cache_breakpoints(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with cache breakpoints on the last block of the leading system prompt and,
+    when the first user message comes in several blocks, on its first block.
 
-    Anthropic caches the request prefix up to the breakpoint (tools, then system), so every
-    call that shares a step's tools and system prompt reads it from cache.
+    Anthropic caches the request prefix up to a breakpoint (tools, then system, then messages):
+    every call that shares an agent's tools and system prompt reads them from cache, and every
+    call of a mission that also shares the first block (the round engine puts the mission's
+    charter there) reads that too. Two of the four breakpoints a request may carry.
     """
+    marked = list(messages)
     last_system = -1
-    for index, message in enumerate(messages):
+    for index, message in enumerate(marked):
         if not isinstance(message, SystemMessage):
             break
         last_system = index
-    if last_system < 0:
-        return list(messages)
-    system = messages[last_system]
-    blocks = _with_breakpoint(system.content)
-    if blocks is None:
-        return list(messages)
-    marked = system.model_copy(update={"content": blocks})
-    return [*messages[:last_system], marked, *messages[last_system + 1 :]]
+    if last_system >= 0:
+        blocks = _with_breakpoint(marked[last_system].content)
+        if blocks is not None:
+            marked[last_system] = marked[last_system].model_copy(update={"content": blocks})
+    first_user = last_system + 1
+    if first_user < len(marked) and isinstance(marked[first_user], HumanMessage):
+        content = marked[first_user].content
+        if isinstance(content, list) and len(content) > 1:
+            blocks = _with_breakpoint(content[:1])
+            if blocks is not None:
+                marked[first_user] = marked[first_user].model_copy(update={"content": blocks + list(content[1:])})
+    return marked
 
 
 def _with_breakpoint(content: str | list[Any]) -> list[Any] | None:

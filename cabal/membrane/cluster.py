@@ -12,7 +12,7 @@ graph's MERGE on ids writes nothing new.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from cabal.errors import ProtocolRuntimeError, TemplateError

@@ -3,7 +3,8 @@
 A protocol is found by its file name (``add_invariant.yaml`` is ``add_invariant``); a later
 folder overrides an earlier one, and a string loaded with ``load_string`` overrides both.
 Files are read on first use and kept; ``call_protocol`` targets are checked against every
-name the library knows.
+name the library knows. Parsed files are also shared by every library of the process (each
+mission run builds its own membrane) until the file changes (``resources.parsed_once``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ class ProtocolLibrary:
         path = self._files.get(name) if isinstance(name, str) else None
         if path is None:
             raise ResourceNotFound("protocol", str(name), known=self.names())
-        protocol = load_protocol(read_text_file(path), str(path), protocol_exists=self.exists, expected_name=name)
+        # The names call_protocol may target are part of what a load checks: part of the key.
+        names = frozenset(self.names())
+        protocol = resources.parsed_once(path, lambda p: load_protocol(
+            read_text_file(p), str(p), protocol_exists=names.__contains__, expected_name=name),
+            "protocol", name, names)
         self._loaded[name] = protocol
         return protocol
 

@@ -1,10 +1,12 @@
 """A mission report as one self-contained HTML page (``cabal export --format html``).
 
-Offline by construction: the styles are inline, the pictures are inline SVG, there is no
-script, and a Content-Security-Policy forbids the page to load anything at all. Every text
-from the model or the user is escaped by the template (autoescape); a version's Markdown is
-rendered with raw HTML and images turned off, so it can add neither markup nor a request.
-No control character survives either (``printable``).
+Offline by construction: the styles are inline (``templates/report.css``, which ``cabal serve``
+serves as a file), the pictures are inline SVG, there is no script, and a Content-Security-Policy
+forbids the page to load anything at all. Every text from the model or the user is escaped by
+the template (autoescape); a version's Markdown is rendered with raw HTML and images turned off,
+so it can add neither markup nor a request, and no control character survives (``printable``).
+The page is made of ``templates/sections``, which the mission page of ``cabal serve`` includes
+too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
@@ -20,22 +23,31 @@ from cabal.limits import printable
 from cabal.report.model import MissionReport, Product
 from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, timeline_svg, tree_svg
 
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _MARKDOWN_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!<>|]")
 
 
 def render_html(report: MissionReport) -> str:
+    return printable(template_environment().get_template("report.html.j2").render(report_context(report)))
+
+
+def report_context(report: MissionReport) -> dict[str, Any]:
+    """What the report's templates (the page and each of ``templates/sections``) draw from: the
+    export renders it whole, ``cabal serve`` renders the same sections in its mission page."""
     def linked(product: Product, label: str) -> str:  # a reference in Markdown, to the product's section
         escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
         return f"[{escaped}](#{product_anchor(report, product)})"
 
-    return printable(_template().render(
+    return dict(
         report=report, mission=report.mission, tree=tree_svg(report), timeline=timeline_svg(report),
         anchor=lambda product: product_anchor(report, product), readable=report.readable,
         content=lambda text: markdown_html(report.readable(text, link=linked)),
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),
         status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=__version__,
-    ))
+    )
 
 
 def markdown_html(text: str) -> Markup:
@@ -51,11 +63,14 @@ def _markdown():
 
 
 @cache
-def _template():
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+def template_environment(*folders: Path) -> Environment:
+    """The report's Jinja environment (autoescape on); ``folders`` are searched before the
+    report's own templates, so another page can include the report's sections."""
+    from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 
-    environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
+    environment = Environment(loader=ChoiceLoader([FileSystemLoader(folder) for folder in (*folders, TEMPLATES)]),
+                              autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                              keep_trailing_newline=True)  # an included section ends as its file does
     environment.filters["thousands"] = lambda number: f"{number:,}"
     environment.filters["dollars"] = lambda number: f"${number:.4f}"
-    return environment.get_template("report.html.j2")
+    return environment

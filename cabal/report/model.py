@@ -257,6 +257,7 @@ class Mission(_Value):
     state: str = Field(description="running, halted, done or failed")
     stop_reason: str | None = None
     detail: str | None = None
+    stop_requested: bool = Field(False, description="the user asked the team to stop at its next round")
     round: int
     rounds: int | None = Field(None, description="the round limit")
     model: str | None = None

@@ -171,6 +171,9 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                hint="wait for it to pause or finish, then resume")
         extend = _continuation(status, rounds, int(node.get("rounds") or spec.rounds))
         if status.state == MissionState.DONE and extend is None:
+            if answer is not None:
+                raise MissionError(f"mission {mission_id} has ended ({status.stop_reason}); there is no question "
+                                   "to answer")
             return status  # it ended, and nothing asks it to go on
         stored = node.get("model") or ""
         if model is None and stored.startswith("object:"):

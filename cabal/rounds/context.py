@@ -1,10 +1,12 @@
 """The context of one model call: a slice of the graph built for that agent and step.
 
-Small by construction: the stable part (role, persona, step instructions) is the system
-prompt, which the model provider caches; the variable part shows the charter, a minimal
-product tree, the detail this step needs and what changed since the agent last acted. Each
-section has a character budget, so a prompt stays about the same size at round 20 as at
-round 2, however long the history grows. Ids are short and temporary (``TempIds``).
+Small by construction, and stable where it can be, for the provider's prompt cache: the
+system prompt (role, persona, skills, step instructions) is the same for an agent in a step
+from one round to the next; the user message starts with the mission's charter, the same in
+every call of a mission; then comes what varies: the round, a minimal product tree, the
+detail this step needs and what changed since the agent last acted. Each section has a
+character budget, so a prompt stays about the same size at round 20 as at round 2, however
+long the history grows. Ids are short and temporary (``TempIds``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
+
+from langchain_core.messages import HumanMessage
 
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
@@ -89,6 +93,14 @@ class Prompt:
     user: str
     ids: TempIds = field(default_factory=TempIds)
     facts: TurnFacts | None = None  # the same turn as data, for fake models
+    charter: str = ""  # the mission's part of the user message: the same in every call of the mission
+
+    def first_message(self) -> HumanMessage:
+        """The user message: the charter, then what this call is about, as two blocks, so the
+        provider can cache the prefix up to the end of the charter (``llm/call.py``)."""
+        if not self.charter:
+            return HumanMessage(self.user)
+        return HumanMessage([{"type": "text", "text": self.charter}, {"type": "text", "text": self.user}])
 
 
 class ContextBuilder:
@@ -113,7 +125,8 @@ class ContextBuilder:
                                             persona=str(persona), step=step, skills=agent.skills)
         ids = TempIds(agents=frozenset(self.team.ids()))
         self._facts = FactsDraft()
-        sections = [self._charter(agent_id)]
+        limit = self.snapshot.mission.get("rounds")
+        sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
         if step != Step.BOOTSTRAP:
             sections.append(self._tree(agent_id, step, ids))
         detail = getattr(self, f"_detail_{step}")(agent_id, ids)
@@ -126,14 +139,14 @@ class ContextBuilder:
         facts = self._facts.freeze(round=self.snapshot.round, step=step, agent=agent_id,
                                    request=str(self.snapshot.mission.get("request") or ""),
                                    team=tuple((a.id, a.role) for a in self.team.agents))
-        return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts)
+        return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts,
+                      charter=self._charter(agent_id))
 
     # ---------------------------------------------------------------------------- sections
 
     def _charter(self, agent_id: str) -> str:
         mission = self.snapshot.mission
-        limit = mission.get("rounds")
-        lines = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
+        lines = []
         if mission.get("charter"):
             lines += ["## Mission", clip(mission["charter"], 2000)]
             for title, key in (("Objectives", "objectives"), ("Constraints", "constraints")):
@@ -221,7 +234,10 @@ class ContextBuilder:
         return "\n".join(lines)
 
     def _contents(self, versions: list[dict]) -> dict[str, str]:
-        return {v["id"]: v.get("content", "") for v in self.graph.get_many([v["id"] for v in versions])}
+        return self.snapshot.contents([v["id"] for v in versions], self._read_contents)
+
+    def _read_contents(self, version_ids: list[str]) -> dict[str, str]:
+        return {v["id"]: v.get("content", "") for v in self.graph.get_many(version_ids)}
 
     def _collab_line(self, collab: dict, ids: TempIds) -> str:
         # A user's note may target no product (type user_independent).

@@ -21,6 +21,7 @@ step (a thread each, one model call each). A Chair ``question`` pauses the missi
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -38,7 +39,7 @@ from cabal.rounds.run import ENGINE_ACTOR, MissionRun
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.entities import Halt
-from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
+from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step, StopReason, TurnOutcome
 
 STOP_WORDS = {"stop", "no", "n", "halt", "end", "quit"}
 ANSWER_FROM_FILE = "mission file"  # where an unattended answer came from (answer_source on the halt)
@@ -157,7 +158,7 @@ def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str
         snapshot = run.step_view(state["round"], step)
         run.emit(StepStarted(run.mission_id, round=state["round"], step=step))
         try:
-            run.run_parallel(snapshot, step, agents(run, snapshot))
+            run.run_step(snapshot, step, agents(run, snapshot))
         except BudgetSpent as spent:
             return _budget_spent(run, state["round"], spent.reason, after=step.value)
         return {}
@@ -218,13 +219,15 @@ def _after_write(state: RoundState, runtime: Context) -> str:
                               else "presentation")
 
 
-def _then(next_node: str) -> Callable[[RoundState, Context], str]:
-    return lambda state, runtime: _paused(state) or next_node
+def _then(next_node: str) -> Callable[[RoundState], str]:
+    # A route of the state alone: ``update_state(as_node=...)`` runs it without a run context
+    # (resuming an ended mission replays Presentation's route that way).
+    return lambda state: _paused(state) or next_node
 
 
 NODES = {node.__name__: node for node in (bootstrap, await_user, round_start, reflect, plan, write, peer_review,
                                           inspect, presentation, finish)}
-ROUTES: dict[str, tuple[Callable[[RoundState, Context], str], list[str]]] = {
+ROUTES: dict[str, tuple[Callable[..., str], list[str]]] = {
     # node: (where it goes next, every place it can go)
     "bootstrap": (_after_chair, ["finish", "await_user", "round_start"]),
     # back to the node that asked: a Chair turn, a round start, or a step whose budget ran out
@@ -241,7 +244,14 @@ ROUTES: dict[str, tuple[Callable[[RoundState, Context], str], list[str]]] = {
 
 
 def build_graph(checkpointer: Any):
-    """The compiled round graph; run it with ``invoke(..., context=MissionRun(...))``."""
+    """The compiled round graph; run it with ``invoke(..., context=MissionRun(...))``.
+
+    Compiled once per process (about 10 ms) and copied with each run's checkpointer."""
+    return _compiled().copy({"checkpointer": checkpointer})
+
+
+@functools.cache
+def _compiled():
     builder = StateGraph(RoundState, context_schema=MissionRun)
     for name, node in NODES.items():
         builder.add_node(name, node)
@@ -249,7 +259,7 @@ def build_graph(checkpointer: Any):
     for name, (route, destinations) in ROUTES.items():
         builder.add_conditional_edges(name, route, destinations)
     builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer)
+    return builder.compile()
 
 
 # ------------------------------------------------------------------------- Chair turns

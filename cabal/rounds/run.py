@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cabal.errors import ModelError
-from cabal.graph import ContextGraph
+from cabal.graph import ContextGraph, reads
 from cabal.llm import Budget, ModelSettings, RetryNotice, Usage, model_name
 from cabal.llm.observe import CallRecord, calls_heard_by
 from cabal.membrane import Cluster, Membrane
@@ -31,7 +31,7 @@ from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
 from cabal.rounds.team import Team
 from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
-from cabal.rounds.writes import GroupCommitter, TurnPlace, TurnWriter
+from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.vocabulary import USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
 
 ENGINE_ACTOR = "cabal"  # the engine's own writes (mission status, budget questions) are expressed by this actor
@@ -59,11 +59,9 @@ class MissionRun:
     _view: Snapshot | None = field(default=None, repr=False)
     _committed: list[Cluster] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _committer: GroupCommitter | None = field(default=None, repr=False)
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self._committer = GroupCommitter(self.membrane)
         # One pool for the run: operatives of every parallel step, without starting threads anew.
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.team.ids(Role.OPERATIVE))),
                                         thread_name_prefix="cabal-turn")
@@ -98,10 +96,11 @@ class MissionRun:
     def step_view(self, round_number: int, step: Step) -> Snapshot:
         """The view the turns of a parallel step are built from: the mission as of the step's start.
 
-        That is the run's view, unless the step runs again after a crash, a kill or a spent
-        budget stopped it once some of its turns had committed: then the mission is read again
-        without what those turns wrote, so each turn that runs again gets the very prompt it
-        got the first time (and the committed ones are still known as done)."""
+        That is the run's view, unless the step runs again once some of its turns committed
+        (a turn the provider or the budget stopped lets its siblings commit with the step;
+        Ctrl-C commits the turns already done): then the mission is read again without what
+        those turns wrote, so each turn that runs again gets the very prompt it got the first
+        time (and the committed ones are still known as done)."""
         view = self.snapshot(round_number)
         started = step_prefix(round_number, step)
         if not any(turn["id"].startswith(started) for turn in view.turns):
@@ -116,9 +115,10 @@ class MissionRun:
     def refresh(self, round_number: int) -> dict:
         """At a round start: the mission node and the user's notes, which another process may
         have written (cabal say, cabal stop). Returns the mission node."""
-        mission = self.graph.get(self.mission_id) or {}
-        notes = self.graph.find("collab", {"author": USER_ID})
-        self.snapshot(round_number).refresh(mission, notes)
+        read = self.graph.read_many({"mission": reads.node_by_id(self.mission_id),
+                                     "notes": reads.find("collab", {"author": USER_ID})})
+        mission = read["mission"][0] if read["mission"] else {}
+        self.snapshot(round_number).refresh(mission, read["notes"])
         return mission
 
     def usage(self) -> Usage:
@@ -156,15 +156,64 @@ class MissionRun:
 
     def take_turn(self, snapshot: Snapshot, step: Step, agent_id: str, *, attempt: int = 0) -> TurnResult | None:
         """One agent's turn, committed; None if it was already committed (a replay)."""
+        return self.run_step(snapshot, step, [agent_id], attempt=attempt)[0]
+
+    def run_step(self, snapshot: Snapshot, step: Step, agent_ids: list[str], *,
+                 attempt: int = 0) -> list[TurnResult | None]:
+        """The agents of one step, at the same time (a thread and a model call each), on one view;
+        then everything the step's turns write commits as ONE write. None for each agent whose
+        turn was already committed (a replay).
+
+        A turn stopped by the budget or the provider still lets its siblings finish; what they
+        wrote and what the stopped turn spent are committed before the stop is raised. Ctrl-C
+        commits the turns already done and leaves the others to die with the process.
+        """
+        if len(agent_ids) <= 1:
+            finished = [self._turn(snapshot, step, agent, attempt) for agent in agent_ids]
+        else:
+            # Each thread runs in a copy of this one's context, so what traces a run (LangSmith's
+            # run tree, an application's OpenTelemetry span) holds the operatives' calls too.
+            futures = [self._pool.submit(contextvars.copy_context().run, self._turn, snapshot, step, agent, attempt)
+                       for agent in agent_ids]
+            try:
+                finished = [future.result() for future in futures]
+            except KeyboardInterrupt:
+                self.commit_step([future.result() for future in futures
+                                  if future.done() and not future.cancelled() and future.exception() is None])
+                raise
+        self.commit_step(finished)
+        stop = next((turn.stopped for turn in finished if turn.stopped is not None), None)
+        if stop is not None:
+            raise stop
+        return [turn.result for turn in finished]
+
+    def commit_step(self, finished: list[FinishedTurn]) -> None:
+        """One write for every turn of a step that has something to commit, then their events."""
+        writing = [turn for turn in finished if turn.clusters]
+        if not writing:
+            return
+        clusters = [cluster for turn in writing for cluster in turn.clusters]
+        self.membrane.commit(clusters)
+        self.committed(clusters)
+        for turn in writing:
+            if turn.done is None:  # a stopped turn's record of what it spent
+                continue
+            self.emit(turn.done)
+            lines = spoken_lines([node for cluster in turn.clusters for node in cluster.nodes])
+            if lines:  # the Envoy's lines reach the user as soon as they are written
+                self.emit(Presented(self.mission_id, round=turn.done.round, agent=turn.done.agent, lines=lines))
+
+    def _turn(self, snapshot: Snapshot, step: Step, agent_id: str, attempt: int) -> FinishedTurn:
+        """One agent's turn, up to what it would commit (nothing is written here)."""
         place = TurnPlace(self.mission_id, snapshot.round, step, agent_id,
                           turn_id(snapshot.round, step, agent_id) + (f".after{attempt}" if attempt else ""))
         if snapshot.has_turn(place.turn_id):
-            return None
+            return FinishedTurn(None, [])
         self.emit(TurnStarted(self.mission_id, round=snapshot.round, step=step, agent=agent_id))
         builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
         prompt = builder.build(agent_id, step)
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
-                            self.team.writes(agent_id, step), self._committer)
+                            self.team.writes(agent_id, step))
         turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
                     settings=self.settings, on_retry=self._retry_events(snapshot.round, step, agent_id))
@@ -172,10 +221,8 @@ class MissionRun:
             with calls_heard_by(self._call_events(snapshot.round, step, agent_id)):
                 result = turn.run()
         except (BudgetSpent, ModelError) as stopped:
-            self._record_cut(snapshot, place, turn.result, str(stopped))
-            raise
+            return FinishedTurn(None, self._cut(snapshot, place, turn.result, str(stopped)), stopped=stopped)
         record = self._turn_record(result)
-        cost = record["cost_usd"]
         writes: list[Cluster] = list(result.prepared or ())
         if result.outcome == TurnOutcome.HALT:
             halt = result.halt
@@ -183,16 +230,11 @@ class MissionRun:
             writes = [writer.prepare_one("raise_halt", halt, {
                 "status": "pending" if halt.type == "question" else "done",
                 "item_id": halt_id(snapshot.round, step, attempt)})]
-        committed = writer.commit(writes, record)
-        self.committed(committed)
-        self.emit(TurnDone(self.mission_id, round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
-                           attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
-                           output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
-                           cost_usd=cost, problems=tuple(record["problems"]), summary=record["prose"]))
-        lines = spoken_lines([node for cluster in committed for node in cluster.nodes])
-        if lines:  # the Envoy's lines reach the user as soon as they are written
-            self.emit(Presented(self.mission_id, round=snapshot.round, agent=agent_id, lines=lines))
-        return result
+        done = TurnDone(self.mission_id, round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
+                        attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
+                        output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
+                        cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"])
+        return FinishedTurn(result, writer.unit(writes, record), done)
 
     def _call_events(self, round_number: int, step: Step, agent_id: str) -> Callable[[CallRecord], None]:
         """The listener that turns each model call of one turn into a ``model_call`` event."""
@@ -232,26 +274,27 @@ class MissionRun:
                       "cache_read_tokens": [c.cache_read_tokens for c in result.calls]},
         }
 
-    def _record_cut(self, snapshot: Snapshot, place: TurnPlace, partial: TurnResult, why: str) -> None:
+    def _cut(self, snapshot: Snapshot, place: TurnPlace, partial: TurnResult, why: str) -> list[Cluster]:
         """A turn stopped early writes nothing but what it spent, under an id of its own (the turn
         itself runs again when the mission goes on), so no token goes uncounted."""
         if not partial.calls:
-            return
+            return []
         earlier = sum(t["id"].startswith(f"{place.turn_id}.cut") for t in snapshot.turns)
         cut = replace(place, turn_id=f"{place.turn_id}.cut{earlier + 1}")
         record = self._turn_record(partial, outcome=TurnOutcome.INTERRUPTED, prose=f"stopped early: {why}")
-        self.committed(TurnWriter(self.membrane, RuleContext(snapshot, self.team, place.agent_id), cut, (),
-                                  self._committer).commit([], record))
+        return TurnWriter(self.membrane, RuleContext(snapshot, self.team, place.agent_id), cut, ()).unit([], record)
 
-    def run_parallel(self, snapshot: Snapshot, step: Step, agent_ids: list[str]) -> list[TurnResult | None]:
-        """The agents of one step, at the same time: one thread and one model call each."""
-        if len(agent_ids) <= 1:
-            return [self.take_turn(snapshot, step, a) for a in agent_ids]
-        # Each thread runs in a copy of this one's context, so what traces a run (LangSmith's
-        # run tree, an application's OpenTelemetry span) holds the operatives' calls too.
-        turns = [self._pool.submit(contextvars.copy_context().run, self.take_turn, snapshot, step, agent)
-                 for agent in agent_ids]
-        return [turn.result() for turn in turns]
+
+@dataclass
+class FinishedTurn:
+    """A turn of a step that ended, and what it commits with its step: its writes and turn
+    moment; nothing for a replayed turn; only what it spent for a turn the budget or the
+    provider stopped (``stopped``)."""
+
+    result: TurnResult | None
+    clusters: list[Cluster]
+    done: TurnDone | None = None
+    stopped: BaseException | None = None
 
 
 def _summary_of(result: TurnResult) -> str:

@@ -32,10 +32,11 @@ of its turns had committed reads the mission as of the step's start (``load_snap
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cabal.entities import BLOCKING_IMPORTANCE
-from cabal.graph import ContextGraph
+from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
 from cabal.rounds.ids import step_prefix
 from cabal.vocabulary import USER_ID
@@ -71,6 +72,9 @@ class Snapshot:
     turns: list[dict]
     addressed: set[str] = field(default_factory=set)  # collab ids answered by a reflection
     _latest: dict[str, dict] = field(default_factory=dict, repr=False)
+    # The content of each product's latest version, once committed by this process or read:
+    # prompts show latest versions, and this saves a read per prompt. Bounded by the products.
+    _contents: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for version in sorted(self.versions, key=lambda v: v["number"]):
@@ -99,6 +103,9 @@ class Snapshot:
                 latest = self._latest.get(meta["product_id"])
                 if latest is None or meta["number"] >= latest["number"]:
                     self._latest[meta["product_id"]] = meta
+                    if latest is not None:
+                        self._contents.pop(latest["id"], None)
+                    self._contents[meta["id"]] = node.get("content") or ""
             elif kind == "assignment":
                 self.assignments.append(dict(node))
                 touched.add("assignments")
@@ -136,6 +143,16 @@ class Snapshot:
         if "versions" in touched:
             self._latest.clear()
             self.__post_init__()
+
+    def contents(self, version_ids: list[str], read: Callable[[list[str]], dict[str, str]]) -> dict[str, str]:
+        """The content of each version: kept ones from memory, the others through ``read`` (one
+        query for all of them); the latest versions read are kept."""
+        missing = [v for v in version_ids if v not in self._contents]
+        found = read(missing) if missing else {}
+        latest = {v["id"] for v in self._latest.values()}
+        # Turns of a step read in parallel: one dict update is atomic, and equal values race harmlessly.
+        self._contents.update({k: v for k, v in found.items() if k in latest})
+        return {v: self._contents[v] if v in self._contents else found.get(v, "") for v in version_ids}
 
     def advance(self, round_number: int) -> None:
         """Move the view to a later round: the round-scoped tables keep what load_snapshot would."""
@@ -277,43 +294,66 @@ def mission_spend(graph: ContextGraph) -> Spend:
 
 
 def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, step: str | None = None) -> Snapshot:
-    """Read everything a step's agents may need, with one query per node type.
+    """Read everything a step's agents may need: one query per node type, all in one round trip.
 
     With ``step``, the mission as of that step's start: what its turns wrote (their ids start
     with ``step_prefix``) is left out, and so are the user's notes of this round, which a run
     takes in at the next round's start. Its turn moments stay: they are the record of which
     turns are done, and no prompt shows them."""
-    def find(node_type: str, where: dict | None = None, fields: list[str] | None = None) -> list[dict]:
-        rows = graph.find(node_type, where, fields=fields)
-        if step is None:
-            return rows
-        hidden = step_prefix(round_number, step)
-        return [row for row in rows if not row["id"].startswith(hidden)
-                and not (node_type == "collab" and row.get("author") == USER_ID and (row.get("round") or 0) >= round_number)]
-
-    mission = graph.get(mission_id) or {}
     recent = [round_number - 1, round_number]
-    directives = {d["assignment_id"]: d for d in find("directive")}
+    read = graph.read_many({
+        "mission": reads.node_by_id(mission_id),
+        "directives": reads.find("directive"),
+        "assignments": reads.find("assignment"),
+        "addressed": reads.find("reflection", fields=["addressed"]),
+        "agents": reads.find("agent"),
+        "products": reads.find("product"),
+        "versions": reads.find("version", fields=VERSION_META),
+        "collabs": reads.find("collab"),
+        "reflections": reads.find("reflection", {"round": round_number}),
+        "reviews": reads.find("review", {"round": recent}),
+        "inspections": reads.find("inspection"),
+        "findings": reads.find("finding"),
+        "acceptances": reads.find("acceptance"),
+        "remarks": reads.find("remark", {"round": recent}),
+        "halts": reads.find("halt"),
+        "messages": reads.find("message", {"round": round_number}),
+        "turns": reads.find("moment", {"type": "turn", "round": round_number}, fields=["round", "step", "agent", "outcome"]),
+    })
+    if step is not None:
+        read = _as_of_start(read, step_prefix(round_number, step), round_number)
+    directives = {d["assignment_id"]: d for d in read["directives"]}
     assignments = [{**{k: v for k, v in directives.get(a["id"], {}).items() if k not in ("id", "node_type", "type")}, **a}
-                   for a in find("assignment")]
-    addressed = {collab for r in find("reflection", fields=["addressed"]) for collab in r.get("addressed") or []}
+                   for a in read["assignments"]]
     return Snapshot(
         round=round_number,
-        mission=mission,
-        agents={a["id"]: a for a in graph.find("agent")},
-        products={p["id"]: p for p in find("product")},
-        versions=find("version", fields=VERSION_META),
-        collabs=find("collab"),
+        mission=read["mission"][0] if read["mission"] else {},
+        agents={a["id"]: a for a in read["agents"]},
+        products={p["id"]: p for p in read["products"]},
+        versions=read["versions"],
+        collabs=read["collabs"],
         assignments=assignments,
-        reflections=find("reflection", {"round": round_number}),
-        reviews=find("review", {"round": recent}),
-        inspections=find("inspection"),
-        findings=find("finding"),
-        acceptances=find("acceptance"),
-        remarks=find("remark", {"round": recent}),
-        halts=find("halt"),
-        messages=find("message", {"round": round_number}),
-        turns=graph.find("moment", {"type": "turn", "round": round_number},
-                         fields=["round", "step", "agent", "outcome"]),
-        addressed=addressed,
+        reflections=read["reflections"],
+        reviews=read["reviews"],
+        inspections=read["inspections"],
+        findings=read["findings"],
+        acceptances=read["acceptances"],
+        remarks=read["remarks"],
+        halts=read["halts"],
+        messages=read["messages"],
+        turns=read["turns"],
+        addressed={collab for r in read["addressed"] for collab in r.get("addressed") or []},
     )
+
+
+def _as_of_start(read: dict[str, list[dict]], written: str, round_number: int) -> dict[str, list[dict]]:
+    """What ``load_snapshot`` read, without the nodes a step's turns wrote (ids starting with
+    ``written``) and the user's notes of the round; the mission, the agents and the turn
+    moments are kept whole."""
+    def kept(kind: str, row: dict) -> bool:
+        if row["id"].startswith(written):
+            return False
+        return not (kind == "collabs" and row.get("author") == USER_ID and (row.get("round") or 0) >= round_number)
+
+    whole = ("mission", "agents", "turns")
+    return {kind: rows if kind in whole else [row for row in rows if kept(kind, row)] for kind, rows in read.items()}

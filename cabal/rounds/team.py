@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cabal.entities import STEP_OUTPUTS
 from cabal.errors import ProtocolLoadError, ProtocolProblem, ResourceNotFound
-from cabal.resources import files_by_name
+from cabal.resources import files_by_name, parsed_once
 from cabal.vocabulary import Role, Step, role_ids
 from cabal.yaml_reader import read_text_file, read_yaml
 
@@ -57,12 +57,18 @@ def load_role_cards(extra_dirs: Iterable[str | Path] = ()) -> dict[Role, RoleCar
     for role in Role:
         if role not in files:
             raise ResourceNotFound("role card", role, known=list(files))
-        card = _parse_card(files[role], problems)
+        card, found = parsed_once(files[role], _read_card, "role card")
+        problems += found
         if card is not None:
             cards[role] = card
     if problems:
         raise ProtocolLoadError(problems)
     return cards
+
+
+def _read_card(path: Path) -> tuple[RoleCard | None, tuple[ProtocolProblem, ...]]:
+    problems: list[ProtocolProblem] = []
+    return _parse_card(path, problems), tuple(problems)
 
 
 def _parse_card(path: Path, problems: list[ProtocolProblem]) -> RoleCard | None:

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from cabal.graph import ContextGraph
-from cabal.report import read_report
-from cabal.report.markdown import render_markdown
 
 
 def render_transcript(graph: ContextGraph, mission_id: str) -> str:
+    # The report's models load when a run writes its transcript, not before its first model call.
+    from cabal.report import read_report
+    from cabal.report.markdown import render_markdown
+
     return render_markdown(read_report(graph, mission_id))

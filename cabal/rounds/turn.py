@@ -2,7 +2,9 @@
 
 The model answers by calling one tool per envelope the step allows (``final_output``,
 ``request_context``, ``halt``), each tool's input schema generated from the entity models,
-so the schema the model sees and the validation are the same thing.
+so the schema the model sees and the validation are the same thing. A step is offered only
+its own tools: with the agent's system prompt for the step they are the prefix the provider
+caches from one round to the next (``llm/call.py`` marks it).
 
 Within a turn:
 - a ``request_context`` answer is served from the graph and the model asked again
@@ -58,9 +60,34 @@ def _step_tools_json(step: str) -> str:
     # Generating the JSON schemas costs ~7 ms a step and they never change within a process;
     # parsing the cached text back is 4x cheaper than a deepcopy.
     return json.dumps([
-        {"name": name, "description": TOOL_DESCRIPTIONS[name], "input_schema": model.model_json_schema(by_alias=True)}
+        {"name": name, "description": TOOL_DESCRIPTIONS[name],
+         "input_schema": compact_schema(model.model_json_schema(by_alias=True))}
         for name, model in envelope_models(step).items()
     ])
+
+
+def compact_schema(schema: Any) -> Any:
+    """A JSON schema as a model reads it, a fifth shorter: without pydantic's generated titles
+    (``"title": "Referstoproduct"``), and an optional field as its type rather than
+    ``anyOf [type, null]`` with a null default. Validation still runs on the full model."""
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    options = schema.get("anyOf")
+    if (options and len(options) == 2 and {"type": "null"} in options and "default" in schema
+            and schema["default"] is None):
+        kept = {key: value for key, value in schema.items() if key not in ("anyOf", "default")}
+        return compact_schema({**next(option for option in options if option != {"type": "null"}), **kept})
+    compact: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs"):  # names to schemas: the names are kept as they are
+            compact[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        else:
+            compact[key] = compact_schema(value)
+    return compact
 
 
 # Checks a parsed final answer; returns the clusters it writes, or raises AnswerRejected.
@@ -109,7 +136,7 @@ class Turn:
         stop it early; what it spent until then is in ``self.result``."""
         tools = step_tools(self.step)
         models = envelope_models(self.step)
-        messages: list[BaseMessage] = [SystemMessage(self.prompt.system), HumanMessage(self.prompt.user)]
+        messages: list[BaseMessage] = [SystemMessage(self.prompt.system), self.prompt.first_message()]
         result = self.result
         metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index,
                                  facts=self.prompt.facts)

@@ -1,16 +1,15 @@
-"""From a checked answer to membrane runs, and from runs to one atomic commit per turn.
+"""From a checked answer to membrane runs, and from runs to the clusters a turn commits.
 
 The role card says which protocol writes which part of an answer and which rule checks it;
 ``contracts`` says what each protocol needs besides the item. The item the membrane receives is
 the pydantic value the turn already validated (the membrane takes it as valid: one validation
 per answer). Each protocol runs as a dry run (``Membrane.prepare``), so every membrane problem
-reaches the model with the engine's own, and a turn's clusters plus its turn moment commit as
-ONE write.
+reaches the model with the engine's own. A turn's clusters plus its turn moment are one unit;
+the step commits the units of all its turns as ONE write (``MissionRun.commit_step``).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,54 +35,6 @@ class TurnPlace:
     turn_id: str
 
 
-class GroupCommitter:
-    """Commits turns; the turns that finish while a commit is in flight go together in the next.
-
-    The graph has one writer, so parallel operatives that finish at once would queue for it a
-    round trip each; grouped, they share one. A turn is never split across groups and a group
-    is one atomic query, so each turn still commits whole or not at all. A turn alone (the
-    usual case with a real model's latency) commits at once, exactly as without grouping.
-    """
-
-    def __init__(self, membrane: Membrane) -> None:
-        self._membrane = membrane
-        self._changed = threading.Condition()
-        self._waiting: list[_Waiting] = []
-        self._writing = False
-
-    def commit(self, clusters: list[Cluster]) -> None:
-        mine = _Waiting(clusters)
-        with self._changed:
-            self._waiting.append(mine)
-            while self._writing and not mine.done:
-                self._changed.wait()
-            if mine.done:  # another thread wrote it in its group
-                if mine.error is not None:
-                    raise mine.error
-                return
-            self._writing = True
-            group, self._waiting = self._waiting, []
-        error: BaseException | None = None
-        try:
-            self._membrane.commit([cluster for waiting in group for cluster in waiting.clusters])
-        except BaseException as exc:  # noqa: BLE001 - handed to every waiting turn, then raised
-            error = exc
-        with self._changed:
-            for waiting in group:
-                waiting.done, waiting.error = True, error
-            self._writing = False
-            self._changed.notify_all()
-        if error is not None:
-            raise error
-
-
-@dataclass
-class _Waiting:
-    clusters: list[Cluster]
-    done: bool = False
-    error: BaseException | None = None
-
-
 def _items(answer: BaseModel, rule: WriteRule) -> list[tuple[str, Any]]:
     """(path, item) pairs of the checked answer a rule writes: each item of a list field, a
     single field, or the whole answer (a rule with no field)."""
@@ -99,12 +50,10 @@ def _items(answer: BaseModel, rule: WriteRule) -> list[tuple[str, Any]]:
 
 
 class TurnWriter:
-    """Checks one answer against the rules and the membrane, and commits it."""
+    """Checks one answer against the rules and the membrane, and makes what the turn commits."""
 
-    def __init__(self, membrane: Membrane, rules: RuleContext, place: TurnPlace, writes: tuple[WriteRule, ...],
-                 committer: GroupCommitter | None = None) -> None:
+    def __init__(self, membrane: Membrane, rules: RuleContext, place: TurnPlace, writes: tuple[WriteRule, ...]) -> None:
         self.membrane = membrane
-        self.committer = committer
         self.rules = rules
         self.place = place
         self.writes = writes
@@ -150,17 +99,11 @@ class TurnWriter:
                    "index": index, "item_id": item_id(self.place.turn_id, protocol, index), **extra}
         return self.membrane.prepare(protocol, context, {key: item}, session_id=context["item_id"])
 
-    # ---------------------------------------------------------------------------- commit
+    # ------------------------------------------------------------------------ the commit
 
-    def commit(self, prepared: list[Cluster], turn_record: dict[str, Any]) -> list[Cluster]:
-        """The turn's writes and its turn moment as one cluster (all or nothing). Returns the
-        committed clusters, for the engine's in-memory view."""
-        clusters = [*prepared, self.record(turn_record)]
-        if self.committer is not None:
-            self.committer.commit(clusters)
-        else:
-            self.membrane.commit(clusters)
-        return clusters
+    def unit(self, prepared: list[Cluster], turn_record: dict[str, Any]) -> list[Cluster]:
+        """The turn's writes and its turn moment: what commits all together or not at all."""
+        return [*prepared, self.record(turn_record)]
 
     def record(self, turn_record: dict[str, Any]) -> Cluster:
         """The turn moment: its id marks the turn as committed (a replay skips it)."""

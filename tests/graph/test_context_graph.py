@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from cabal.errors import ClusterError, NodeNotFound, SchemaError
-from cabal.graph import ContextGraph
+from cabal.graph import ContextGraph, reads
 from cabal.graph.reads import writing_clause
 
 
@@ -301,6 +301,8 @@ THING = {"id": "t1", "node_type": "thing", "type": "x", "name": "ok"}
         (lambda g: g.get("a\x00b"), "query parameter 'id' holds a NUL character at position 1; nothing was sent"),
         (lambda g: g.find("thing", {"name": "a\ud800"}),
          "query parameter 'w0' holds a lone surrogate (U+D800) at position 1; nothing was sent"),
+        (lambda g: g.read_many({"one": reads.node_by_id("a\x00b")}),
+         "query parameter 'id' holds a NUL character at position 1; nothing was sent"),
         (lambda g: g.read_cypher("RETURN $x AS x", {"x": {"deep": object()}}),
          "query parameter 'x.deep' holds object; only texts, numbers, booleans, lists and maps can be sent; "
          "nothing was sent"),
@@ -310,7 +312,7 @@ THING = {"id": "t1", "node_type": "thing", "type": "x", "name": "ok"}
                                  "whitespace or control characters"),
     ],
     ids=["surrogate", "nul", "nan", "inf-in-list", "int-beyond-64-bits", "id-surrogate", "link-property", "update",
-         "get", "find", "unknown-type", "backtick-key", "graph-name"],
+         "get", "find", "read-many", "unknown-type", "backtick-key", "graph-name"],
 )
 def test_values_the_graph_cannot_take_are_refused_with_where_they_are(graph, call, message):
     fixture_graph(graph)

@@ -65,4 +65,4 @@ def call_key(body: Mapping[str, Any]) -> tuple[int, Step, str]:
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(block.get("text", "") for block in content or [] if isinstance(block, Mapping))
+    return "\n".join(block.get("text", "") for block in content or [] if isinstance(block, Mapping))

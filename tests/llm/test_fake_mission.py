@@ -44,25 +44,27 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
 
 
 def expected_cache_usage(bodies: list[dict]) -> list[CacheUsage]:
-    """The engine's one breakpoint (end of the system prompt): the tools + system prefix is
-    written the first time it is seen (if long enough) and read every time after."""
+    """The engine's two breakpoints (end of the system prompt, end of the charter block): the
+    prefix at each is written the first time it is seen (if long enough) and read after."""
     seen: set[str] = set()
     expected = []
     for body in bodies:
-        prefix = [*body["tools"], *body["system"]]
-        prefix_tokens = sum(part_tokens({k: v for k, v in part.items() if k != "cache_control"}) for part in prefix)
-        total = prefix_tokens + sum(
-            part_tokens({"role": m["role"], "content": block})
+        parts = [*body["tools"], *body["system"]] + [
+            {"role": m["role"], "content": block}
             for m in body["messages"]
-            for block in ([{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else m["content"]))
-        key = repr(prefix)
-        if key in seen:
-            expected.append(CacheUsage(total - prefix_tokens, prefix_tokens, 0))
-        elif prefix_tokens >= minimum_cacheable_tokens(MODEL):
-            seen.add(key)
-            expected.append(CacheUsage(total - prefix_tokens, 0, prefix_tokens))
-        else:
-            expected.append(CacheUsage(total, 0, 0))
+            for block in ([{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else m["content"])]
+        plain = [{k: v for k, v in part.items() if k != "cache_control"} for part in parts]
+        plain = [{**p, "content": {k: v for k, v in p["content"].items() if k != "cache_control"}} if "role" in p else p
+                 for p in plain]
+        marked = [i for i, part in enumerate(parts)
+                  if "cache_control" in part or "cache_control" in (part.get("content") or {})]
+        upto = [sum(part_tokens(p) for p in plain[:i + 1]) for i in range(len(plain))]
+        keys = {i: repr(plain[:i + 1]) for i in marked}
+        read = max((upto[i] for i in marked if keys[i] in seen), default=0)
+        written = max((upto[i] for i in marked if upto[i] > read and upto[i] >= minimum_cacheable_tokens(MODEL)),
+                      default=read)
+        seen |= {keys[i] for i in marked if upto[i] >= minimum_cacheable_tokens(MODEL)}
+        expected.append(CacheUsage(upto[-1] - written, read, written - read))
     return expected
 
 
@@ -76,6 +78,8 @@ def test_mission_runs_against_the_responder_and_reads_its_prompts_from_cache(api
         marked = [block for block in body["system"] if "cache_control" in block]
         assert marked == [body["system"][-1]]
         assert not any("cache_control" in tool for tool in body["tools"])
+        first = body["messages"][0]["content"]  # the charter block, once there is a charter
+        assert [block for block in first if "cache_control" in block] == ([first[0]] if len(first) > 1 else [])
     # Operatives call in parallel: the cache saw the requests in cache_log's order.
     in_cache_order = [api.requests[record.request_index].body for record in api.cache_log]
     assert [record.usage for record in api.cache_log] == expected_cache_usage(in_cache_order)

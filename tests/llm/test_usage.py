@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from cabal.llm import Budget, Usage
-from cabal.llm.call import with_cached_system_prompt
+from cabal.llm.call import with_cache_breakpoints
 
 
 def test_usage_adds_field_by_field() -> None:
@@ -73,7 +73,7 @@ def test_cache_breakpoint_goes_on_the_last_block_of_the_leading_system_prompt() 
         SystemMessage("late note"),
     ]
 
-    marked = with_cached_system_prompt(original)
+    marked = with_cache_breakpoints(original)
 
     assert marked[0].content == [
         {"type": "text", "text": "charter"},
@@ -84,5 +84,5 @@ def test_cache_breakpoint_goes_on_the_last_block_of_the_leading_system_prompt() 
 
 
 def test_no_breakpoint_without_a_system_prompt_or_with_an_empty_one() -> None:
-    assert with_cached_system_prompt([HumanMessage("go")]) == [HumanMessage("go")]
-    assert with_cached_system_prompt([SystemMessage(""), HumanMessage("go")])[0].content == ""
+    assert with_cache_breakpoints([HumanMessage("go")]) == [HumanMessage("go")]
+    assert with_cache_breakpoints([SystemMessage(""), HumanMessage("go")])[0].content == ""

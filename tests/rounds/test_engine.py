@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
+from cabal.errors import MissionError, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.membrane import Membrane
-from cabal.rounds.api import MissionResult, resume_mission, run_mission, say, stop_mission
+from cabal.rounds.api import MissionResult, mission_status, resume_mission, run_mission, say, stop_mission
 from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import FakeAnthropic
@@ -489,6 +490,43 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
     assert [c.key for c in player.calls if c.key[0] == 3] == []
 
 
+def test_a_mission_out_of_rounds_or_stopped_goes_on_to_the_end_of_a_whole_run(home: Path) -> None:
+    whole = run_mission(LAUNCH_MISSION, home=home)
+
+    short = run_mission(LAUNCH_MISSION, home=home, rounds=2)
+    assert (short.state, short.stop_reason, short.round) == ("done", "noMoreRounds", 2)
+    with pytest.raises(MissionError, match="--rounds 2 is not more than the 2 round"):
+        resume_mission(short.mission_id, rounds=2, home=home)
+    longer = resume_mission(short.mission_id, rounds=4, home=home)
+
+    def stop_after_round_2(event: MissionEvent) -> None:
+        if isinstance(event, TurnDone) and event.step == "presentation" and event.round == 2:
+            stop_mission(event.mission, home=home)
+
+    stopped = run_mission(LAUNCH_MISSION, home=home, on_event=stop_after_round_2)
+    assert (stopped.state, stopped.stop_reason, stopped.round) == ("done", "userHalt", 2)
+    went_on = resume_mission(stopped.mission_id, home=home)  # the mission file's limit: 4 rounds
+
+    for result in (longer, went_on):
+        assert (result.state, result.stop_reason, result.round, result.detail) == ("done", "concluded", 4, DONE_MESSAGE)
+        assert (result.usage, result.turns) == (whole.usage, whole.turns)
+        with open_graph(home, result.mission_id) as graph:
+            assert sorted(turns(graph)) == LAUNCH_TURNS
+            assert {p["name"]: p["status"] for p in graph.find("product")} == {
+                "Launch brief": "accepted", "Pricing decision": "accepted", "Launch-day checklist": "accepted"}
+
+
+def test_an_answer_to_an_ended_mission_and_a_graph_that_is_no_mission_are_refused(home: Path) -> None:
+    done = run_mission(LAUNCH_MISSION, home=home)
+    with pytest.raises(MissionError, match="has ended \\(concluded\\); there is no question to answer"):
+        resume_mission(done.mission_id, answer="Students first.", home=home)
+
+    with open_graph(home, "m-not-a-mission") as graph:  # named like a mission, holding something else
+        graph.create_cluster([{"id": "m-not-a-mission", "node_type": "space", "type": "module", "name": "x"}])
+    with pytest.raises(ResourceNotFound, match="mission not found: 'm-not-a-mission'"):
+        mission_status("m-not-a-mission", home=home)
+
+
 # ------------------------------------------------------------- 6. the real Claude client
 
 
@@ -564,7 +602,9 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
         assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}]
         assert [m["role"] for m in body["messages"]] == ["user"]
     assert "Bootstrap (round 0)" in claude.requests[0].body["system"][0]["text"]
-    assert "## Your assignments this round\n### p1 Welcome note [Content]" in claude.requests[3].body["messages"][0]["content"]
+    charter, now = claude.requests[3].body["messages"][0]["content"]  # two blocks, the charter cached
+    assert charter["cache_control"] == {"type": "ephemeral"} and charter["text"].startswith("## Mission\n")
+    assert "## Your assignments this round\n### p1 Welcome note [Content]" in now["text"]
     with open_graph(home, result.mission_id) as graph:
         moments = turns(graph)
         assert sorted(moments) == sorted(TINY_TURNS)

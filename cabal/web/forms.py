@@ -1,0 +1,144 @@
+"""Starting a mission from the browser: a shipped example, the form, or an uploaded mission file,
+each checked into a ``Launch`` (what ``Runner.start`` runs) or refused with a ``ConfigError``
+that says what to fix.
+
+A mission file read here goes through ``load_mission``, as with ``cabal run``. What a page may
+not choose is the model's code or files: a ``scripted:PATH`` model reads a file of this machine
+and a ``py:MODULE:FACTORY`` one imports code, so a form or an upload may name only a Claude
+model or the simulated team. The examples run with their own scripts, which the server finds
+in the package; the page names only the example.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from cabal.errors import CabalError, ConfigError
+from cabal.llm.settings import DEFAULT_MODEL
+from cabal.resources import builtin_dir
+from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
+
+SIMULATED = "py:cabal.rounds.simulated:team"
+MODEL_CHOICES = {"simulated": SIMULATED, DEFAULT_MODEL: DEFAULT_MODEL}  # the form's list; any Claude name may be typed
+CLAUDE_MODEL = re.compile(r"claude-[a-z0-9][a-z0-9.-]{0,60}")
+MAX_UPLOAD = 64 * 1024  # a mission file is a request and a few settings: 64 KiB is plenty
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A mission to start: a mission file or its contents, and the model to run it with (None:
+    the file's)."""
+
+    mission: Path | dict
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class Example:
+    """A mission shipped with Cabal (``examples/``)."""
+
+    name: str
+    path: Path
+    spec: MissionSpec
+
+    @property
+    def asks(self) -> bool:
+        """Whether its file answers the team's questions (so a person may answer them instead)."""
+        return bool(self.spec.answers)
+
+
+@cache
+def examples() -> tuple[Example, ...]:
+    found = []
+    for path in sorted(builtin_dir("examples").glob("*/*.mission.yaml")):
+        spec, _ = load_mission(path)
+        found.append(Example(path.name.removesuffix(".mission.yaml"), path, spec))
+    return tuple(found)
+
+
+def example_launch(name: str, *, answer_myself: bool) -> Launch:
+    """A shipped example; with ``answer_myself`` the file's unattended answers are left out, so
+    the team's questions wait for the person in the page."""
+    example = next((e for e in examples() if e.name == name), None)
+    if example is None:
+        raise ConfigError(f"no example named {name[:80]!r}; the examples are: "
+                          + ", ".join(e.name for e in examples()))
+    model = example.spec.model_settings().name
+    if model.startswith("scripted:"):  # its script lies next to it; the spec alone would look in the current folder
+        model = "scripted:" + str((example.path.parent / model.removeprefix("scripted:")).resolve())
+    data = example.spec.model_dump(exclude_none=True)
+    if answer_myself:
+        data["answers"] = []
+    return Launch(data, model)
+
+
+def form_launch(fields: Mapping[str, str]) -> Launch:
+    """The new-mission form: request, name, team size, rounds, budget and model."""
+    request = fields.get("request", "").strip()
+    if not request:
+        raise ConfigError("Say what you want the team to do: the request is empty.")
+    data: dict = {"request": request, "team": {"operatives": _number(fields, "operatives", "Team size", int, 2)},
+                  "rounds": _number(fields, "rounds", "Rounds", int, 3)}
+    if name := fields.get("name", "").strip():
+        data["name"] = name
+    budget = {"tokens": _number(fields, "budget_tokens", "Token budget", int, None),
+              "cost_usd": _number(fields, "budget_cost_usd", "Cost budget", float, None)}
+    if any(value is not None for value in budget.values()):
+        data["budget"] = {key: value for key, value in budget.items() if value is not None}
+    choice = fields.get("model_name", "").strip() or fields.get("model", "").strip()
+    model = MODEL_CHOICES.get(choice, choice)
+    checked_model(model)
+    try:
+        spec = parse_mission(data, source="the form")
+    except ConfigError as error:
+        raise ConfigError(str(error).removeprefix("the form: invalid mission: ")) from None
+    return Launch(spec.model_dump(exclude_none=True), model)
+
+
+def upload_launch(filename: str, data: bytes) -> Launch:
+    """An uploaded mission file, read as ``cabal run`` reads one."""
+    if not data:
+        raise ConfigError("The mission file is empty.")
+    if len(data) > MAX_UPLOAD:
+        raise ConfigError(f"The mission file is over {MAX_UPLOAD:,} bytes, the most this page takes.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("The mission file is not UTF-8 text.") from None
+    # The file's own name (without folders) names the mission when its `name:` does not.
+    stem = re.sub(r"[^a-z0-9-]+", "-", Path(filename or "mission").name.lower().removesuffix(".yaml")
+                  .removesuffix(".yml").removesuffix(".mission")).strip("-")[:40] or "mission"
+    shown = Path(filename or "mission").name[:120]
+    with tempfile.TemporaryDirectory(prefix="cabal-upload-") as folder:
+        path = Path(folder) / f"{stem}.mission.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            spec, _ = load_mission(path)
+        except CabalError as error:  # say where the user knows the file as, not where it was read
+            raise ConfigError(str(error).replace(str(path), shown)) from None
+    checked_model(spec.model_settings().name)
+    return Launch(spec.model_dump(exclude_none=True))
+
+
+def checked_model(model: str) -> str:
+    """``model`` if a page may choose it (a Claude model or the simulated team)."""
+    if model == SIMULATED or CLAUDE_MODEL.fullmatch(model):
+        return model
+    raise ConfigError(f"The model {model[:80]!r} cannot be chosen here: a mission started from this page runs a "
+                      f"Claude model (claude-...) or the simulated team ({SIMULATED}). Models that read a script or "
+                      "import code from this machine run only from the command line (cabal run).")
+
+
+def _number(fields: Mapping[str, str], key: str, label: str, kind: type, default):
+    text = fields.get(key, "").strip()
+    if not text:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        raise ConfigError(f"{label} must be a {'whole ' if kind is int else ''}number; got {text[:40]!r}.") from None

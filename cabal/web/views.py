@@ -1,0 +1,96 @@
+"""The pages, rendered on the server from typed values, and their live parts.
+
+The templates (``templates/``) extend one layout and include the report's own sections
+(``cabal/report/templates/sections``) with the report's context (``report_context``), so a
+mission's page shows exactly what its HTML export shows, live. Each live part of a page is a
+Jinja block of its template: the page renders them all, a stream renders them one by one.
+Autoescape is on everywhere: every text a model or a person wrote is escaped, and a version's
+Markdown is rendered with raw HTML off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from markupsafe import Markup
+
+from cabal import __version__
+from cabal.report.html import report_context, template_environment
+from cabal.vocabulary import Step
+from cabal.web.forms import MODEL_CHOICES, SIMULATED, examples
+from cabal.web.live import Parts
+from cabal.web.runner import Activity
+from cabal.web.state import MissionGroup, MissionView
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+MISSION_PARTS = ("head", "question", "actions", "conversation", "request", "tree", "products", "timeline", "usage")
+LIST_PARTS = ("missions",)
+ENDED = ("done", "failed")
+
+
+def _environment():
+    return template_environment(TEMPLATES)
+
+
+def render(template: str, **context: Any) -> str:
+    return _environment().get_template(template).render(**_common(context))
+
+
+def render_parts(template: str, names: Sequence[str], **context: Any) -> Parts:
+    """The blocks ``names`` of ``template``, each rendered alone with ``context``."""
+    page = _environment().get_template(template)
+    values = page.new_context(_common(context))
+    return Parts({name: "".join(page.blocks[name](values)) for name in names})
+
+
+def _common(context: dict[str, Any]) -> dict[str, Any]:
+    return {"version": __version__, **context}
+
+
+# ------------------------------------------------------------------------------- the pages
+
+
+def missions_context(groups: Sequence[MissionGroup], *, csrf: str, workspace: Path) -> dict[str, Any]:
+    return {"groups": groups, "count": sum(len(group.rows) for group in groups), "csrf": csrf,
+            "workspace": workspace}
+
+
+def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, workspace: Path) -> dict[str, Any]:
+    report, status = view.report, view.status
+    pending = view.question
+    question = next((q for q in report.questions if pending and q.id == pending.get("id")), None)
+    names = {agent.id: agent.name for agent in report.agents}
+
+    def who(agent: str) -> Markup:  # an agent by its name, and its id when the name is another
+        name = names.get(agent, agent)
+        if name == agent:
+            return Markup("{}").format(name)
+        return Markup('{} <span class="muted">({})</span>').format(name, agent)
+
+    return {
+        **report_context(report),
+        # The state a live process sees (a mission whose process died is interrupted, not running).
+        "mission": report.mission.model_copy(update={"state": str(status.state), "detail": status.detail}),
+        # What a run of this server is doing, while the mission runs: its last events (the run
+        # ending) come after the graph says it stopped.
+        "activity": activity if status.state == "running" else None,
+        "view": view, "status": status, "csrf": csrf, "workspace": workspace,
+        "question": question, "who": who, "step_heading": _step_heading,
+        "can_answer": question is not None and view.driver is None,
+        "can_stop": status.state not in ENDED,
+        "can_resume": status.state == "interrupted" and view.driver is None,
+        "stop_asked": report.mission.stop_requested and status.state not in ENDED,
+    }
+
+
+def _step_heading(step: str) -> str:
+    return Step(step).heading.removesuffix(" (round 0)") if step in tuple(Step) else step
+
+
+def new_context(*, csrf: str, workspace: Path, values: dict[str, str] | None = None, error: str | None = None,
+                where: str | None = None) -> dict[str, Any]:
+    """The new-mission page; ``values`` refill the form after ``error`` (found in the form ``where``)."""
+    return {"examples": examples(), "models": MODEL_CHOICES, "simulated": SIMULATED, "csrf": csrf,
+            "workspace": workspace, "values": values or {}, "error": error, "where": where}
