@@ -30,6 +30,13 @@ Figures (both sides):
 - first_call: a fresh `python` subprocess (this script with --child) from its start to the first
   model call, median of STARTS interleaved starts. Cabal's child uses a new workspace each time,
   so it includes starting the embedded graph server (a cold `cabal run`).
+- fixed_cost_per_mission: engine time before round 1 (start-up and the bootstrap), the first
+  round's extra over a steady round (the median of rounds 2 to R) and the time after the last
+  round (Cabal: from MissionStopped to the end of run_mission, the transcript written). Goal:
+  <= 30 ms; first_round_over_steady_round <= 1.2 (note: in this workload round 1 versions,
+  reviews and inspects the 3 bootstrap products plus 2 new ones, later rounds 2).
+- cabal_help_command, cabal_status_command: wall time of the console script, ``--help`` and
+  ``status ID`` of a finished mission, median of STARTS runs. Goal: <= 0.3 s.
 - peak_rss: the peak resident set of a subprocess that runs the R=20 workload, read as VmHWM
   from /proc (its ru_maxrss would start from this script's own peak: Linux carries a parent's
   maximum over fork and exec). Cabal's graph server is a separate process, reported on its own
@@ -78,6 +85,7 @@ GOAL_OVERHEAD_RATIO = 1.0
 GOAL_GROWTH = 1.3
 GOAL_FIXED_MS = 30
 GOAL_FIRST_ROUND = 1.2
+GOAL_CLI_S = 0.3
 
 
 def report(name: str, value: float, unit: str, goal: str = "") -> None:
@@ -581,6 +589,22 @@ def first_call() -> None:
                "cabal <= baseline" if side == "cabal" else "")
 
 
+def cli_start(home: Path) -> None:
+    """Wall time of ``cabal --help`` and of ``cabal status ID`` on a finished mission (its graph
+    server already up, as after a run), process start to exit."""
+    cabal = Path(sys.executable).with_name("cabal")
+    mission_id = next(home.rglob("transcript.md")).parent.name
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for name, args in (("help", ["--help"]), ("status", ["status", mission_id, "--home", str(home)])):
+        samples = []
+        for run in range(STARTS + 1):  # the first run writes bytecode caches
+            started = time.monotonic()
+            subprocess.run([str(cabal), *args], capture_output=True, check=True, cwd=ROOT, env=env)
+            if run:
+                samples.append(time.monotonic() - started)
+        report(f"cabal_{name}_command", statistics.median(samples), "s", f"<= {GOAL_CLI_S}")
+
+
 def peak_rss() -> None:
     for side in ("cabal", "baseline"):
         measured = run_child_process(side, "peak-rss")
@@ -629,6 +653,7 @@ def main() -> None:
         home = Path(tmp)
         try:
             overhead_and_growth(home)
+            cli_start(home)
         finally:
             stop_graph_server(home)
     first_call()

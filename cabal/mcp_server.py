@@ -35,8 +35,8 @@ from pydantic import Field, ValidationError
 
 from cabal.errors import AnswerRejected, CabalError
 from cabal.limits import answer_problems
+from cabal.vocabulary import MCP_ACTOR
 
-MCP_ACTOR = "actor-mcp"
 SERVER_NAME = "cabal"
 
 INSTRUCTIONS = """Cabal keeps a project's shared context in a graph (modules, objectives, behaviors,

@@ -89,6 +89,8 @@ WATCHDOG_ID = "watchdog-1"
 ENVOY_ID = "envoy-1"
 USER_ID = "user"
 """The mission's user: the author of answers and notes."""
+MCP_ACTOR = "actor-mcp"
+"""Who writes through ``cabal mcp`` unless its ``--actor`` says otherwise."""
 
 FIXED_IDS: dict[Role, str] = {Role.CHAIR: CHAIR_ID, Role.WATCHDOG: WATCHDOG_ID, Role.ENVOY: ENVOY_ID}
 """The one agent of each role that is not numbered by the team size."""

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from cabal.cli.options import add_graph_options
-from cabal.mcp_server import MCP_ACTOR  # a light import: the MCP SDK loads when the server starts
+from cabal.vocabulary import MCP_ACTOR
 
 
 def register(commands: Any) -> None:

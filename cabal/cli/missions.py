@@ -36,6 +36,24 @@ def exit_status(result: MissionResult) -> int:
     return {"halted": exits.HALTED, "interrupted": exits.INTERRUPTED}.get(result.state, exits.FAILED)
 
 
+def outcome(result: MissionResult) -> str:
+    """``state (reason), round N``, and what a user must know beyond it: turns whose work is
+    missing, why a mission failed or paused."""
+    text = f"{result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "") + f", round {result.round}"
+    if result.failed_turns:
+        text += f", {result.failed_turns} failed turn{'s' if result.failed_turns > 1 else ''} (their work is missing)"
+    if result.state in ("failed", "interrupted") and result.detail:
+        text += f": {result.detail}"
+    return text
+
+
+def next_steps(result: MissionResult) -> list[str]:
+    """What to run or read next for a mission that paused or failed (a question is told apart)."""
+    if result.state == "interrupted":
+        return [f"resume with: cabal resume {result.mission_id}"]
+    return [f"traceback: {result.error_log}"] if result.error_log else []
+
+
 def print_conversation(mission_id: str, home: str | None, url: str | None, stream: IO[str] | None = None) -> None:
     """The conversation so far, as the live display prints it (``cabal chat``)."""
     from cabal.cli.progress import round_heading
@@ -55,8 +73,9 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
     """The outcome of a run: state, usage, what was accepted and how to read it, what to do next."""
     out = stream or sys.stdout
     print(f"\nmission: {result.mission_id}", file=out)
-    print(f"state: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
-          + f", round {result.round}", file=out)
+    print(f"state: {outcome(result)}", file=out)
+    for line in next_steps(result):
+        print(line, file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
     accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
@@ -193,6 +212,7 @@ def cmd_status(args: argparse.Namespace) -> int:
              "version": p.latest.number if p.latest else None, "content": _content(p)} for p in mission.live_products]
     data = {
         "mission": result.mission_id, "state": result.state, "stop_reason": result.stop_reason, "round": result.round,
+        "detail": result.detail, "turns": result.turns, "failed_turns": result.failed_turns,
         "pending_halt": {"message": result.pending_halt.get("message"), "options": result.pending_halt.get("options") or []}
         if result.pending_halt else None,
         "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
@@ -203,8 +223,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    print(f"{result.mission_id}: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
-          + f", round {result.round}")
+    print(f"{result.mission_id}: {outcome(result)}")
+    for line in next_steps(result):
+        print(line)
     if result.pending_halt:
         print(printable(f"waiting for you: {result.pending_halt.get('message')}"))
     for row in tree:
@@ -244,8 +265,7 @@ def cmd_missions(args: argparse.Namespace) -> int:
             result = rounds.mission_status(mission_id, home=args.home, url=args.url)
         except ResourceNotFound:  # a graph named like a mission that holds none
             continue
-        print(f"{mission_id}: {result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "")
-              + f", round {result.round}")
+        print(f"{mission_id}: {outcome(result)}")
     return 0
 
 

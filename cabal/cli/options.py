@@ -10,5 +10,6 @@ def add_graph_options(parser: argparse.ArgumentParser, *, url: bool = True) -> a
     """--home (and --url): where the graph is. Every command that touches a graph takes these."""
     if url:
         parser.add_argument("--url", help="FalkorDB URL (redis://, rediss://, unix://); default: FALKORDB_URL or embedded")
-    parser.add_argument("--home", help="workspace directory (default: CABAL_HOME or ./.cabal)")
+    parser.add_argument("--home", help="workspace directory (default: CABAL_HOME, else the nearest .cabal in this folder "
+                        "or a parent, as git finds a repository; a new one is made here)")
     return parser

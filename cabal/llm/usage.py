@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage
+if TYPE_CHECKING:
+    from langchain_core.messages import AIMessage
 
 # USD per million tokens (input, output), first matching fragment of the model name wins.
 # Older models that kept their launch price are listed before the family defaults.

@@ -1,4 +1,4 @@
-"""The Python API of missions: run, resume, answer, say, stop, status.
+"""The Python API of missions: run, resume and answer (``control`` has status, say and stop).
 
     from cabal import run_mission, resume_mission
     result = run_mission("examples/launch/launch.mission.yaml", model="scripted:...")
@@ -15,27 +15,26 @@ import json
 import secrets
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from cabal.entities import USER_COLLAB_TYPE, HaltAnswer
-from cabal.errors import AnswerRejected, CabalError, GraphUnavailable, MissionError, ModelError
+from cabal.entities import HaltAnswer
+from cabal.errors import CabalError, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
-from cabal.llm import Budget, ModelSettings, Usage, make_model, model_name
+from cabal.llm import Budget, ModelSettings, make_model, model_name
 from cabal.llm.usage import price_per_mtok
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
+from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, build_graph
 from cabal.rounds.events import (MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
                                  RunEnded, Warned, fan_out)
-from cabal.rounds.ids import item_id
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend
@@ -46,22 +45,6 @@ from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
-ERROR_LOG = "error.log"  # in the mission's folder: the traceback of an engine error, for whoever debugs it
-
-
-@dataclass(frozen=True)
-class MissionResult:
-    mission_id: str
-    state: MissionState
-    stop_reason: StopReason | None
-    round: int
-    usage: Usage
-    cost_usd: float
-    pending_halt: dict | None
-    transcript_path: Path | None
-    detail: str | None = None
-    turns: int = 0  # turns committed (a turn stopped early counts once more, for what it spent)
-    failed_turns: int = 0  # turns that found no valid answer: their work is missing
 
 
 def _new_mission_id(spec: MissionSpec) -> str:
@@ -284,73 +267,7 @@ def _pause(run: MissionRun, why: str) -> None:
 def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
     summary = " ".join(str(error).split())[:500] or type(error).__name__
     detail = summary if isinstance(error, CabalError) else f"{type(error).__name__}: {summary}"
-    write_private(workspace.private_mission_dir(run.mission_id) / ERROR_LOG, "".join(traceback.format_exception(error)))
+    workspace.private_mission_dir(run.mission_id)
+    write_private(workspace.error_log_path(run.mission_id), "".join(traceback.format_exception(error)))
     run.set_status(MissionState.FAILED, _round_of(run), StopReason.ERROR, detail)
     run.emit(MissionStopped(run.mission_id, round=_round_of(run), reason=StopReason.ERROR, detail=detail))
-
-
-def _pending_halt(graph: ContextGraph) -> dict | None:
-    pending = graph.find("halt", {"status": "pending"})
-    return pending[-1] if pending else None
-
-
-def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> MissionResult:
-    """Where a mission is. ``running`` only while a live process drives it: a mission whose
-    process died (its lock is free) is ``interrupted``."""
-    node = graph.get(mission_id) or {}
-    spend = mission_spend(graph)
-    path = workspace.transcript_path(mission_id)
-    state, detail = MissionState(node["status"]), node.get("detail") or None
-    if state == MissionState.RUNNING and not workspace.is_driven(mission_id):
-        state, detail = MissionState.INTERRUPTED, "the process running it stopped (killed or crashed)"
-    return MissionResult(
-        mission_id=mission_id, state=state,
-        stop_reason=StopReason(node["stop_reason"]) if node.get("stop_reason") else None,
-        round=int(node.get("round") or 0), usage=spend.usage, cost_usd=round(spend.cost_usd, 6),
-        pending_halt=_pending_halt(graph), transcript_path=path if path.exists() else None, detail=detail,
-        turns=spend.turns, failed_turns=spend.failed_turns,
-    )
-
-
-def mission_status(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionResult:
-    workspace = Workspace.at(home, url, reading=True)
-    with _mission_graph(workspace, mission_id) as graph:
-        return status_of(workspace, graph, mission_id)
-
-
-def say(mission_id: str, text: str, *, product: str | None = None, home: str | Path | None = None,
-        url: str | None = None) -> str:
-    """Leave a user message between rounds; it becomes a collab the team reads next round."""
-    workspace = Workspace.at(home, url, reading=True)
-    with _mission_graph(workspace, mission_id) as graph:
-        node = graph.get(mission_id)
-        notes = len(graph.find("collab", {"author": "user"}))
-        note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
-        membrane = Membrane(graph)
-        try:  # the user's text is checked by the protocol like any answer
-            note = membrane.prepare("user_message", {
-                "mission_id": mission_id, "round": int(node.get("round") or 0), "item_id": note_id,
-                "actor_id": USER_ID, "collab_type": "feedback" if product else USER_COLLAB_TYPE,
-            }, {"item": {"content": text, "productId": product}}, session_id=note_id)
-        except AnswerRejected as rejected:
-            raise MissionError(f"cannot leave the message: {rejected}") from None
-        membrane.commit([note])
-        return note_id
-
-
-def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:
-    """Ask the team to stop at the next round (stop reason userHalt)."""
-    workspace = Workspace.at(home, url, reading=True)
-    with _mission_graph(workspace, mission_id) as graph:
-        status = status_of(workspace, graph, mission_id)
-        if status.state in (MissionState.DONE, MissionState.FAILED):
-            raise MissionError(f"mission {mission_id} has already ended ({status.state}"
-                               + (f", {status.stop_reason}" if status.stop_reason else "") + ")")
-        Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
-                            session_id=f"{mission_id}.stop")
-
-
-def transcript(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> str:
-    workspace = Workspace.at(home, url, reading=True)
-    with _mission_graph(workspace, mission_id) as graph:
-        return render_transcript(graph, mission_id)

@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from cabal.rounds.api import MissionResult, resume_mission, run_mission
+from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.control import MissionResult
 from cabal.rounds.events import MissionEvent, fan_out
 from cabal.rounds.mission import MissionSpec
 

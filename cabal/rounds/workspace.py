@@ -132,6 +132,10 @@ class Workspace:
     def transcript_path(self, mission_id: str) -> Path:
         return self.mission_dir(mission_id) / "transcript.md"
 
+    def error_log_path(self, mission_id: str) -> Path:
+        """Where the traceback of the engine error that failed a mission is kept."""
+        return self.mission_dir(mission_id) / "error.log"
+
     def missions(self) -> list[str]:
         with ContextGraph.open(self.url, name="cabal", home=self.home) as graph:
             return [name for name in graph.list_graphs() if name.startswith(MISSION_PREFIX)]

@@ -42,7 +42,7 @@ from starlette.routing import Route
 from cabal.errors import CabalError, GraphUnavailable, MissionError, ResourceNotFound
 from cabal.limits import answer_problems
 from cabal.report.formats import MEDIA_TYPES, render_report
-from cabal.rounds.api import say, stop_mission
+from cabal.rounds.control import say, stop_mission
 from cabal.rounds.workspace import Workspace
 from cabal.web import forms, views
 from cabal.web.live import EVERY_MISSION, Hub, Parts, Poller, updates

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from cabal.errors import GraphUnavailable, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.report import MissionReport, read_report
-from cabal.rounds.api import MissionResult, status_of
+from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.workspace import MISSION_PREFIX, Workspace
 
 # A mission id as the engine makes them (m-<name>-<6 hex>): word characters and dashes only,

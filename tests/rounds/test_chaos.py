@@ -16,7 +16,8 @@ import pytest
 
 from cabal.graph import ContextGraph
 from cabal.limits import unprintable
-from cabal.rounds.api import mission_status, run_mission
+from cabal.rounds.api import run_mission
+from cabal.rounds.control import mission_status
 
 from .chaos import CORRUPTIONS, chaos_model
 

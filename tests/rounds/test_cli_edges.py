@@ -212,8 +212,10 @@ def test_an_engine_error_fails_the_mission_with_its_message_and_keeps_the_traceb
     assert result.returncode == 1
     assert_plain(result)
     assert "state: failed (error), round 0" in result.stdout
-    assert cabal("status", mission_id, "--home", home).stdout.startswith(f"{mission_id}: failed (error), round 0\n")
-    log = (graph_server.home / "missions" / mission_id / "error.log").read_text()
+    log_path = graph_server.home / "missions" / mission_id / "error.log"
+    assert cabal("status", mission_id, "--home", home).stdout.startswith(
+        f"{mission_id}: failed (error), round 0: RuntimeError: the model's own code broke\ntraceback: {log_path}\n")
+    log = log_path.read_text()
     assert log.startswith("Traceback (most recent call last):")
     assert "\nRuntimeError: the model's own code broke\nDuring task with name 'bootstrap'" in log
     with ContextGraph.open(name=mission_id, home=graph_server.home) as graph:

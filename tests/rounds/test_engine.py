@@ -18,7 +18,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from cabal.errors import MissionError, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.membrane import Membrane
-from cabal.rounds.api import MissionResult, mission_status, resume_mission, run_mission, say, stop_mission
+from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.control import MissionResult, mission_status, say, stop_mission
 from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import FakeAnthropic

@@ -13,7 +13,8 @@ import pytest
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.report.schema import events_schema
-from cabal.rounds.api import run_mission, say
+from cabal.rounds.api import run_mission
+from cabal.rounds.control import say
 from cabal.rounds.events import (
     EVENT_TYPES, Answered, HaltRaised, MissionEvent, MissionStarted, Presented, RunEnded, SpokenLine, TurnDone,
     TurnStarted, UserMessage,

@@ -15,7 +15,8 @@ import pytest
 from cabal.errors import ModelError
 from cabal.graph import ContextGraph
 from cabal.llm import FunctionChatModel, ModelRequest
-from cabal.rounds.api import mission_status, resume_mission, run_mission
+from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.control import mission_status
 from cabal.rounds.events import MissionInterrupted, ModelRetried
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, error_body, failure_headers

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from cabal.entities import (
-    Acceptance, AddProduct, Assignment, Inspection, Message, MoveProduct, Reflection, RemoveProduct,
-    UpdateProduct, VersionWrite,
+    Acceptance, AddProduct, Assignment, BootstrapOutput, Inspection, InspectOutput, Message, MoveProduct,
+    PeerReviewOutput, PlanOutput, PresentationOutput, Reflection, ReflectOutput, RemoveProduct, UpdateProduct,
+    VersionWrite, WriteOutput,
 )
-from cabal.rounds.rules import ABOUT_RULES, RuleContext
+from cabal.rounds.rules import ABOUT_RULES, RuleContext, step_problems
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.team import Team, load_role_cards
+from cabal.vocabulary import Step
 
 TEAM = Team.build(2, load_role_cards())
 
@@ -128,3 +131,54 @@ def test_verdict_follows_findings_and_speakers():
     assert check("team_speaker", Message(content="Done.", asAgent="operative-3"), "envoy-1") == [
         "asAgent 'operative-3' may not speak; speakers are chair-1, operative-1, operative-2"]
     assert check("team_speaker", Message(content="Done.", asAgent="operative-2"), "envoy-1") == []
+
+
+# ------------------------------------------------------- answers valid item by item but empty
+
+WORK = {p["id"]: p for p in [product("root", "Plan", "Orchestration", owner="chair-1"),
+                              product("doc", "Brief", owner="operative-1")]}
+DOC_V1 = {"id": "v-doc-1", "product_id": "doc", "number": 1, "round": 2, "author": "operative-1"}
+
+
+def test_a_plan_that_changes_nothing_while_work_is_open_is_refused():
+    idle = PlanOutput(thinking={"round_strategy": "wait", "acceptance_rationale": "none"}, tree_operations=[],
+                      assignments=[], acceptance=[])
+
+    assert step_problems(Step.PLAN, idle, RuleContext(snapshot(products=WORK), TEAM, "chair-1")) == [(
+        "", "this plan changes nothing while 1 product(s) are open: assign work, accept or reject versions, or "
+            "change the tree; or halt (done when the mission is met, a question when the team cannot go on "
+            "without the user)")]
+
+
+def test_a_write_that_skips_an_assignment_is_refused():
+    assigned = [{"id": "a1", "product_id": "doc", "assignee": "operative-1", "round": 2}]
+
+    problems = step_problems(Step.WRITE, WriteOutput(reasoning="nothing to add", versions=[]),
+                             RuleContext(snapshot(products=WORK, assignments=assigned), TEAM, "operative-1"))
+
+    assert problems == [("versions", "write a new version of every product assigned to you this round; "
+                                     "missing: Brief")]
+
+
+def test_a_reflect_that_skips_a_versioned_product_is_refused():
+    problems = step_problems(Step.REFLECT, ReflectOutput(reasoning="fine", reflections=[]),
+                             RuleContext(snapshot(products=WORK, versions=[DOC_V1]), TEAM, "operative-1"))
+
+    assert problems == [("reflections", "reflect on every open product of yours that has a version (the Chair "
+                                        "accepts one only on your word); missing: Brief")]
+
+
+def test_an_inspection_that_skips_a_new_version_is_refused():
+    problems = step_problems(Step.INSPECT, InspectOutput(reasoning="all good", inspections=[]),
+                             RuleContext(snapshot(products=WORK, versions=[DOC_V1]), TEAM, "watchdog-1"))
+
+    assert problems == [("inspections", "every new version must be inspected; missing: Brief v1")]
+
+
+@pytest.mark.parametrize(("model", "empty_field"), [
+    (BootstrapOutput, "initial_products"), (PeerReviewOutput, "reviews"), (PresentationOutput, "messages")])
+def test_empty_lists_that_would_stall_a_mission_fail_the_schema(model, empty_field):
+    with pytest.raises(ValidationError) as refused:
+        model.model_validate({empty_field: []})
+
+    assert any(error["loc"] == (empty_field,) and error["type"] == "too_short" for error in refused.value.errors())

@@ -1,0 +1,107 @@
+"""What a user asks of a mission outside a run: where it is (``mission_status``), what was
+said (``transcript``), a message for the team (``say``) and a request to stop (``stop_mission``).
+
+These read or write the mission's graph only, never the round engine: ``cabal status`` and
+its siblings start without importing LangGraph or a model client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cabal.entities import USER_COLLAB_TYPE
+from cabal.errors import AnswerRejected, MissionError
+from cabal.graph import ContextGraph
+from cabal.llm.usage import Usage
+from cabal.membrane import Membrane
+from cabal.rounds.ids import item_id
+from cabal.rounds.snapshot import mission_spend
+from cabal.rounds.transcript import render_transcript
+from cabal.rounds.workspace import Workspace
+from cabal.rounds.workspace import mission_graph as _mission_graph
+from cabal.vocabulary import USER_ID, MissionState, StopReason
+
+
+@dataclass(frozen=True)
+class MissionResult:
+    mission_id: str
+    state: MissionState
+    stop_reason: StopReason | None
+    round: int
+    usage: Usage
+    cost_usd: float
+    pending_halt: dict | None
+    transcript_path: Path | None
+    detail: str | None = None
+    turns: int = 0  # turns committed (a turn stopped early counts once more, for what it spent)
+    failed_turns: int = 0  # turns that found no valid answer: their work is missing
+    error_log: Path | None = None  # a failed mission's traceback, when an engine error failed it
+
+
+def _pending_halt(graph: ContextGraph) -> dict | None:
+    pending = graph.find("halt", {"status": "pending"})
+    return pending[-1] if pending else None
+
+
+def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> MissionResult:
+    """Where a mission is. ``running`` only while a live process drives it: a mission whose
+    process died (its lock is free) is ``interrupted``."""
+    node = graph.get(mission_id) or {}
+    spend = mission_spend(graph)
+    path, log = workspace.transcript_path(mission_id), workspace.error_log_path(mission_id)
+    state, detail = MissionState(node["status"]), node.get("detail") or None
+    if state == MissionState.RUNNING and not workspace.is_driven(mission_id):
+        state, detail = MissionState.INTERRUPTED, "the process running it stopped (killed or crashed)"
+    return MissionResult(
+        mission_id=mission_id, state=state,
+        stop_reason=StopReason(node["stop_reason"]) if node.get("stop_reason") else None,
+        round=int(node.get("round") or 0), usage=spend.usage, cost_usd=round(spend.cost_usd, 6),
+        pending_halt=_pending_halt(graph), transcript_path=path if path.exists() else None, detail=detail,
+        turns=spend.turns, failed_turns=spend.failed_turns,
+        error_log=log if state == MissionState.FAILED and log.exists() else None,
+    )
+
+
+def mission_status(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionResult:
+    workspace = Workspace.at(home, url, reading=True)
+    with _mission_graph(workspace, mission_id) as graph:
+        return status_of(workspace, graph, mission_id)
+
+
+def say(mission_id: str, text: str, *, product: str | None = None, home: str | Path | None = None,
+        url: str | None = None) -> str:
+    """Leave a user message between rounds; it becomes a collab the team reads next round."""
+    workspace = Workspace.at(home, url, reading=True)
+    with _mission_graph(workspace, mission_id) as graph:
+        node = graph.get(mission_id)
+        notes = len(graph.find("collab", {"author": "user"}))
+        note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
+        membrane = Membrane(graph)
+        try:  # the user's text is checked by the protocol like any answer
+            note = membrane.prepare("user_message", {
+                "mission_id": mission_id, "round": int(node.get("round") or 0), "item_id": note_id,
+                "actor_id": USER_ID, "collab_type": "feedback" if product else USER_COLLAB_TYPE,
+            }, {"item": {"content": text, "productId": product}}, session_id=note_id)
+        except AnswerRejected as rejected:
+            raise MissionError(f"cannot leave the message: {rejected}") from None
+        membrane.commit([note])
+        return note_id
+
+
+def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:
+    """Ask the team to stop at the next round (stop reason userHalt)."""
+    workspace = Workspace.at(home, url, reading=True)
+    with _mission_graph(workspace, mission_id) as graph:
+        status = status_of(workspace, graph, mission_id)
+        if status.state in (MissionState.DONE, MissionState.FAILED):
+            raise MissionError(f"mission {mission_id} has already ended ({status.state}"
+                               + (f", {status.stop_reason}" if status.stop_reason else "") + ")")
+        Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
+                            session_id=f"{mission_id}.stop")
+
+
+def transcript(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> str:
+    workspace = Workspace.at(home, url, reading=True)
+    with _mission_graph(workspace, mission_id) as graph:
+        return render_transcript(graph, mission_id)
