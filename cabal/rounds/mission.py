@@ -22,13 +22,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cabal.errors import ConfigError
+from cabal.errors import ConfigError, ProtocolLoadError
+from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
 from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
+from cabal.yaml_reader import read_text_file, read_yaml
 
 
 
@@ -80,6 +81,16 @@ class MissionSpec(BaseModel):
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
 
+    @field_validator("request", "name", "answers")
+    @classmethod
+    def _plain_text(cls, value: str | list[str] | None) -> str | list[str] | None:
+        # What the team reads and the user sees again: no NUL, no terminal control characters.
+        for text in value if isinstance(value, list) else [value]:
+            wrong = unprintable(text) if text else None
+            if wrong:
+                raise ValueError(f"contains {wrong}; write plain text")
+        return value
+
     def model_settings(self) -> ModelSettings:
         """The model settings the mission file gives (defaults for what it leaves out)."""
         if isinstance(self.model, ModelSettings):
@@ -91,11 +102,9 @@ def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     """Read a mission file; returns the spec and the file's folder (for relative paths)."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read mission file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        data = read_yaml(read_text_file(path), str(path))
+    except ProtocolLoadError as exc:  # one located line: unreadable, too large, binary, not YAML
+        raise ConfigError(f"mission file {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a mission file is a mapping with at least `request:`")
     data.setdefault("name", path.stem.removesuffix(".mission"))
