@@ -32,7 +32,7 @@ from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, status_of
-from cabal.rounds.engine import ANSWER_FROM_FILE, build_graph
+from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, build_graph
 from cabal.rounds.events import (MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
                                  RunEnded, Warned, fan_out)
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
@@ -168,7 +168,10 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
         run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers[used:])
         pending = status.pending_halt
-        if pending is not None and answer is None:
+        # A run killed between asking the Chair's question and taking the mission file's answer
+        # left it pending: the file's next answer is still there to take, as a clean run would.
+        from_file = pending is not None and bool(run.answers) and not BUDGET_HALT.fullmatch(str(pending["id"]))
+        if pending is not None and answer is None and not from_file:
             raise MissionError(f"mission {mission_id} is waiting for an answer: {pending.get('message')}",
                                hint=f"cabal resume {mission_id} --answer '...'")
         if pending is None and answer is not None:
