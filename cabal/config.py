@@ -74,7 +74,11 @@ def resolve_server(url: str | None = None, home: str | os.PathLike[str] | None =
         port = os.environ.get("NGRAM_FALKORDB_PORT", "6379")
         chosen = f"redis://{host}:{port}"
     if chosen:
-        scheme = urlparse(chosen).scheme
+        try:
+            scheme = urlparse(chosen).scheme
+        except ValueError as exc:  # an unclosed [ipv6] bracket, ...
+            raise ConfigError(f"invalid graph URL {chosen!r}: {exc}",
+                              hint="use redis://host:port, rediss://host:port or unix:///path/to.sock") from None
         if scheme not in URL_SCHEMES:
             raise ConfigError(
                 f"unsupported graph URL scheme {scheme!r} in {redact(chosen)}",
@@ -85,7 +89,10 @@ def resolve_server(url: str | None = None, home: str | os.PathLike[str] | None =
 
 def redact(url: str) -> str:
     """A URL safe to print: any password replaced by ***."""
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+    except ValueError:
+        return "(an unreadable URL)"
     if parsed.password:
         netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@")
         return parsed._replace(netloc=netloc).geturl()

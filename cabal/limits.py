@@ -1,10 +1,15 @@
-"""What an answer from outside may be: how deep, how big, which characters.
+"""What an answer from outside may be: how deep, how big, which characters; and text made safe
+to show.
 
 Answers come from models and from outside agents (MCP). Before anything reads one, it is
 walked once, without recursion, and every value the graph could not store or a terminal
 should not print is a problem to send back: nesting beyond ``MAX_DEPTH``, more than
 ``MAX_ITEMS`` values, a string longer than ``MAX_STRING_CHARS``, a NUL, a lone surrogate, or a
-control character other than newline, carriage return and tab.
+control character (C0 or C1) other than newline, carriage return and tab.
+
+Text that reaches a terminal or a file meant for people may still hold such characters (a
+graph written by other means); ``printable`` is the one function that removes them there, the
+graph keeping the original.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ MAX_ITEMS = 20_000
 MAX_STRING_CHARS = 100_000
 MAX_PROBLEMS = 20  # one answer's problems, beyond which more would only be noise
 
-_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_FORBIDDEN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _NAMES = {"\x00": "a NUL character", "\x1b": "an escape character (ESC)", "\x7f": "a DEL character"}
 
 
@@ -66,3 +71,23 @@ def answer_problems(answer: Any) -> list[AnswerProblem]:
                     problems.append(AnswerProblem(path, f"a key contains {wrong}"))
             stack.append((item, f"{path}.{key}" if path else str(key), depth + 1))
     return problems
+
+
+# A terminal acts on escape sequences (CSI "ESC [", OSC "ESC ]" up to BEL or ST, DCS, ...), their
+# one-character C1 forms (U+009B is CSI), and lone controls such as a carriage return that
+# moves back over what was printed. Newline and tab are text.
+_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"                       # CSI: cursor, colours, clearing
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d-\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"  # OSC, DCS, SOS, PM, APC
+    r"|\x1b[ -/]*[0-~]?"                                       # any other escape
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"                          # every other control character
+)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` as a terminal or a file for people may show it: escape sequences and control
+    characters removed (newline and tab kept; CR LF is a newline, a lone CR goes), a lone
+    surrogate shown as U+FFFD."""
+    text = _SEQUENCE.sub("", text.replace("\r\n", "\n"))
+    return _SURROGATE.sub("\ufffd", text)

@@ -11,12 +11,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cabal.private import open_private
+
 
 @contextmanager
 def exclusive(path: Path, busy: Callable[[], Exception]) -> Iterator[None]:
     """Hold ``path``'s lock for the block, or raise ``busy()`` at once if another process holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as lock:
+    with open_private(path) as lock:  # the workspace is private: its lock files too
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

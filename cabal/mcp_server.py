@@ -15,17 +15,26 @@ comes back as a tool error whose text is the one-line message the CLI would prin
 
 The server speaks as one actor (``--actor``, default ``actor-mcp``): moments it records are
 expressed by that actor, registered in the graph on the first call that needs it.
+
+Every request gets an answer. Arguments beyond what an answer may be (``cabal.limits``: nesting,
+size, NUL, lone surrogates, control characters) are refused like any wrong answer (a tool
+error, or the membrane's ``errors`` for ``membrane_continue``); a line the SDK cannot even read
+(JSON nested deeper than its parser goes, a lone surrogate escape, no JSON at all) gets a
+JSON-RPC error from ``serve_stdio`` instead of the silence the SDK's transport would leave.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from cabal.errors import CabalError
+from cabal.errors import AnswerRejected, CabalError
+from cabal.limits import answer_problems
 from cabal.vocabulary import MCP_ACTOR
 
 SERVER_NAME = "cabal"
@@ -44,11 +53,15 @@ Procedures are longer guides: procedure_start returns step 1's guide; do the wor
 procedure_record, then procedure_continue to reach the next step (its entry gate checks your work)."""
 
 
-def _call(produce: Callable[[], dict]) -> dict:
-    """Run a tool body; a CabalError becomes a tool error with its one-line message (and hint)."""
+def _call(produce: Callable[[], dict], arguments: Mapping[str, Any] | None = None) -> dict:
+    """Run a tool body once its ``arguments`` are within the limits of an answer; those problems
+    and any CabalError become a tool error with a one-line message (and hint)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     try:
+        problems = answer_problems(dict(arguments or {}))
+        if problems:
+            raise AnswerRejected(problems)
         return produce()
     except CabalError as exc:
         raise ToolError(str(exc) + (f" (hint: {exc.hint})" if exc.hint else "")) from None
@@ -94,13 +107,14 @@ class CabalTools:
                 given["actor_id"] = self.actor_id
             return self.membrane.start(protocol, given).to_wire()
 
-        return _call(start)
+        return _call(start, {"protocol": protocol, "context": context})
 
     def membrane_continue(self, session_id: str, answer: Any) -> dict:
-        return _call(lambda: self.membrane.continue_session(session_id, answer).to_wire())
+        # The answer's limits are the membrane's to check: a problem there is a rejected answer.
+        return _call(lambda: self.membrane.continue_session(session_id, answer).to_wire(), {"session_id": session_id})
 
     def membrane_abort(self, session_id: str) -> dict:
-        return _call(lambda: self.membrane.abort(session_id).to_wire())
+        return _call(lambda: self.membrane.abort(session_id).to_wire(), {"session_id": session_id})
 
     # --------------------------------------------------------------------- procedures
 
@@ -111,19 +125,22 @@ class CabalTools:
         return self.actor_id
 
     def procedure_start(self, procedure: str, actor_id: str | None = None, run_id: str | None = None) -> dict:
-        return _call(lambda: self.procedures.start_procedure(procedure, self._actor(actor_id), run_id=run_id).to_wire())
+        return _call(lambda: self.procedures.start_procedure(procedure, self._actor(actor_id), run_id=run_id).to_wire(),
+                     {"procedure": procedure, "actor_id": actor_id, "run_id": run_id})
 
     def procedure_record(
         self, run_id: str, nodes: list[dict[str, Any]], links: list[dict[str, Any]] | None = None,
         actor_id: str | None = None,
     ) -> dict:  # fmt: skip
-        return _call(lambda: self.procedures.record(run_id, self._actor(actor_id), nodes, links or []).to_wire())
+        return _call(lambda: self.procedures.record(run_id, self._actor(actor_id), nodes, links or []).to_wire(),
+                     {"run_id": run_id, "nodes": nodes, "links": links, "actor_id": actor_id})
 
     def procedure_continue(self, run_id: str, from_step: str | None = None) -> dict:
-        return _call(lambda: self.procedures.continue_procedure(run_id, from_step=from_step).to_wire())
+        return _call(lambda: self.procedures.continue_procedure(run_id, from_step=from_step).to_wire(),
+                     {"run_id": run_id, "from_step": from_step})
 
     def procedure_end(self, run_id: str) -> dict:
-        return _call(lambda: self.procedures.end_procedure(run_id).to_wire())
+        return _call(lambda: self.procedures.end_procedure(run_id).to_wire(), {"run_id": run_id})
 
 
 # ---------------------------------------------------------------------------- descriptions
@@ -263,3 +280,100 @@ def build_server(tools: CabalTools) -> Any:
         server.add_tool(function, name=function.__name__, description=DESCRIPTIONS[function.__name__],
                         annotations=annotations)  # fmt: skip
     return server
+
+
+# ------------------------------------------------------------------------------- transport
+
+
+async def serve_stdio(server: Any) -> None:
+    """Serve ``server`` (an ``MCPServer``) over stdin and stdout, answering every request.
+
+    The SDK's stdio transport hands a line it cannot read to the server as an exception, which
+    the server drops: the client would wait for its answer forever. Here each such line is
+    answered with a JSON-RPC error (parse error, or invalid request) carrying the request's id
+    when the line still shows it. ``MCPServer.run_stdio_async`` has no hook for this, so its
+    low-level server is driven directly, as that method does.
+    """
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(_Answering(read_stream, write_stream), write_stream,
+                           lowlevel.create_initialization_options())
+
+
+class _Answering:
+    """The transport's read stream, with every unreadable line answered instead of passed on."""
+
+    def __init__(self, inner: Any, replies: Any) -> None:
+        self._inner = inner
+        self._replies = replies
+
+    @property
+    def last_context(self) -> Any:  # the sender's context, which the SDK's dispatcher reads
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._replies.send(unreadable_reply(item))
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Answering:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+
+_TOP_LEVEL_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def unreadable_reply(error: Exception) -> Any:
+    """The JSON-RPC error that answers a line the transport could not read (``error`` says why)."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    details = error.errors() if isinstance(error, ValidationError) else []
+    unparsed = next((d["input"] for d in details if d["type"] == "json_invalid" and isinstance(d["input"], str)), None)
+    if unparsed is not None:
+        code, request_id = types.PARSE_ERROR, _id_in_text(unparsed)
+        why = details[0]["msg"]
+    else:
+        code = types.INVALID_REQUEST
+        request_id = next((d["input"].get("id") for d in details if isinstance(d.get("input"), Mapping)), None)
+        why = "not a JSON-RPC message this server knows"
+    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+        request_id = None
+    message = f"cabal mcp cannot read this request ({why}); nothing was done"
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                                             error=types.ErrorData(code=code, message=message)))
+
+
+def _id_in_text(line: str) -> int | str | None:
+    """The id of a request the SDK could not parse: Python's parser takes lone surrogates and
+    deeper nesting; a line deeper still is searched for an id before its first nested value."""
+    try:
+        parsed = json.loads(line)
+        return parsed.get("id") if isinstance(parsed, dict) else None
+    except (ValueError, RecursionError):
+        opening = line.find("{")
+        nested = re.search(r"[{\[]", line[opening + 1:]) if opening >= 0 else None
+        head = line[: opening + 1 + nested.start()] if nested else line
+        found = _TOP_LEVEL_ID.search(head)
+        return json.loads(found.group(1)) if found else None

@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from cabal import resources
 from cabal.errors import ProtocolLoadError, ProtocolProblem, ResourceNotFound
+from cabal.yaml_reader import read_text_file
 
 __all__ = [
     "GAP_DOMAINS",
@@ -180,11 +181,7 @@ def load_skills(
 
 
 def _read(path: Path, name: str, allowed: Collection[str] | None) -> Skill:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ProtocolLoadError([ProtocolProblem(file=str(path), message=f"cannot read skill: {error}")]) from error
-    return parse_skill(text, name, source=path, allowed=allowed)
+    return parse_skill(read_text_file(path), name, source=path, allowed=allowed)
 
 
 # ---------------------------------------------------------------------------------- parsing

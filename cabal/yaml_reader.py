@@ -9,11 +9,17 @@ Mappings come back as ``LineDict``: a dict that knows its own line, each key's l
 keys given twice (which YAML would otherwise resolve silently, the last one winning).
 ``Problems`` collects what a loader finds wrong in such a document, each problem located by
 file, line, step and field, so a file's every problem is reported at once.
+
+Every file Cabal reads (protocols, procedures, role cards, missions, scripts, skills, prompts)
+is read by ``read_text_file``: at most ``MAX_FILE_BYTES``, UTF-8 text, or a located problem. No
+YAML alias is expanded: an alias repeats a node wherever it is named, so ten lines of nested
+aliases ("billion laughs") would expand to billions of values; Cabal's files write values out.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -35,8 +41,18 @@ class LineDict(dict):
         return self.key_lines.get(key, self.line) if key is not None else self.line
 
 
+MAX_FILE_BYTES = 1_000_000  # a protocol, a mission or a script is a few kB; a file beyond this is not one
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 scalars and line-aware mappings."""
+    """SafeLoader with YAML 1.2 scalars and line-aware mappings, and no aliases."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            alias = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"an alias (*{alias.anchor}) is not allowed here; write the value out", alias.start_mark)
+        return super().compose_node(parent, index)
 
 
 _BOOL = "tag:yaml.org,2002:bool"
@@ -79,6 +95,10 @@ _Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 
 
 def read_yaml(text: str, source: str) -> Any:
+    """One YAML document (``source`` names it in problems); a ``ProtocolLoadError`` if it is no
+    valid YAML, holds an alias, or is longer than ``MAX_FILE_BYTES`` (in characters)."""
+    if len(text) > MAX_FILE_BYTES:
+        raise ProtocolLoadError([ProtocolProblem(source, f"too large: more than {MAX_FILE_BYTES:,} characters")])
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.YAMLError as exc:
@@ -102,6 +122,24 @@ def line_at(data: Any, path: tuple[Any, ...]) -> int | None:
         else:
             break
     return line
+
+
+def read_text_file(path: str | Path) -> str:
+    """The text of one of Cabal's files, or a ``ProtocolLoadError`` located at the file: it cannot
+    be read, it is larger than ``MAX_FILE_BYTES``, or it is not UTF-8 text (a binary file)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)  # never more, however large the file
+    except OSError as exc:
+        raise ProtocolLoadError([ProtocolProblem(str(path), f"cannot read: {exc.strerror or exc}")]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ProtocolLoadError([ProtocolProblem(str(path), f"too large: more than {MAX_FILE_BYTES:,} bytes")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolLoadError([ProtocolProblem(
+            str(path), f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): is it a binary file?")]) from None
 
 
 class Problems:

@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import anyio
+import mcp_types
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLS = {
@@ -22,8 +25,9 @@ def said(answer):
     return {"answer": answer, "description": "I read the module first", "reasoning": "the rule guards this behavior"}
 
 
-def serve(graph, graph_server, tmp_path, scenario):
-    """Start ``cabal mcp`` for the test graph and run ``scenario(session)`` against it."""
+def serve(graph, graph_server, tmp_path, scenario, wire=None):
+    """Start ``cabal mcp`` for the test graph and run ``scenario(session)`` against it (``wire``
+    wraps the client's write stream)."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "cabal.cli", "mcp", "--graph", graph.name, "--home", str(graph_server.home)],
@@ -35,7 +39,7 @@ def serve(graph, graph_server, tmp_path, scenario):
     async def main():
         with errors.open("w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
+                async with ClientSession(read, wire(write) if wire else write) as session:
                     await session.initialize()
                     with anyio.fail_after(30):
                         await scenario(session)
@@ -169,3 +173,80 @@ def test_procedure_tools_run_a_procedure_through_its_gate(graph, graph_server, t
     serve(graph, graph_server, tmp_path, scenario)
     assert graph.get("run-adr-1")["status"] == "completed"
     assert [n["id"] for n in graph.contents_of("run-adr-1", "narrative")] == ["q-sessions"]
+
+
+class _Line:
+    """A message the transport writes exactly as given."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def model_dump_json(self, **_: object) -> str:
+        return self.text
+
+
+class RawArguments:
+    """The client's write stream, with a marker in a request replaced by raw JSON text: what a
+    client in another language may send and the Python SDK cannot even serialise (a lone
+    surrogate escape, nesting beyond its serialiser's depth)."""
+
+    def __init__(self, inner, raw: dict[str, str]) -> None:
+        self.inner = inner
+        self.raw = raw
+
+    async def send(self, message) -> None:
+        text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+        for marker, raw in self.raw.items():
+            if json.dumps(marker) in text:
+                message = SessionMessage(_Line(text.replace(json.dumps(marker), raw)))
+        await self.inner.send(message)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.inner.__aexit__(*exc_info)
+
+
+def nested(levels: int, bottom: object = "bottom") -> object:
+    for _ in range(levels):
+        bottom = {"d": bottom}
+    return bottom
+
+
+def test_every_request_gets_an_answer_however_hostile_its_arguments(seeded, graph, graph_server, tmp_path):
+    raw = {"@deep@": json.dumps(nested(900)), "@surrogate@": '"refunds \\ud800 and more"'}
+    before = graph.counts()
+
+    async def scenario(session):
+        # Lines the SDK cannot read: a JSON-RPC error for the request, not silence.
+        for marker, why in (("@deep@", "recursion limit exceeded at line 1 column 1325"),
+                            ("@surrogate@", "unexpected end of hex escape at line 1 column 158")):
+            with pytest.raises(MCPError) as unreadable:
+                await session.call_tool("membrane_start", {"protocol": "add_invariant", "context": {"space_id": marker}})
+            assert unreadable.value.code == mcp_types.PARSE_ERROR
+            assert unreadable.value.message == f"cabal mcp cannot read this request (Invalid JSON: {why}); nothing was done"
+
+        # Arguments it reads but no answer may be: a tool error, or the membrane's errors.
+        deep = await session.call_tool("membrane_start", {"protocol": "add_invariant", "context": nested(40)})
+        assert error_text(deep) == ("Error executing tool membrane_start: context." + ".".join(["d"] * 31)
+                                    + ": nested more than 32 levels deep")
+        nul = await session.call_tool("procedure_record", {"run_id": "run-x", "nodes": [{"id": "a\x00b"}]})
+        assert error_text(nul) == ("Error executing tool procedure_record: nodes.0.id: contains a NUL character at "
+                                   "position 1; write plain text")
+        started = data(await session.call_tool("membrane_start", {"protocol": "add_invariant",
+                                                                   "context": {"space_id": "mod-refunds"}}))
+        escaped = data(await session.call_tool("membrane_continue", {"session_id": started["session_id"],
+                                                                      "answer": said(["beh-refund\x1b[2J"])}))
+        assert (escaped["status"], escaped["step"]["id"]) == ("active", "guarded_behaviors")
+        assert escaped["errors"] == [{"path": "guarded_behaviors.answer.0",
+                                      "message": "contains an escape character (ESC) at position 10; write plain text"}]
+
+        # And the server goes on answering.
+        assert "add_invariant" in {p["name"] for p in data(await session.call_tool("membrane_list", {}))["protocols"]}
+
+    serve(graph, graph_server, tmp_path, scenario, wire=lambda write: RawArguments(write, raw))
+    assert graph.counts()["nodes"] == before["nodes"] + 2  # the server's actor and the one session started

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from cabal.cli import exits
 from cabal.errors import CabalError, ConfigError
+from cabal.limits import printable
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -53,10 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return args.func(args)
-    except CabalError as error:
-        print(f"cabal: {error}", file=sys.stderr)
+    except CabalError as error:  # its message may quote what it refused: printed without control characters
+        print(printable(f"cabal: {error}"), file=sys.stderr)
         if error.hint:
-            print(f"hint: {error.hint}", file=sys.stderr)
+            print(printable(f"hint: {error.hint}"), file=sys.stderr)
         return exits.USAGE if isinstance(error, ConfigError) else exits.FAILED
     except KeyboardInterrupt:
         print("\ncabal: interrupted", file=sys.stderr)

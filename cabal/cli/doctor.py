@@ -9,6 +9,7 @@ from typing import Any
 from cabal.cli.options import add_graph_options
 from cabal.cli.protocols import library_options
 from cabal.errors import ConfigError
+from cabal.limits import printable
 
 
 def register(commands: Any) -> None:
@@ -77,7 +78,7 @@ def _print_plan(graph_name: str, treatments: list) -> None:
     print(f"{len(treatments)} gap(s) in graph {graph_name!r}:")
     for t in treatments:
         plan = f"skill {t.skill.name} -> protocol {t.protocol}" if t.protocol else f"no protocol: {t.reason}"
-        print(f"  {t.gap.kind}: {t.gap.node_id} ({t.gap.node_name})")
+        print(printable(f"  {t.gap.kind}: {t.gap.node_id} ({t.gap.node_name})"))
         print(f"      {plan}")
 
 
@@ -89,14 +90,14 @@ def _print_outcomes(graph_name: str, outcomes: list) -> None:
     print(f"{closed} of {len(outcomes)} gap(s) closed in graph {graph_name!r}:")
     for o in outcomes:
         protocol = o.treatment.protocol or "-"
-        print(f"  {o.gap.kind}: {o.gap.node_id} -> {protocol}: {o.status}{'' if o.closed else ', gap still open'}")
+        print(printable(f"  {o.gap.kind}: {o.gap.node_id} -> {protocol}: {o.status}{'' if o.closed else ', gap still open'}"))
         if o.status == "complete":
             created = o.created or {}
-            print(f"      created {created.get('nodes', 0)} node(s), {created.get('links', 0)} link(s): {o.summary}")
+            print(printable(f"      created {created.get('nodes', 0)} node(s), {created.get('links', 0)} link(s): {o.summary}"))
             kinds: dict[str, list[str]] = {}
             for node in o.nodes:
                 kinds.setdefault(f"{node['node_type']}:{node['type']}", []).append(node["id"])
             for kind, ids in kinds.items():
-                print(f"        {kind} {', '.join(ids)}")
+                print(printable(f"        {kind} {', '.join(ids)}"))
         elif o.error:
-            print(f"      {o.error}")
+            print(printable(f"      {o.error}"))

@@ -23,6 +23,7 @@ def register(commands: Any) -> None:
 def cmd_graph_status(args: argparse.Namespace) -> int:
     from cabal.config import resolve_server
     from cabal.graph import ContextGraph, EmbeddedServer
+    from cabal.errors import SchemaError
     from cabal.graph.context_graph import connect
 
     address = resolve_server(args.url, args.home)
@@ -42,7 +43,11 @@ def cmd_graph_status(args: argparse.Namespace) -> int:
         names = sorted(db.list_graphs())  # listing selects no graph, so status creates none
         print(f"graphs: {len(names)}")
         for name in names:
-            counts = ContextGraph(db, name, address, server).counts()
+            try:
+                counts = ContextGraph(db, name, address, server).counts()
+            except SchemaError:  # a graph another client named with control characters
+                print(f"  {name!r}: a name Cabal does not open")
+                continue
             print(f"  {name}: {counts['nodes']} nodes, {counts['links']} links")
     finally:
         db.connection.close()

@@ -29,9 +29,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     import anyio
 
     from cabal.graph import ContextGraph
-    from cabal.mcp_server import CabalTools, build_server
+    from cabal.mcp_server import CabalTools, build_server, serve_stdio
 
     with ContextGraph.open(args.url, name=args.graph, home=args.home) as graph:
         tools = CabalTools(graph, protocol_dirs=args.protocols, procedure_dirs=args.procedures, actor_id=args.actor)
-        anyio.run(build_server(tools).run_stdio_async)
+        anyio.run(serve_stdio, build_server(tools))
     return 0

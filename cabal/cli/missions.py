@@ -18,6 +18,8 @@ from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options
 from cabal.errors import ConfigError, ResourceNotFound
+from cabal.limits import printable
+from cabal.private import open_private
 
 if TYPE_CHECKING:
     from cabal.report import Product
@@ -63,7 +65,7 @@ def print_conversation(mission_id: str, home: str | None, url: str | None, strea
         if line.round != current:
             current = line.round
             print(round_heading(current), file=out)
-        print(conversation_line(line), file=out)
+        print(printable(conversation_line(line)), file=out)
 
 
 def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,
@@ -79,10 +81,10 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
     accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
                 if p.status == "accepted"]
     if accepted:
-        print("accepted: " + ", ".join(accepted), file=out)
+        print(printable("accepted: " + ", ".join(accepted)), file=out)
     if result.pending_halt:
         if not question_shown:
-            print(f"waiting for you: {result.pending_halt.get('message')}", file=out)
+            print(printable(f"waiting for you: {result.pending_halt.get('message')}"), file=out)
         print(f"answer with: cabal resume {result.mission_id} --answer '...'   (or: cabal chat {result.mission_id})",
               file=out)
     print(f"read the work: cabal show {result.mission_id}   (all of it: cabal export {result.mission_id} "
@@ -102,7 +104,7 @@ def watching(args: argparse.Namespace) -> Iterator[Watch]:
     log_file = None
     if args.events and args.events != "-":
         try:
-            log_file = open(args.events, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+            log_file = open_private(args.events)  # noqa: SIM115 - closed below; the whole run: private
         except OSError as error:
             raise ConfigError(f"cannot write events to {args.events}: {error.strerror}") from None
     log = EventLog(sys.stdout if args.events == "-" else log_file) if args.events else None
@@ -225,10 +227,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     for line in next_steps(result):
         print(line)
     if result.pending_halt:
-        print(f"waiting for you: {result.pending_halt.get('message')}")
+        print(printable(f"waiting for you: {result.pending_halt.get('message')}"))
     for row in tree:
-        print(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
-              f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}")
+        print(printable(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
+                        f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
     print(f"read the products: cabal show {result.mission_id}")

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any
 
+from cabal.limits import printable
 from cabal.report.markdown import conversation_line
 from cabal.report.model import Line
 from cabal.rounds.events import (
@@ -140,6 +141,7 @@ class Progress:
         self._print(conversation_line(line))
 
     def _print(self, text: str, *, dim: bool = False) -> None:
+        text = printable(text)  # model and user text: no escape sequence reaches the terminal
         if not self.live:
             print(text, file=self.stream, flush=True)
             return

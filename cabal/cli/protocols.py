@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cabal.errors import ConfigError
+from cabal.limits import printable
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -55,10 +56,10 @@ def cmd_protocols_list(args: argparse.Namespace) -> int:
     width = max((len(e["name"]) for e in entries), default=0)
     for entry in entries:
         if "error" in entry:
-            print(f"{entry['name']:<{width}}  BROKEN: {entry['error'].splitlines()[0]}")
+            print(printable(f"{entry['name']:<{width}}  BROKEN: {entry['error'].splitlines()[0]}"))
         else:
             description = " ".join((entry["description"] or "").split())
-            print(f"{entry['name']:<{width}}  {description[:100]}")
+            print(printable(f"{entry['name']:<{width}}  {description[:100]}"))
     return 0
 
 
@@ -67,9 +68,9 @@ def cmd_protocols_show(args: argparse.Namespace) -> int:
 
     protocol = ProtocolLibrary(args.protocols).get(args.name)
     if args.source:
-        print(Path(protocol.source).read_text(encoding="utf-8"), end="")
+        print(printable(Path(protocol.source).read_text(encoding="utf-8")), end="")
         return 0
-    print(describe_protocol(protocol))
+    print(printable(describe_protocol(protocol)))
     return 0
 
 
@@ -158,7 +159,7 @@ def cmd_protocols_check(args: argparse.Namespace) -> int:
     )
     problems = check_files(files, args.protocols)
     for problem in problems:
-        print(problem)
+        print(printable(str(problem)))
     broken = len({p.file for p in problems})
     if problems:
         print(f"{len(problems)} problem(s) in {broken} of {len(files)} protocol file(s)", file=sys.stderr)

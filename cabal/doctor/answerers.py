@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from cabal.doctor.gaps import Gap
-from cabal.errors import AnswerProblem, ConfigError, ModelError, ProtocolRuntimeError
+from cabal.errors import AnswerProblem, ConfigError, ModelError, ProtocolLoadError, ProtocolRuntimeError
 from cabal.llm import call_metadata, call_model
 from cabal.membrane.results import AskView, Form
 from cabal.membrane.templates import Scope, interpolate
 from cabal.skills import Skill
+from cabal.yaml_reader import read_text_file, read_yaml
 
 __all__ = ["AnswerRequest", "Answerer", "ModelAnswerer", "ScriptedAnswers", "answer_tool_name"]
 
@@ -151,11 +151,9 @@ class ScriptedAnswers:
     def from_file(cls, path: str | Path) -> ScriptedAnswers:
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot read answers file {path}: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"answers file {path} is not valid YAML: {exc}") from None
+            data = read_yaml(read_text_file(path), str(path))
+        except ProtocolLoadError as exc:
+            raise ConfigError(f"answers file {exc}") from None
         return cls(data or {}, source=str(path))
 
     def __call__(self, request: AnswerRequest) -> Mapping[str, Any]:

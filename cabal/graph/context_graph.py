@@ -89,7 +89,7 @@ class ContextGraph:
 
     def __init__(self, db: FalkorDB, name: str, address: ServerAddress, server: EmbeddedServer | None) -> None:
         self._db = db
-        self._graph = db.select_graph(name)
+        self._graph = db.select_graph(schema.check_graph_name(name))
         self.name = name
         self.address = address
         self.server = server
@@ -98,6 +98,7 @@ class ContextGraph:
     def open(
         cls, url: str | None = None, *, name: str = "cabal", home: str | os.PathLike[str] | None = None
     ) -> ContextGraph:
+        schema.check_graph_name(name)  # before a server is started or a connection made for nothing
         address = resolve_server(url, home)
         db, server = connect(address)
         return cls(db, name, address, server)
@@ -120,6 +121,8 @@ class ContextGraph:
     def _run(self, text: str, params: dict[str, object] | None = None, *, read_only: bool = False):
         """One query. A graph comes into being (with its indexes) at its first write; reading a
         graph that does not exist yet reads as empty instead of creating it."""
+        if params:
+            schema.check_parameters(params)
         try:
             if read_only:
                 return self._graph.ro_query(text, params)
@@ -138,6 +141,8 @@ class ContextGraph:
     def _pipelined(self, command: str, queries: list[reads.Query]) -> list[object]:
         """Several queries sent at once and answered in order: one round trip instead of one
         each. A refused query's reply is its ``ResponseError``, for the caller to judge."""
+        for _, params in queries:
+            schema.check_parameters(params)  # as _run does: refused before anything is sent
         pipe = self._db.connection.pipeline(transaction=False)
         for text, params in queries:
             header = "".join(f"{key}={stringify_param_value(value)} " for key, value in params.items())
@@ -322,9 +327,14 @@ class ContextGraph:
         return self.preset("all_escalations")
 
     def read_cypher(self, text: str, params: dict[str, object] | None = None) -> list[dict]:
-        """Run a read-only Cypher query (the server refuses writes); rows as dicts by column."""
+        """Run a read-only Cypher query; rows as dicts by column. A query that could write is
+        refused before it is sent (``reads.writing_clause``), and the server's read-only mode
+        would refuse it anyway."""
         if not isinstance(text, str) or not text.strip():
             raise SchemaError("a Cypher query must be a non-empty string", field="query")
+        writing = reads.writing_clause(text)
+        if writing:
+            raise SchemaError(f"a read-only query may not write ({writing}); nothing was sent", field="query")
         result = self._run(text, params or {}, read_only=True)
         columns = [column[1] if isinstance(column, (list, tuple)) else column for column in result.header]
         columns = [c.decode() if isinstance(c, bytes) else str(c) for c in columns]

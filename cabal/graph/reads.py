@@ -6,6 +6,7 @@ schema, property names are checked identifiers, and every value is a parameter.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from cabal.errors import SchemaError
@@ -144,3 +145,38 @@ def counts() -> Query:
         "MATCH (n) WITH count(n) AS nodes OPTIONAL MATCH ()-[e]->() RETURN nodes, count(e)",
         {},
     )
+
+
+# ------------------------------------------------------------------- Cypher from protocols
+
+# A protocol's Cypher query may only read. The server's read-only mode (GRAPH.RO_QUERY) refuses
+# a query that writes when it runs; this rule says so before: when a protocol loads (so
+# `cabal protocols check` reports it) and again before ``read_cypher`` sends one. It is the
+# server's rule, kept on the strict side: the clauses that write, and every procedure not known
+# to only read.
+_WRITING_CLAUSES = ("CREATE", "MERGE", "SET", "DELETE", "REMOVE", "DROP")
+READ_PROCEDURES = frozenset({
+    "db.labels", "db.relationshiptypes", "db.propertykeys", "db.indexes", "db.constraints", "db.meta.stats",
+    "db.idx.fulltext.querynodes", "db.idx.fulltext.queryrelationships", "db.idx.vector.querynodes",
+    "db.idx.vector.queryrelationships", "dbms.procedures",
+})
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`|//[^\n]*|/\*.*?\*/", re.DOTALL)
+_WORD = re.compile(r"(?<![.$:\w])([A-Za-z_]\w*)(?!\s*:[^:])")
+_CALLED = re.compile(r"\s*([A-Za-z_][\w.]*)")  # after CALL: the procedure's name (a subquery's "{" is none)
+
+
+def writing_clause(text: str) -> str | None:
+    """The first clause of a Cypher query that could write (``DELETE``, ``CALL db.idx...``), or
+    None when it only reads. Texts, quoted names and comments are not read as clauses; a
+    property (``n.set``), a parameter (``$create``), a label or a map key is not a clause."""
+    plain = _QUOTED.sub(" ", text)
+    for word in _WORD.finditer(plain):
+        keyword = word.group(1).upper()
+        if keyword in _WRITING_CLAUSES:
+            return keyword
+        called = _CALLED.match(plain, word.end()) if keyword == "CALL" else None
+        if called:
+            procedure = called.group(1).lower()
+            if procedure not in READ_PROCEDURES and not procedure.startswith("algo."):
+                return f"CALL {called.group(1)}"
+    return None

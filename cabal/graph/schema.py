@@ -11,7 +11,9 @@ graph) and its own label, e.g. ``Node:Product``. Every node has ``id``, ``node_t
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cabal.errors import SchemaError
@@ -24,7 +26,12 @@ IMMUTABLE_KEYS = ("id", "node_type")
 FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Ids are looked up as top-level query parameters, which lose edge whitespace on the way to
 # FalkorDB; an id with edge whitespace or control characters could be stored but never found.
-_BAD_ID = re.compile(r"^\s|\s$|[\x00-\x1f\x7f]")
+_BAD_ID = re.compile(r"^\s|\s$|[\x00-\x1f\x7f\ud800-\udfff]")
+# What a query cannot carry: the client sends parameters inside the query text, where FalkorDB's
+# parser stops at a NUL and a lone surrogate cannot even be encoded.
+_UNSENDABLE = re.compile(r"[\x00\ud800-\udfff]")
+INT64 = (-(2**63), 2**63 - 1)  # FalkorDB's integers; a bigger one would be stored clipped, silently
+MAX_PARAMETER_DEPTH = 64  # the client renders parameters recursively
 
 
 @dataclass(frozen=True)
@@ -159,7 +166,7 @@ def field_name(name: str) -> str:
 def check_id(node_id: str) -> str:
     if _BAD_ID.search(node_id):
         raise SchemaError(
-            f"node id {node_id!r} has edge whitespace or control characters", item=node_id, field="id"
+            f"node id {node_id!r} has edge whitespace, control characters or lone surrogates", item=node_id, field="id"
         )
     return node_id
 
@@ -167,18 +174,76 @@ def check_id(node_id: str) -> str:
 _PRIMITIVES = (str, int, float, bool)
 
 
+def unstorable(value: object) -> str | None:
+    """What keeps a primitive from reaching the graph as it is, or None when nothing does: a NUL
+    or a lone surrogate in a text, a float that is not finite, an integer beyond 64 bits."""
+    if isinstance(value, str):
+        found = _UNSENDABLE.search(value)
+        if found is None:
+            return None
+        what = "a NUL character" if found.group() == "\x00" else f"a lone surrogate (U+{ord(found.group()):04X})"
+        return f"{what} at position {found.start()}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"the number {value}"
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+        return "an integer beyond 64 bits"
+    return None
+
+
 def check_value(value: object, *, item: str, field_: str) -> None:
-    """FalkorDB stores primitives and lists of primitives only; refuse anything else up front."""
-    if isinstance(value, _PRIMITIVES):
-        return
-    if isinstance(value, (list, tuple)) and all(isinstance(v, _PRIMITIVES) for v in value):
-        return
-    raise SchemaError(
-        f"{item}: field {field_!r} holds {type(value).__name__}; "
-        "only strings, numbers, booleans and lists of them can be stored (encode structures as JSON)",
-        item=item,
-        field=field_,
-    )
+    """FalkorDB stores primitives and lists of primitives only, each one it can take whole (see
+    ``unstorable``); refuse anything else up front."""
+    values = value if isinstance(value, (list, tuple)) else (value,)
+    if not all(isinstance(v, _PRIMITIVES) for v in values):
+        raise SchemaError(
+            f"{item}: field {field_!r} holds {type(value).__name__}; "
+            "only strings, numbers, booleans and lists of them can be stored (encode structures as JSON)",
+            item=item,
+            field=field_,
+        )
+    for v in values:
+        wrong = unstorable(v)
+        if wrong:
+            raise SchemaError(f"{item}: field {field_!r} holds {wrong}, which the graph cannot store",
+                              item=item, field=field_)
+
+
+def check_parameters(params: Mapping[str, object]) -> None:
+    """Every value a query carries, walked without recursion; one the client could not send or
+    the graph would change is refused before anything is sent (``SchemaError`` naming where).
+
+    A net under every query: writes check their values with ``check_value`` first, which names
+    the node; reads (an id, a filter, a search text from outside) meet it here."""
+    stack: list[tuple[object, str, int]] = [(value, str(name), 0) for name, value in params.items()]
+    while stack:
+        value, path, depth = stack.pop()
+        if value is None or isinstance(value, _PRIMITIVES):
+            wrong = unstorable(value)
+            if wrong:
+                raise SchemaError(f"query parameter {path!r} holds {wrong}; nothing was sent", field=path)
+            continue
+        if depth >= MAX_PARAMETER_DEPTH:
+            raise SchemaError(f"query parameter {path!r} is nested more than {MAX_PARAMETER_DEPTH} levels deep; "
+                              "nothing was sent", field=path)
+        if isinstance(value, (list, tuple)):
+            stack += [(item, f"{path}.{index}", depth + 1) for index, item in enumerate(value)]
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str) or not key or "`" in key:  # the client quotes keys in backticks
+                    raise SchemaError(f"query parameter {path!r} has the key {key!r}; keys are non-empty strings "
+                                      "without backticks; nothing was sent", field=path)
+                stack.append((item, f"{path}.{key}", depth + 1))
+        else:
+            raise SchemaError(f"query parameter {path!r} holds {type(value).__name__}; only texts, numbers, "
+                              "booleans, lists and maps can be sent; nothing was sent", field=path)
+
+
+def check_graph_name(name: object) -> str:
+    """A graph's name: a text the server can key on (not empty, no control characters)."""
+    if not isinstance(name, str) or not name.strip() or _BAD_ID.search(name):
+        raise SchemaError(f"invalid graph name {name!r}: a graph is named by a non-empty text without edge "
+                          "whitespace or control characters", field="name")
+    return name
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from cabal.errors import GraphUnavailable
+from cabal.errors import ConfigError, GraphUnavailable
+from cabal.private import open_private, private_folder, shared_place_folder
 
 # sun_path is 108 bytes on Linux, including the terminating NUL.
 _MAX_SOCKET_PATH = 107
@@ -62,6 +63,16 @@ class EmbeddedServer:
         digest = hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:16]
         return Path(tempfile.gettempdir()) / f"cabal-{digest}" / "falkordb.sock"
 
+    def _socket_folder(self) -> None:
+        """The socket's folder: the workspace's own, or one in the temporary directory that is
+        ours and private (refused otherwise: whoever made it could take the socket's place)."""
+        if self.socket_path.parent == self.data_dir:
+            return
+        try:
+            shared_place_folder(self.socket_path.parent)
+        except ConfigError as refused:
+            raise GraphUnavailable(self.address, refused.message, hint=refused.hint) from None
+
     @property
     def address(self) -> str:
         return f"unix://{self.socket_path}"
@@ -88,8 +99,9 @@ class EmbeddedServer:
 
     @contextmanager
     def _start_lock(self):
-        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.data_dir / "start.lock", "w") as lock:
+        private_folder(self.home)
+        private_folder(self.data_dir)
+        with open_private(self.data_dir / "start.lock") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -99,9 +111,9 @@ class EmbeddedServer:
     def start(self, timeout_s: float = 15.0) -> bool:
         """Make sure the server runs. Returns True if this call started it, False if attached."""
         with self._start_lock():
+            self._socket_folder()  # before attaching too: a socket in someone else's folder is not ours
             if self.is_running():
                 return False
-            self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             self.socket_path.unlink(missing_ok=True)  # stale socket of a dead server
             redis_server, module = _binaries()
             command = [
@@ -118,7 +130,7 @@ class EmbeddedServer:
                 "--save", "",
                 "--protected-mode", "yes",
             ]
-            with open(self.log_path, "ab") as log:
+            with open_private(self.log_path, "ab") as log:
                 try:
                     self._process = subprocess.Popen(
                         command,

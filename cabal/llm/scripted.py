@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -25,9 +24,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
-from cabal.errors import ModelError
+from cabal.errors import ModelError, ProtocolLoadError
 from cabal.llm.keys import FACTS_KEY, TURN_KEY, CallKey
 from cabal.llm.usage import estimate_tokens
+from cabal.yaml_reader import read_text_file, read_yaml
 
 Wildcard = Literal["*"]
 _ENTRY_FIELDS = {"round", "step", "agent", "tool", "args", "repeat"}
@@ -195,14 +195,12 @@ class ScriptedChatModel(_FakeChatModel):
         """Load a YAML or JSON list of entries."""
         path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise ModelError(f"cannot read model script {path}: {error.strerror or error}") from error
-        try:
-            data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-        except (ValueError, yaml.YAMLError) as error:
-            kind = path.suffix.lstrip(".") or "YAML"
-            raise ModelError(f"model script {path} is not valid {kind}: {error}") from error
+            text = read_text_file(path)
+            data = json.loads(text) if path.suffix.lower() == ".json" else read_yaml(text, str(path))
+        except ProtocolLoadError as error:
+            raise ModelError(f"model script {error}") from None
+        except ValueError as error:
+            raise ModelError(f"model script {path} is not valid JSON: {error}") from None
         if not isinstance(data, list):
             raise ModelError(f"model script {path} must hold a list of entries")
         return cls(data, source=str(path), **kwargs)

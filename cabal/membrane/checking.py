@@ -15,6 +15,7 @@ from cabal.errors import ProtocolLoadError, ProtocolProblem, ResourceNotFound
 from cabal.membrane.library import ProtocolLibrary
 from cabal.membrane.loader import load_protocol
 from cabal.membrane.protocol import CallStep, Protocol
+from cabal.yaml_reader import read_text_file
 
 
 class _Callees:
@@ -33,11 +34,11 @@ class _Callees:
         if name not in self.loaded:
             try:
                 if name in self.files:
-                    text = self.files[name].read_text(encoding="utf-8")
+                    text = read_text_file(self.files[name])
                     self.loaded[name] = load_protocol(text, str(self.files[name]), protocol_exists=self.exists)
                 else:
                     self.loaded[name] = self.library.get(name)
-            except (ProtocolLoadError, ResourceNotFound, OSError, UnicodeDecodeError):
+            except (ProtocolLoadError, ResourceNotFound):
                 self.loaded[name] = None  # reported where it is checked, if it is
         return self.loaded[name]
 
@@ -71,12 +72,7 @@ def check_files(files: Iterable[Path], protocol_dirs: Iterable[str | Path] = ())
     problems: list[ProtocolProblem] = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(ProtocolProblem(str(path), f"cannot read: {exc}"))
-            continue
-        try:
-            load_protocol(text, str(path), protocol_exists=callees.exists, expected_name=path.stem, strict_names=True,
+            load_protocol(read_text_file(path), str(path), protocol_exists=callees.exists, expected_name=path.stem, strict_names=True,
                           callee_names=callees.provided_names)  # fmt: skip
         except ProtocolLoadError as exc:
             problems += exc.problems

@@ -16,6 +16,7 @@ from cabal import resources
 from cabal.errors import ProtocolLoadError, ResourceNotFound
 from cabal.membrane.loader import load_protocol
 from cabal.membrane.protocol import Protocol
+from cabal.yaml_reader import read_text_file
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -42,7 +43,7 @@ class ProtocolLibrary:
         # The names call_protocol may target are part of what a load checks: part of the key.
         names = frozenset(self.names())
         protocol = resources.parsed_once(path, lambda p: load_protocol(
-            p.read_text(encoding="utf-8"), str(p), protocol_exists=names.__contains__, expected_name=name),
+            read_text_file(p), str(p), protocol_exists=names.__contains__, expected_name=name),
             "protocol", name, names)
         self._loaded[name] = protocol
         return protocol

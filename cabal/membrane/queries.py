@@ -25,7 +25,7 @@ from typing import Any
 
 from cabal.errors import TemplateError
 from cabal.graph import schema
-from cabal.graph.reads import DIRECTIONS, MAX_DEPTH, PRESETS
+from cabal.graph.reads import DIRECTIONS, MAX_DEPTH, PRESETS, writing_clause
 from cabal.membrane.templates import Scope, interpolate, references
 
 # verb -> modifiers it takes. The verb's own value lands under the first modifier's name.
@@ -55,7 +55,7 @@ class QuerySpec:
 def parse_query(raw: Any) -> tuple[QuerySpec | None, list[tuple[str, str]]]:
     """A query from YAML; problems come back as (field, message) pairs."""
     if isinstance(raw, str):
-        return QuerySpec("cypher", MappingProxyType({"text": raw})), []
+        return QuerySpec("cypher", MappingProxyType({"text": raw})), _static_problems("cypher", {"text": raw})
     if not isinstance(raw, Mapping):
         return None, [("query", f"must be a mapping (find, links_from, ...) or a Cypher string, got {raw!r}")]
     verbs = [key for key in raw if key in VERBS]
@@ -118,6 +118,10 @@ def _static_problems(verb: str, args: dict[str, Any]) -> list[tuple[str, str]]:
         problems.append(("query.where", "must be a mapping of field: value"))
     if verb == "cypher" and not isinstance(args.get("params", {}), Mapping):
         problems.append(("query.params", "must be a mapping of name: value"))
+    writing = writing_clause(args["text"]) if verb == "cypher" and isinstance(args.get("text"), str) else None
+    if writing:  # the rule read_cypher applies when the query runs
+        problems.append(("query", f"a query may only read, and this one could write ({writing}); "
+                                  "a protocol writes with create and update steps"))
     return problems
 
 

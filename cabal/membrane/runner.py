@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cabal.errors import AnswerProblem, AnswerRejected, ProtocolRuntimeError, ResourceNotFound
+from cabal.limits import answer_problems
 from cabal.membrane import cluster
 from cabal.membrane.files import FileRefused, FileRoot
 from cabal.membrane.library import ProtocolLibrary
@@ -193,13 +194,17 @@ class Membrane:
         # The state to keep if an answer is rejected. A one-shot run that stores nothing can
         # rebuild it on that (rare) path instead of copying the session on every run.
         before = session.copy() if restart is None else None
-        walk = self._walk(session, answers=answers)
-        stop = walk.run()
-        problems = list(walk.problems)
-        if stop.reason == "waiting" and stop.key not in answers and (mode == "run" or (problems and mode == "submit")):
-            problems.append(AnswerProblem(stop.key, f"no answer given; expected {describe(stop.step.expects)}"))
-        if stop.reason == "unresolved" and not problems:  # only a rejected answer is ever PENDING
-            raise ProtocolRuntimeError(f"step {stop.key!r} depends on a value the session does not have")
+        # Answers come from outside (a model, an MCP client, a user): depth, size and characters
+        # are checked before anything walks them, and a problem there is a problem like any other.
+        problems = answer_problems(answers)
+        if not problems:
+            walk = self._walk(session, answers=answers)
+            stop = walk.run()
+            problems = list(walk.problems)
+            if stop.reason == "waiting" and stop.key not in answers and (mode == "run" or (problems and mode == "submit")):
+                problems.append(AnswerProblem(stop.key, f"no answer given; expected {describe(stop.step.expects)}"))
+            if stop.reason == "unresolved" and not problems:  # only a rejected answer is ever PENDING
+                raise ProtocolRuntimeError(f"step {stop.key!r} depends on a value the session does not have")
         if problems:
             if before is None:
                 before = restart()

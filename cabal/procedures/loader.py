@@ -13,7 +13,7 @@ from typing import Any
 
 from cabal.errors import ProtocolLoadError, ProtocolProblem, ResourceNotFound, SchemaError
 from cabal.graph import schema
-from cabal.yaml_reader import LineDict, Problems, read_yaml
+from cabal.yaml_reader import LineDict, Problems, read_text_file, read_yaml
 from cabal.procedures.model import Guide, LinkRequirement, NodeRequirement, Procedure, Selector, Step, Validation
 from cabal.resources import files_by_name
 
@@ -221,11 +221,7 @@ def _parse_link(item: LineDict, where: str, step: str | None, problems: Problems
 
 def load_file(path: str | Path) -> Procedure:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProtocolLoadError([ProtocolProblem(str(path), f"cannot read: {exc.strerror or exc}")]) from None
-    return parse_procedure(text, str(path), expected_name=path.stem)
+    return parse_procedure(read_text_file(path), str(path), expected_name=path.stem)
 
 
 def load_procedure(name: str, dirs: Iterable[str | Path] = ()) -> Procedure:

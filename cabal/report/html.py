@@ -4,8 +4,9 @@ Offline by construction: the styles are inline (``templates/report.css``, which 
 serves as a file), the pictures are inline SVG, there is no script, and a Content-Security-Policy
 forbids the page to load anything at all. Every text from the model or the user is escaped by
 the template (autoescape); a version's Markdown is rendered with raw HTML and images turned off,
-so it can add neither markup nor a request. The page is made of ``templates/sections``, which the
-mission page of ``cabal serve`` includes too.
+so it can add neither markup nor a request, and no control character survives (``printable``).
+The page is made of ``templates/sections``, which the mission page of ``cabal serve`` includes
+too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from cabal import __version__
+from cabal.limits import printable
 from cabal.report.model import MissionReport, Product
 from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, timeline_svg, tree_svg
 
@@ -29,7 +31,7 @@ _MARKDOWN_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!<>|]")
 
 
 def render_html(report: MissionReport) -> str:
-    return template_environment().get_template("report.html.j2").render(report_context(report))
+    return printable(template_environment().get_template("report.html.j2").render(report_context(report)))
 
 
 def report_context(report: MissionReport) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """A mission report as Markdown: the transcript, ``cabal export --format md`` and ``cabal show``.
 
 A version's content is Markdown itself; its headings are moved down below the report's own, so
-a version's ``# Title`` does not outrank the product it belongs to.
+a version's ``# Title`` does not outrank the product it belongs to. What is rendered is meant
+for people (a file, a terminal): it leaves here ``printable``, without the terminal control
+sequences a graph written by other means may hold.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from cabal.limits import printable
 from cabal.report.model import Line, MissionReport, Product, Spend, Version
 
 CONTENT_LEVEL = 5  # a version's own top heading becomes #####, below "#### v2"
@@ -60,7 +63,7 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
         problems = f" (rejected: {'; '.join(turn.problems)})" if turn.outcome == "failed" and turn.problems else ""
         lines.append(f"- r{turn.round} {turn.step} {turn.agent}: {turn.outcome}, {turn.summary} "
                      f"[{turn.attempts} attempt(s)]{problems}")
-    return "\n".join(lines).rstrip() + "\n"
+    return printable("\n".join(lines).rstrip() + "\n")
 
 
 def render_products(report: MissionReport, products: Iterable[Product], *, history: bool = False,
@@ -73,7 +76,7 @@ def render_products(report: MissionReport, products: Iterable[Product], *, histo
     else:
         lines = [line for product in chosen
                  for line in product_markdown(report, product, history=history, version=version)]
-    return "\n".join(lines).rstrip() + "\n"
+    return printable("\n".join(lines).rstrip() + "\n")
 
 
 def header(report: MissionReport) -> list[str]:

@@ -24,13 +24,15 @@ from pydantic import ValidationError
 from cabal.entities import HaltAnswer
 from cabal.errors import CabalError, CallRefused, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
+from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, make_model, model_name
 from cabal.llm.usage import price_per_mtok
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
+from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, status_of
-from cabal.rounds.engine import ANSWER_FROM_FILE, build_graph
+from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, build_graph
 from cabal.rounds.events import (MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
                                  RunEnded, Warned, fan_out)
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
@@ -181,16 +183,22 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers[used:],
                            call_limiter)
         pending = status.pending_halt
-        if pending is not None and answer is None:
+        # A run killed between asking the Chair's question and taking the mission file's answer
+        # left it pending: the file's next answer is still there to take, as a clean run would.
+        from_file = pending is not None and bool(run.answers) and not BUDGET_HALT.fullmatch(str(pending["id"]))
+        if pending is not None and answer is None and not from_file:
             raise MissionError(f"mission {mission_id} is waiting for an answer: {pending.get('message')}",
                                hint=f"cabal resume {mission_id} --answer '...'")
         if pending is None and answer is not None:
             raise MissionError(f"mission {mission_id} has no pending question to answer")
-        if answer is not None:
+        if answer is not None:  # the user's answer is checked like any answer, before anything runs
             try:
                 HaltAnswer(answer=answer)
+                problems = answer_problems(answer)
             except ValidationError as error:
-                raise MissionError("the answer cannot be used: " + "; ".join(map(str, pydantic_problems(error))))
+                problems = pydantic_problems(error)
+            if problems:
+                raise MissionError("the answer cannot be used: " + "; ".join(map(str, problems)))
         spend = mission_spend(graph)
         run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=int(node.get("round") or 0),
                                 answer=answer, model=settings.name if model is None or isinstance(model, str)
@@ -257,9 +265,8 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
         run.close()
-    path = workspace.transcript_path(run.mission_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_transcript(run.graph, run.mission_id))
+    workspace.private_mission_dir(run.mission_id)
+    write_private(workspace.transcript_path(run.mission_id), render_transcript(run.graph, run.mission_id))
     result = status_of(workspace, run.graph, run.mission_id)
     run.emit(RunEnded(run.mission_id, state=result.state, stop_reason=result.stop_reason, round=result.round,
                       turns=result.turns, input_tokens=result.usage.input_tokens,
@@ -284,8 +291,7 @@ def _pause(run: MissionRun, why: str) -> None:
 def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
     summary = " ".join(str(error).split())[:500] or type(error).__name__
     detail = summary if isinstance(error, CabalError) else f"{type(error).__name__}: {summary}"
-    log = workspace.error_log_path(run.mission_id)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("".join(traceback.format_exception(error)))
+    workspace.private_mission_dir(run.mission_id)
+    write_private(workspace.error_log_path(run.mission_id), "".join(traceback.format_exception(error)))
     run.set_status(MissionState.FAILED, _round_of(run), StopReason.ERROR, detail)
     run.emit(MissionStopped(run.mission_id, round=_round_of(run), reason=StopReason.ERROR, detail=detail))

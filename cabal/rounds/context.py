@@ -27,6 +27,7 @@ from cabal.rounds.ids import TempIds
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.team import Team
 from cabal.vocabulary import CHAIR_ID, USER_ID, Role, Step
+from cabal.yaml_reader import read_text_file
 
 # Character budgets per section (about 4 characters per token).
 TREE_LINES = 24
@@ -59,7 +60,7 @@ class PromptLibrary:
     def _read(files: dict[str, Path], name: str) -> Template:
         if name not in files:
             raise ConfigError(f"prompt template {name!r} not found", hint="prompts/ must hold system.md and steps/*.md")
-        return Template(files[name].read_text())
+        return Template(read_text_file(files[name]))
 
     def skill_text(self, name: str) -> str:
         """A skill's Markdown (skills/NAME.md, user folders first); unknown names are an error."""

@@ -150,11 +150,12 @@ def _peer_reviewers(run: MissionRun, snapshot: Snapshot) -> list[str]:
 
 
 def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str]]):
-    """The node of a step whose agents act at the same time, on one view of the mission."""
+    """The node of a step whose agents act at the same time, on one view of the mission: the
+    view as of the step's start, even when the step runs again after a crash."""
 
     def node(state: RoundState, runtime: Context) -> RoundState:
         run = runtime.context
-        snapshot = run.snapshot(state["round"])
+        snapshot = run.step_view(state["round"], step)
         run.emit(StepStarted(run.mission_id, round=state["round"], step=step))
         try:
             run.run_step(snapshot, step, agents(run, snapshot))

@@ -36,6 +36,11 @@ def turn_id(round_number: int, step: str, agent_id: str) -> str:
     return f"r{round_number}.{step}.{agent_id}"
 
 
+def step_prefix(round_number: int, step: str) -> str:
+    """What every id written by a turn of this step starts with: its turn moments and items."""
+    return f"r{round_number}.{step}."
+
+
 def item_id(turn: str, kind: str, index: int) -> str:
     return f"{turn}.{kind}{index}"
 
@@ -82,7 +87,10 @@ class TempIds:
         return replace_refs(text, lambda ref: self.short(ref.kind, ref.id) if ref.kind in "pvc" else ref.id)
 
     def answer_to_graph(self, answer: Any, path: str = "") -> tuple[Any, list[AnswerProblem]]:
-        """The model's raw answer with every short id mapped back; unknown ids are problems."""
+        """The model's raw answer with every short id mapped back; unknown ids are problems.
+
+        The walk recurses: an answer reaches it only once ``cabal.limits`` found it at most 32
+        levels deep (``Turn.run`` checks every tool call first)."""
         problems: list[AnswerProblem] = []
         return self._map(answer, path, None, problems), problems
 

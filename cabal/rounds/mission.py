@@ -25,10 +25,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cabal.errors import ConfigError, ProtocolLoadError
+from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
 from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
-from cabal.yaml_reader import line_at, read_yaml
+from cabal.yaml_reader import line_at, read_text_file, read_yaml
 
 
 
@@ -80,6 +81,16 @@ class MissionSpec(BaseModel):
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
 
+    @field_validator("request", "name", "answers")
+    @classmethod
+    def _plain_text(cls, value: str | list[str] | None) -> str | list[str] | None:
+        # What the team reads and the user sees again: no NUL, no terminal control characters.
+        for text in value if isinstance(value, list) else [value]:
+            wrong = unprintable(text) if text else None
+            if wrong:
+                raise ValueError(f"contains {wrong}; write plain text")
+        return value
+
     def model_settings(self) -> ModelSettings:
         """The model settings the mission file gives (defaults for what it leaves out)."""
         if isinstance(self.model, ModelSettings):
@@ -93,13 +104,9 @@ def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     A broken file is one ``ConfigError`` line that says where: ``FILE:LINE: ...``."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read mission file {path}: {exc.strerror}") from None
-    try:
-        data = read_yaml(text, str(path))  # YAML 1.2 scalars, and the line of every key
-    except ProtocolLoadError as exc:
-        raise ConfigError(str(exc)) from None
+        data = read_yaml(read_text_file(path), str(path))
+    except ProtocolLoadError as exc:  # one located line: unreadable, too large, binary, not YAML
+        raise ConfigError(f"mission file {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a mission file is a mapping with at least `request:`")
     data.setdefault("name", path.stem.removesuffix(".mission"))

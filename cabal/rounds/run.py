@@ -25,7 +25,7 @@ from cabal.rounds.budget import BudgetSpent, SpendMeter
 from cabal.rounds.context import ContextBuilder, PromptLibrary
 from cabal.rounds.events import (MissionEvent, ModelCalled, ModelRetried, Presented, TurnDone, TurnStarted,
                                  spoken_lines)
-from cabal.rounds.ids import halt_id, turn_id
+from cabal.rounds.ids import halt_id, step_prefix, turn_id
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
@@ -93,6 +93,20 @@ class MissionRun:
                 self._view.apply(cluster.nodes, cluster.updates)
             self._committed = []
             return self._view
+
+    def step_view(self, round_number: int, step: Step) -> Snapshot:
+        """The view the turns of a parallel step are built from: the mission as of the step's start.
+
+        That is the run's view, unless the step runs again once some of its turns committed
+        (a turn the provider or the budget stopped lets its siblings commit with the step;
+        Ctrl-C commits the turns already done): then the mission is read again without what
+        those turns wrote, so each turn that runs again gets the very prompt it got the first
+        time (and the committed ones are still known as done)."""
+        view = self.snapshot(round_number)
+        started = step_prefix(round_number, step)
+        if not any(turn["id"].startswith(started) for turn in view.turns):
+            return view
+        return load_snapshot(self.graph, self.mission_id, round_number, step=step)
 
     def committed(self, clusters: list[Cluster]) -> None:
         """Clusters a turn committed; applied to the view at the next step boundary."""

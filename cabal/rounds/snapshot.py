@@ -25,7 +25,9 @@ a collab is open until a reflection addresses it; an assignment is active while 
 latest for its product and the product is neither accepted nor removed.
 
 Operatives in one step act in parallel on the same snapshot, so none sees another's writes of
-that step: exactly the semantics of a step.
+that step: exactly the semantics of a step. A step replayed after a crash that came once some
+of its turns had committed reads the mission as of the step's start (``load_snapshot`` with
+``step``), so the turns it runs again see exactly what they saw the first time.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from dataclasses import dataclass, field
 from cabal.entities import BLOCKING_IMPORTANCE
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
+from cabal.rounds.ids import step_prefix
+from cabal.vocabulary import USER_ID
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
 # Node types kept whole, and those kept for a window of rounds (as load_snapshot reads them).
@@ -289,8 +293,13 @@ def mission_spend(graph: ContextGraph) -> Spend:
     return Spend(usage, cost, turns, failed)
 
 
-def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Snapshot:
-    """Read everything a step's agents may need: one query per node type, all in one round trip."""
+def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, step: str | None = None) -> Snapshot:
+    """Read everything a step's agents may need: one query per node type, all in one round trip.
+
+    With ``step``, the mission as of that step's start: what its turns wrote (their ids start
+    with ``step_prefix``) is left out, and so are the user's notes of this round, which a run
+    takes in at the next round's start. Its turn moments stay: they are the record of which
+    turns are done, and no prompt shows them."""
     recent = [round_number - 1, round_number]
     read = graph.read_many({
         "mission": reads.node_by_id(mission_id),
@@ -311,6 +320,8 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Sn
         "messages": reads.find("message", {"round": round_number}),
         "turns": reads.find("moment", {"type": "turn", "round": round_number}, fields=["round", "step", "agent", "outcome"]),
     })
+    if step is not None:
+        read = _as_of_start(read, step_prefix(round_number, step), round_number)
     directives = {d["assignment_id"]: d for d in read["directives"]}
     assignments = [{**{k: v for k, v in directives.get(a["id"], {}).items() if k not in ("id", "node_type", "type")}, **a}
                    for a in read["assignments"]]
@@ -333,3 +344,16 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int) -> Sn
         turns=read["turns"],
         addressed={collab for r in read["addressed"] for collab in r.get("addressed") or []},
     )
+
+
+def _as_of_start(read: dict[str, list[dict]], written: str, round_number: int) -> dict[str, list[dict]]:
+    """What ``load_snapshot`` read, without the nodes a step's turns wrote (ids starting with
+    ``written``) and the user's notes of the round; the mission, the agents and the turn
+    moments are kept whole."""
+    def kept(kind: str, row: dict) -> bool:
+        if row["id"].startswith(written):
+            return False
+        return not (kind == "collabs" and row.get("author") == USER_ID and (row.get("round") or 0) >= round_number)
+
+    whole = ("mission", "agents", "turns")
+    return {kind: rows if kind in whole else [row for row in rows if kept(kind, row)] for kind, rows in read.items()}

@@ -12,12 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from cabal.entities import STEP_OUTPUTS
 from cabal.errors import ProtocolLoadError, ProtocolProblem, ResourceNotFound
 from cabal.resources import files_by_name, parsed_once
 from cabal.vocabulary import Role, Step, role_ids
+from cabal.yaml_reader import read_text_file, read_yaml
 
 
 @dataclass(frozen=True)
@@ -75,9 +74,9 @@ def _read_card(path: Path) -> tuple[RoleCard | None, tuple[ProtocolProblem, ...]
 def _parse_card(path: Path, problems: list[ProtocolProblem]) -> RoleCard | None:
     source = str(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        problems.append(ProtocolProblem(source, f"not valid YAML: {exc}"))
+        data = read_yaml(read_text_file(path), source)
+    except ProtocolLoadError as exc:
+        problems.extend(exc.problems)
         return None
     if not isinstance(data, dict) or data.get("role") != path.stem:
         problems.append(ProtocolProblem(source, f"a role card is a mapping whose `role` is {path.stem!r}", field="role"))

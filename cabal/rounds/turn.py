@@ -12,8 +12,9 @@ Within a turn:
 - an answer that fails (unknown ids, schema, the engine's rules, the membrane) goes back to
   the model with every problem listed, at most ``max_attempts`` answers in all;
 - a reply that is not one valid tool call (plain text, several calls, unreadable arguments,
-  an answer cut off at ``max_tokens``, a tool the step does not offer) is a rejected attempt
-  like any other;
+  an answer cut off at ``max_tokens``, a tool the step does not offer, arguments beyond the
+  limits of ``cabal.limits``: too deep, too big, a NUL or a control character) is a rejected
+  attempt like any other;
 - running out of attempts is a ``failed`` outcome the engine records, never an exception and
   never a write.
 """
@@ -144,6 +145,8 @@ class Turn:
             reply = self._ask(messages, tools, metadata)
             messages.append(reply.history)
             call, problems = _one_call(reply, models)
+            if not problems:  # before anything walks the arguments: depth, size, characters
+                problems = answer_problems(call["args"])
             if problems:
                 result.attempts += 1
                 self._reject(messages, reply, problems, result)
@@ -166,10 +169,6 @@ class Turn:
                                             tool_call_id=call["id"]))
                 continue
             result.attempts += 1
-            problems = answer_problems(raw)  # before anything walks it: depth, size, characters
-            if problems:
-                self._reject(messages, reply, problems, result)
-                continue
             mapped, problems = self.prompt.ids.answer_to_graph(raw)
             try:
                 parsed = models[name].model_validate(mapped)

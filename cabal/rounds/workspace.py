@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cabal.config import DEFAULT_HOME, existing_home, resolve_home
-from cabal.errors import MissionError, ResourceNotFound
+from cabal.errors import ConfigError, MissionError, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.locks import exclusive, is_held
 from cabal.rounds.checkpoints import CheckpointStore
+from cabal.limits import unprintable
+from cabal.private import narrow, open_private, private_file, private_folder
 
 if TYPE_CHECKING:
     from cabal.report import MissionReport
@@ -28,6 +30,7 @@ MISSION_PREFIX = "m-"
 # What a mission id may be (the engine makes m-<name>-<6 hex>; a batch chooses its own): word
 # characters and dashes only, since an id names a graph, a folder and a web page's path.
 MISSION_ID = re.compile(MISSION_PREFIX + r"[\w-]{1,100}")
+CHECKPOINTS = "checkpoints.sqlite"
 
 
 @dataclass
@@ -66,9 +69,9 @@ class Workspace:
             return
         from langgraph.checkpoint.sqlite import SqliteSaver  # the engine's, imported with it
 
-        self.home.mkdir(parents=True, exist_ok=True)
+        store = private_file(private_folder(self.home) / CHECKPOINTS)
         # timeout: wait for another process's write instead of failing with "database is locked".
-        connection = sqlite3.connect(self.home / "checkpoints.sqlite", check_same_thread=False, timeout=30)
+        connection = sqlite3.connect(store, check_same_thread=False, timeout=30)
         # WAL with synchronous=NORMAL: a commit is a write to the log, not an fsync. A killed
         # process loses nothing (the log is in the OS's hands); a power cut can lose the last
         # checkpoints, and resuming from an earlier one replays turns the graph already holds,
@@ -80,13 +83,17 @@ class Workspace:
             with self._locked("checkpoints.lock"):  # two first starts would race to create the tables
                 connection.execute("PRAGMA journal_mode=WAL")  # kept in the file: set once, under the lock
                 saver.setup()
+                # SQLite gives its journals the database's mode; these are narrowed for a
+                # workspace made before it was private.
+                for journal in (f"{CHECKPOINTS}-wal", f"{CHECKPOINTS}-shm"):
+                    narrow(self.home / journal)
             yield saver
         finally:
             connection.close()
 
     @contextmanager
     def _locked(self, name: str):
-        with open(self.home / name, "a") as lock:
+        with open_private(self.home / name) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -99,9 +106,16 @@ class Workspace:
     def mission_dir(self, mission_id: str) -> Path:
         return self.home / "missions" / mission_id
 
+    def private_mission_dir(self, mission_id: str) -> Path:
+        """The mission's folder, made (with the workspace's) for its owner only."""
+        for folder in (self.home, self.home / "missions", self.mission_dir(mission_id)):
+            private_folder(folder)
+        return self.mission_dir(mission_id)
+
     @contextmanager
     def driving(self, mission_id: str):
         """Only one process drives a mission at a time (two would race for the same turns)."""
+        self.private_mission_dir(mission_id)
         with exclusive(self._lock_path(mission_id), lambda: MissionError(
                 f"mission {mission_id} is being run by another process",
                 hint="wait for it to pause or finish, then resume")):
@@ -123,10 +137,27 @@ class Workspace:
             return [name for name in graph.list_graphs() if name.startswith(MISSION_PREFIX)]
 
 
+def check_mission_id(mission_id: str) -> str:
+    """``mission_id`` if it can name a mission, else a ``ConfigError`` saying why it cannot: such
+    an id (empty, with spaces or control characters, a path) reaches neither the graph nor the disk."""
+    if not mission_id.strip():
+        wrong = "it is empty"
+    elif unprintable(mission_id):
+        wrong = f"it holds {unprintable(mission_id)}"
+    elif any(ch.isspace() for ch in mission_id):
+        wrong = "it holds a space"
+    elif "/" in mission_id or "\\" in mission_id or mission_id in (".", ".."):
+        wrong = "it is a path"
+    else:
+        return mission_id
+    raise ConfigError(f"invalid mission id {mission_id!r}: {wrong}",
+                      hint=f"a mission id looks like {MISSION_PREFIX}launch-1a2b3c; `cabal missions` lists them")
+
+
 def mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
     """The graph of mission ``mission_id``; "mission not found" lists the workspace's missions,
     the closest ids first."""
-    graph = workspace.graph(mission_id)
+    graph = workspace.graph(check_mission_id(mission_id))
     if (graph.get(mission_id) or {}).get("node_type") != "mission":  # a graph of that name need not be a mission
         known = workspace.missions()
         graph.close()

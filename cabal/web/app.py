@@ -40,6 +40,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 from starlette.routing import Route
 
 from cabal.errors import CabalError, GraphUnavailable, MissionError, ResourceNotFound
+from cabal.limits import answer_problems
 from cabal.report.formats import MEDIA_TYPES, render_report
 from cabal.rounds.control import say, stop_mission
 from cabal.rounds.workspace import Workspace
@@ -235,6 +236,21 @@ def _text(form: FormData, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _posted(text: str, what: str, empty: str) -> str:
+    """``text``, an answer or a message from the page, if the team may take it: not empty, not
+    longer than ``MAX_TEXT``, and within the limits of any answer (``cabal.limits``: no NUL, no
+    lone surrogate, no terminal control character), checked before anything starts; else a 400
+    that says why."""
+    if not text:
+        raise HTTPException(400, empty)
+    if len(text) > MAX_TEXT:
+        raise HTTPException(400, f"The {what} is {len(text):,} characters long; at most {MAX_TEXT:,} are taken.")
+    problems = answer_problems(text)
+    if problems:
+        raise HTTPException(400, f"The {what} cannot be used: " + "; ".join(map(str, problems)) + ".")
+    return text
+
+
 def _done(request: Request, mission_id: str, message: str) -> Response:
     """A change went through: JSON for the page's script, else back to the mission's page."""
     if _wants_json(request):
@@ -288,11 +304,8 @@ async def _start(request: Request, launch: Callable[[], forms.Launch], **shown) 
 @state_changing
 async def answer(request: Request, form: FormData) -> Response:
     mission_id = await _known(request)
-    text = _text(form, "option") or _text(form, "answer")
-    if not text:
-        raise HTTPException(400, "Write an answer (or pick an option) first.")
-    if len(text) > MAX_TEXT:
-        raise HTTPException(400, f"The answer is {len(text):,} characters long; at most {MAX_TEXT:,} are taken.")
+    text = _posted(_text(form, "option") or _text(form, "answer"), "answer",
+                   "Write an answer (or pick an option) first.")
     if (await run_in_threadpool(_room(request).reader.status, mission_id)).pending_halt is None:
         # Checked here: resuming a mission that has ended returns quietly, with nothing answered.
         raise MissionError(f"mission {mission_id} has no pending question to answer")
@@ -303,11 +316,7 @@ async def answer(request: Request, form: FormData) -> Response:
 @state_changing
 async def leave_message(request: Request, form: FormData) -> Response:
     room, mission_id = _room(request), await _known(request)
-    text, product = _text(form, "text"), _text(form, "product") or None
-    if not text:
-        raise HTTPException(400, "Write a message first.")
-    if len(text) > MAX_TEXT:
-        raise HTTPException(400, f"The message is {len(text):,} characters long; at most {MAX_TEXT:,} are taken.")
+    text, product = _posted(_text(form, "text"), "message", "Write a message first."), _text(form, "product") or None
     if product is not None and product not in await run_in_threadpool(room.reader.product_ids, mission_id):
         raise HTTPException(400, "That product is not in this mission's tree.")
     await run_in_threadpool(lambda: say(mission_id, text, product=product, home=room.workspace.home,

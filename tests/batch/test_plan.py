@@ -122,7 +122,7 @@ def test_a_broken_mission_file_stays_in_the_plan_with_its_located_error(tmp_path
     assert [(m.key, m.spec is None) for m in plan.missions] == [
         ("bad.mission.yaml", True), ("broken.mission.yaml", True), ("good.mission.yaml", False)]
     assert plan.missions[0].error == f"{bad}:3: invalid mission: team.operatives: Input should be less than or equal to 12"
-    assert plan.missions[1].error == f"{broken}:2: invalid YAML: expected ',' or ']', but got ':'"
+    assert plan.missions[1].error == f"mission file {broken}:2: invalid YAML: expected ',' or ']', but got ':'"
 
 
 @pytest.mark.parametrize(("text", "files", "expected"), [

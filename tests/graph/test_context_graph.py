@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import redis
 
 from cabal.errors import ClusterError, NodeNotFound, SchemaError
+from cabal.graph import ContextGraph, reads
+from cabal.graph.reads import writing_clause
 
 
 def fixture_graph(graph) -> None:
@@ -270,6 +273,98 @@ def test_unknown_names_refused_before_any_query(graph, call):
     with pytest.raises(SchemaError):
         call(graph)
     assert counter.sent == 0
+
+
+THING = {"id": "t1", "node_type": "thing", "type": "x", "name": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda g: g.create_cluster([{**THING, "name": "a\ud800b"}]),
+         "t1: field 'name' holds a lone surrogate (U+D800) at position 1, which the graph cannot store"),
+        (lambda g: g.create_cluster([{**THING, "content": "a\x00b"}]),
+         "t1: field 'content' holds a NUL character at position 1, which the graph cannot store"),
+        (lambda g: g.create_cluster([{**THING, "score": float("nan")}]),
+         "t1: field 'score' holds the number nan, which the graph cannot store"),
+        (lambda g: g.create_cluster([{**THING, "tags": ["fine", float("inf")]}]),
+         "t1: field 'tags' holds the number inf, which the graph cannot store"),
+        (lambda g: g.create_cluster([{**THING, "count": 2**70}]),
+         "t1: field 'count' holds an integer beyond 64 bits, which the graph cannot store"),
+        (lambda g: g.create_cluster([{**THING, "id": "t\ud800"}]),
+         "node id 't\\ud800' has edge whitespace, control characters or lone surrogates"),
+        (lambda g: g.create_cluster([THING], [{"type": "relates", "from": "t1", "to": "t1",
+                                               "properties": {"why": "\udfff"}}]),
+         "link relates: field 'why' holds a lone surrogate (U+DFFF) at position 0, which the graph cannot store"),
+        (lambda g: g.update("s1", {"name": "a\x00"}),
+         "s1: field 'name' holds a NUL character at position 1, which the graph cannot store"),
+        (lambda g: g.get("a\x00b"), "query parameter 'id' holds a NUL character at position 1; nothing was sent"),
+        (lambda g: g.find("thing", {"name": "a\ud800"}),
+         "query parameter 'w0' holds a lone surrogate (U+D800) at position 1; nothing was sent"),
+        (lambda g: g.read_many({"one": reads.node_by_id("a\x00b")}),
+         "query parameter 'id' holds a NUL character at position 1; nothing was sent"),
+        (lambda g: g.read_cypher("RETURN $x AS x", {"x": {"deep": object()}}),
+         "query parameter 'x.deep' holds object; only texts, numbers, booleans, lists and maps can be sent; "
+         "nothing was sent"),
+        (lambda g: g.read_cypher("RETURN $x AS x", {"x": {"a`b": 1}}),
+         "query parameter 'x' has the key 'a`b'; keys are non-empty strings without backticks; nothing was sent"),
+        (lambda g: g.select(""), "invalid graph name '': a graph is named by a non-empty text without edge "
+                                 "whitespace or control characters"),
+    ],
+    ids=["surrogate", "nul", "nan", "inf-in-list", "int-beyond-64-bits", "id-surrogate", "link-property", "update",
+         "get", "find", "read-many", "unknown-type", "backtick-key", "graph-name"],
+)
+def test_values_the_graph_cannot_take_are_refused_with_where_they_are(graph, call, message):
+    fixture_graph(graph)
+    before = graph.counts()
+    counter = CountingGraph(graph._graph)
+    graph._graph = counter
+
+    with pytest.raises(SchemaError) as refused:
+        call(graph)
+
+    assert str(refused.value) == message
+    assert counter.sent == 0
+    graph._graph = counter.inner
+    assert graph.counts() == before
+
+
+def test_an_empty_graph_name_is_refused_before_any_server_is_asked(tmp_path):
+    home = tmp_path / "never-made"
+    with pytest.raises(SchemaError, match="invalid graph name ''"):
+        ContextGraph.open(name="", home=home)
+    assert not home.exists()  # no server started, no workspace made
+
+
+# Queries the server's read-only mode runs, and queries it refuses as writes.
+READ_QUERIES = [
+    "MATCH (n) WHERE n.name = 'CREATE' RETURN n", "MATCH (n) RETURN n.set AS x, $create AS y",
+    "MATCH (n:Node) RETURN {set: 1, delete: n.id}", "MATCH (a)-[:RELATES]->(b) RETURN a // then DELETE",
+    "CALL db.labels()", "CALL db.indexes()", "MATCH (n) CALL { WITH n RETURN n.id AS i } RETURN i",
+    "CALL algo.BFS(null, 1, null) YIELD nodes RETURN nodes", "UNWIND [1] AS x RETURN x",
+]
+WRITING_QUERIES = [
+    "MATCH (n) DETACH DELETE n", "CREATE (n:Thing)", "MERGE (n:Thing {id: 1})", "MATCH (n) SET n.x = 1",
+    "MATCH (n) REMOVE n.x", "CALL db.idx.fulltext.createNodeIndex('Thing', 'name')", "CALL db.idx.fulltext.drop('Thing')",
+    "CREATE INDEX FOR (n:Thing) ON (n.y)", "DROP INDEX ON :Thing(y)", "MATCH (n) FOREACH (x IN [1] | SET n.y = x)",
+    "match (n) delete n",
+]
+
+
+@pytest.mark.parametrize("query", READ_QUERIES + WRITING_QUERIES)
+def test_the_rule_for_writing_queries_is_the_servers_read_only_mode(graph, query):
+    fixture_graph(graph)
+    try:
+        graph._graph.ro_query(query)
+        server_refuses = False
+    except redis.ResponseError as error:
+        server_refuses = "read-only" in str(error)
+
+    assert (writing_clause(query) is not None) == server_refuses == (query in WRITING_QUERIES)
+    if server_refuses:
+        with pytest.raises(SchemaError, match=r"^a read-only query may not write \("):
+            graph.read_cypher(query)
+    assert graph.counts() == {"nodes": 7, "links": 6}
 
 
 def test_read_cypher_is_read_only(graph):

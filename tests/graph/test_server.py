@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -131,3 +133,40 @@ def test_external_unix_url_connects(graph_server):
         graph.create_cluster([NODE])
         assert graph.get("keep") == NODE
         graph.delete_graph()
+
+
+def test_the_socket_folder_of_a_deep_workspace_is_private_and_one_open_to_others_is_refused(tmp_path):
+    server = EmbeddedServer(tmp_path / ("d" * 60) / ("e" * 60))
+    folder = server.socket_path.parent  # in the temporary directory, which every user shares
+    try:
+        server.start()
+        made = os.lstat(folder)
+        assert (stat.S_IMODE(made.st_mode), made.st_uid) == (0o700, os.getuid())
+        server.stop()
+        os.chmod(folder, 0o777)  # as someone who got there first would leave it
+
+        with pytest.raises(GraphUnavailable) as refused:
+            server.start()
+
+        assert str(refused.value) == (f"cannot reach the graph server at unix://{server.socket_path}: refusing to use "
+                                      f"{folder}: others may use it (mode 777); a folder in a shared place must be "
+                                      "yours with mode 700")
+        assert refused.value.hint == f"remove {folder} if nothing of yours uses it"
+        assert not server.is_running() and stat.S_IMODE(os.lstat(folder).st_mode) == 0o777  # left as found
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user needs root")
+def test_a_socket_folder_another_user_owns_is_refused(tmp_path):
+    server = EmbeddedServer(tmp_path / ("d" * 60) / ("e" * 60))
+    folder = server.socket_path.parent
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 65534, 65534)
+    try:
+        with pytest.raises(GraphUnavailable, match=rf"refusing to use {folder}: it belongs to another user \(uid 65534\)"):
+            server.start()
+        assert not server.is_running()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -251,7 +251,7 @@ def test_make_model_loads_a_json_script(tmp_path: Path) -> None:
         ("- round: first\n  tool: answer\n", "entry 0: 'round' must be an integer or '*'"),
         ("- {round: 1, args: {}}\n", "entry 0: 'tool' must be a non-empty string"),
         ("round: 1\n", "must hold a list of entries"),
-        ("- [unclosed\n", "is not valid yaml"),
+        ("- [unclosed\n", "bad.yaml:2: invalid YAML"),
     ],
 )
 def test_a_malformed_script_is_refused_with_its_location(tmp_path: Path, content: str, message: str) -> None:
@@ -265,7 +265,7 @@ def test_a_malformed_script_is_refused_with_its_location(tmp_path: Path, content
 
 
 def test_a_missing_script_is_a_model_error(tmp_path: Path) -> None:
-    with pytest.raises(ModelError, match="cannot read model script .*nope.yaml"):
+    with pytest.raises(ModelError, match="model script .*nope.yaml: cannot read"):
         make_model(f"scripted:{tmp_path / 'nope.yaml'}")
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from cabal.cli import main
+from cabal.yaml_reader import MAX_FILE_BYTES
 
 REPO = Path(__file__).resolve().parents[2]
 V1 = ["explore_space", "add_objectives", "add_invariant", "add_health_coverage", "add_implementation",
@@ -99,3 +101,58 @@ def test_list_and_show(capsys):
 def test_show_an_unknown_protocol(capsys):
     assert main(["protocols", "show", "nope"]) == 1
     assert capsys.readouterr().err.startswith("cabal: protocol not found: 'nope' (known: ")
+
+
+def cabal_cli(*args: str, cwd: Path = REPO) -> tuple[subprocess.CompletedProcess, float]:
+    """The real console command, and how long it took."""
+    command = Path(sys.executable).with_name("cabal")
+    started = time.monotonic()
+    done = subprocess.run([str(command), *args], capture_output=True, text=True, cwd=cwd, env=dict(os.environ),
+                          timeout=60)
+    return done, time.monotonic() - started
+
+
+ALIAS_BOMB = """\
+protocol: bomb
+a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+
+def test_an_alias_bomb_is_refused_at_once_naming_the_file(tmp_path):
+    (tmp_path / "bomb.yaml").write_text(ALIAS_BOMB)
+    (tmp_path / "big.yaml").write_text("protocol: big\ndescription: " + "x" * MAX_FILE_BYTES + "\n")
+    (tmp_path / "binary.yaml").write_bytes(b"protocol: bin\n\xff\xfe\x00\x01")
+
+    checked, took = cabal_cli("protocols", "check", str(tmp_path))
+    listed, listing_took = cabal_cli("protocols", "list", "--protocols", str(tmp_path))
+
+    assert took < 5 and listing_took < 5
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr
+    assert checked.stdout.splitlines() == [
+        f"{tmp_path / 'big.yaml'}: too large: more than {MAX_FILE_BYTES:,} bytes",
+        f"{tmp_path / 'binary.yaml'}: not UTF-8 text (byte 0xff at offset 14): is it a binary file?",
+        f"{tmp_path / 'bomb.yaml'}:3: invalid YAML: an alias (*a) is not allowed here; write the value out",
+    ]
+    assert listed.returncode == 0
+    assert [line.split(None, 1) for line in listed.stdout.splitlines() if line.startswith("bomb ")] == [
+        ["bomb", f"BROKEN: {tmp_path / 'bomb.yaml'}:3: invalid YAML: an alias (*a) is not allowed here; write the value out"]]
+
+
+def test_a_query_that_could_write_fails_check_by_the_rule_the_runtime_applies(tmp_path):
+    (tmp_path / "wipe.yaml").write_text(
+        "protocol: wipe\ndescription: reads, it says\nsteps:\n  look:\n    type: query\n"
+        "    query: \"MATCH (n) DETACH DELETE n\"\n  done:\n    type: complete\n")
+
+    checked, _ = cabal_cli("protocols", "check", str(tmp_path / "wipe.yaml"))
+
+    assert checked.returncode == 1
+    assert checked.stdout == (f"{tmp_path / 'wipe.yaml'}:6 step 'look' field 'query': a query may only read, and "
+                              "this one could write (DELETE); a protocol writes with create and update steps\n")

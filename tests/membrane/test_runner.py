@@ -435,6 +435,33 @@ def test_prepare_returns_the_cluster_or_raises_every_problem(membrane, graph):
     assert graph.get("s-prep") is None and not graph.exists("note-o-one-shot")
 
 
+def nested(levels: int):
+    value = "bottom"
+    for _ in range(levels):
+        value = {"deeper": value}
+    return value
+
+
+def test_answers_beyond_the_limits_are_rejected_before_anything_reads_them(membrane, graph):
+    # What an outside agent may send, through every entry point: too deep, a NUL, a lone surrogate.
+    before = graph.counts()
+    rejected = membrane.run("record_note", NOTE_CONTEXT, {"title": "a\x00b", "body": nested(900)}, session_id="s-lim")
+    assert rejected.status == "active" and rejected.step.id == "title"
+    assert rejected.to_wire()["errors"] == [
+        {"path": "title", "message": "contains a NUL character at position 1; write plain text"},
+        {"path": "body." + ".".join(["deeper"] * 31), "message": "nested more than 32 levels deep"},
+    ]
+    with pytest.raises(AnswerRejected) as caught:
+        membrane.prepare("record_note", NOTE_CONTEXT, {**NOTE_ANSWERS, "title": "a\ud800b"}, session_id="s-lim2")
+    assert [str(p) for p in caught.value.problems] == [
+        "title: contains a lone surrogate (U+D800) at position 1; write plain text"]
+    started = membrane.start("record_note", NOTE_CONTEXT)
+    stepped = membrane.continue_session(started.session_id, "Esc\x1b[2J")
+    assert stepped.step.id == "title" and stepped.to_wire()["errors"] == [
+        {"path": "title", "message": "contains an escape character (ESC) at position 3; write plain text"}]
+    assert not graph.exists("note-o-one-shot") and graph.counts()["nodes"] == before["nodes"] + 2  # two sessions
+
+
 # ------------------------------------------------------------------- more step features
 
 

@@ -5,17 +5,21 @@ Each runs the real console script in a subprocess, as a user would.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pty
+import re
 import select
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
 
 from cabal.graph import ContextGraph
+from cabal.rounds.workspace import Workspace
 
-from .test_cli import CABAL, DATA, LAUNCH, QUESTION, ROOT, assert_plain, cabal, mission_id_of
+from .test_cli import CABAL, DATA, LAUNCH, QUESTION, ROOT, assert_plain, cabal, cabal_all, mission_id_of
 
 MISSION_LINE = b"mission m-"
 
@@ -138,3 +142,190 @@ def test_the_workspace_is_found_like_git_finds_a_repository(graph_server, tmp_pa
     subprocess.run([str(CABAL), "graph", "stop"], cwd=project, env=env, timeout=60, capture_output=True)
     with ContextGraph.open(name="unused", home=graph_server.home):
         pass  # the session's own server is untouched
+
+
+EMPTY_ID_COMMANDS = [["status", ""], ["show", ""], ["chat", ""], ["resume", ""], ["say", "", "hello"], ["stop", ""],
+                     ["export", ""], ["transcript", ""]]
+
+
+def test_an_empty_mission_id_is_a_one_line_error_for_every_command(graph_server) -> None:
+    home = str(graph_server.home)
+
+    results = cabal_all([[*command, "--home", home] for command in EMPTY_ID_COMMANDS])
+
+    for result in results:
+        assert (result.returncode, result.stdout) == (2, ""), result.args
+        assert_plain(result)
+        assert result.stderr == ("cabal: invalid mission id '': it is empty\n"
+                                 "hint: a mission id looks like m-launch-1a2b3c; `cabal missions` lists them\n")
+
+
+def test_a_binary_or_hostile_mission_file_is_a_one_line_usage_error(graph_server, tmp_path: Path) -> None:
+    home = str(graph_server.home)
+    binary = tmp_path / "binary.mission.yaml"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+    bomb = tmp_path / "bomb.mission.yaml"
+    bomb.write_text('request: &r "lol"\nanswers: [*r, *r, *r]\n')
+    escapes = tmp_path / "escapes.mission.yaml"
+    escapes.write_text('request: "Plan the launch\\e[2J"\n')
+
+    results = cabal_all([["run", str(path), "--home", home] for path in (binary, bomb, escapes)])
+
+    assert [r.returncode for r in results] == [2, 2, 2]
+    for result in results:
+        assert_plain(result)
+        assert result.stdout == ""
+    assert [r.stderr for r in results] == [
+        f"cabal: mission file {binary}: not UTF-8 text (byte 0x80 at offset 136): is it a binary file?\n",
+        f"cabal: mission file {bomb}:2: invalid YAML: an alias (*r) is not allowed here; write the value out\n",
+        f"cabal: {escapes}:1: invalid mission: request: Value error, contains an escape character (ESC) at position "
+        "15; write plain text\n",
+    ]
+
+
+def test_stop_on_a_finished_mission_says_it_has_already_ended(graph_server) -> None:
+    home = str(graph_server.home)
+    mission_id = mission_id_of(cabal("run", str(LAUNCH), "--home", home, "--quiet").stdout)
+
+    stopped = cabal("stop", mission_id, "--home", home)
+
+    assert (stopped.returncode, stopped.stdout) == (1, "")
+    assert stopped.stderr == f"cabal: mission {mission_id} has already ended (done, concluded)\n"
+
+
+def test_a_model_factory_that_raises_is_a_one_line_error_and_starts_nothing(graph_server) -> None:
+    home = str(graph_server.home)
+
+    result = cabal("run", str(LAUNCH), "--home", home, "--model", "py:failing_factory:broken_model")
+
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == ("cabal: model spec 'py:failing_factory:broken_model': broken_model() raised TypeError: "
+                             "no model today\n")
+
+
+def test_an_engine_error_fails_the_mission_with_its_message_and_keeps_the_traceback(graph_server) -> None:
+    home = str(graph_server.home)
+
+    result = cabal("run", str(LAUNCH), "--home", home, "--model", "py:failing_factory:crashing_model", "--quiet")
+
+    mission_id = mission_id_of(result.stdout)
+    assert result.returncode == 1
+    assert_plain(result)
+    assert "state: failed (error), round 0" in result.stdout
+    log_path = graph_server.home / "missions" / mission_id / "error.log"
+    assert cabal("status", mission_id, "--home", home).stdout.startswith(
+        f"{mission_id}: failed (error), round 0: RuntimeError: the model's own code broke\ntraceback: {log_path}\n")
+    log = log_path.read_text()
+    assert log.startswith("Traceback (most recent call last):")
+    assert "\nRuntimeError: the model's own code broke\nDuring task with name 'bootstrap'" in log
+    with ContextGraph.open(name=mission_id, home=graph_server.home) as graph:
+        assert graph.get(mission_id)["detail"] == "RuntimeError: the model's own code broke"
+
+
+def test_an_answer_with_control_characters_is_refused_before_the_mission_goes_on(graph_server) -> None:
+    home = str(graph_server.home)
+    mission_id = mission_id_of(cabal("run", str(QUESTION), "--home", home).stdout)
+
+    refused = cabal("resume", mission_id, "--home", home, "--answer", "Users\x1b[2J first")
+    said = cabal("say", mission_id, "a note\x07", "--home", home)
+
+    for result in (refused, said):
+        assert result.returncode == 1
+        assert_plain(result)
+    assert refused.stderr == ("cabal: the answer cannot be used: contains an escape character (ESC) at position 5; "
+                              "write plain text\n")
+    assert said.stderr == ("cabal: cannot leave the message: item.content: contains a control character (U+0007) "
+                           "at position 6; write plain text\n")
+    assert cabal("status", mission_id, "--home", home).stdout.startswith(f"{mission_id}: halted (questionToUser), round 0\n")
+
+
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+HOSTILE = "Margin\x1b[2J\x1b]0;owned\x07\x9b31m\a\r!"  # clear screen, window title, C1 colour, bell, CR
+
+
+def test_control_sequences_in_the_graph_reach_no_terminal_and_no_file_for_people(graph_server, tmp_path: Path) -> None:
+    # Text the graph holds whoever wrote it (another tool, an older version): the outputs strip it.
+    home = str(graph_server.home)
+    mission_id = mission_id_of(cabal("run", str(LAUNCH), "--home", home, "--quiet").stdout)
+    with ContextGraph.open(name=mission_id, home=graph_server.home) as graph:
+        message = sorted(m["id"] for m in graph.find("message"))[0]
+        product = sorted(p["id"] for p in graph.find("product"))[0]
+        graph.update(mission_id, {"request": f"Plan the launch of {HOSTILE}"})
+        graph.update(message, {"content": f"{HOSTILE} is launched."})
+        graph.update(product, {"name": f"{HOSTILE} brief"})
+
+    results = cabal_all([["status", mission_id], ["show", mission_id], ["transcript", mission_id],
+                         ["chat", mission_id], ["export", mission_id, "-o", str(tmp_path / "report.md")],
+                         ["export", mission_id, "-o", str(tmp_path / "report.html")]],
+                        env={"CABAL_HOME": home})
+
+    for result in results:
+        assert result.returncode == 0, result.args
+        assert not CONTROLS.search(result.stdout.replace("\n", "")) and "Traceback" not in result.stderr
+    status, show, transcript, chat, _, _ = (r.stdout for r in results)
+    assert "- Margin! brief [" in status and "Margin! brief" in show
+    assert "Margin! is launched." in chat and "Margin! is launched." in transcript
+    assert "Plan the launch of Margin!" in transcript
+    for report in ("report.md", "report.html"):
+        text = (tmp_path / report).read_text()
+        assert not CONTROLS.search(text.replace("\n", "")) and "Margin! is launched." in text
+    with ContextGraph.open(name=mission_id, home=graph_server.home) as graph:  # the graph keeps the original
+        assert graph.get(message)["content"] == f"{HOSTILE} is launched."
+
+
+def test_the_workspace_is_private_to_its_owner(graph_server, tmp_path: Path) -> None:
+    home = tmp_path / "project" / ".cabal"
+    url = f"unix://{graph_server.socket_path}"  # the session's server; the workspace's files are its own
+    events = tmp_path / "events.jsonl"
+    previous = os.umask(0o022)  # the usual umask: whatever Cabal did not make private would be readable by all
+    try:
+        done, failed = (cabal("run", str(LAUNCH), "--home", str(home), "--url", url, "--quiet", "--events", str(events)),
+                        cabal("run", str(LAUNCH), "--home", str(home), "--url", url, "--quiet",
+                              "--model", "py:failing_factory:crashing_model"))
+        with Workspace.at(home, url).checkpointer():  # SQLite's journal files exist while it is open
+            journals = {path.name: stat.S_IMODE(path.stat().st_mode) for path in home.glob("checkpoints.sqlite-*")}
+    finally:
+        os.umask(previous)
+    ok, broken = mission_id_of(done.stdout), mission_id_of(failed.stdout)
+
+    modes = {str(path.relative_to(home)): stat.S_IMODE(path.stat().st_mode) for path in [home, *home.rglob("*")]}
+
+    assert modes == {
+        ".": 0o700, "checkpoints.sqlite": 0o600, "checkpoints.lock": 0o600, "missions": 0o700,
+        f"missions/{ok}": 0o700, f"missions/{ok}/lock": 0o600, f"missions/{ok}/transcript.md": 0o600,
+        f"missions/{broken}": 0o700, f"missions/{broken}/lock": 0o600, f"missions/{broken}/transcript.md": 0o600,
+        f"missions/{broken}/error.log": 0o600,
+    }
+    assert journals == {"checkpoints.sqlite-wal": 0o600, "checkpoints.sqlite-shm": 0o600}
+    assert stat.S_IMODE(events.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "project").stat().st_mode) == 0o755  # the user's own folder is left alone
+
+
+def test_first_starts_at_the_same_moment_set_up_the_checkpoints_once(graph_server, tmp_path: Path) -> None:
+    # Two processes opening a fresh workspace's checkpointer at once used to fail one in ~26 with
+    # "database is locked". A hundred fresh workspaces, two processes each, released together.
+    context = multiprocessing.get_context("fork")  # milliseconds per process: the race, not the start-up
+    started = time.monotonic()
+    for attempt in range(100):
+        home = tmp_path / f"ws{attempt}" / ".cabal"
+        gate = context.Barrier(2)
+        pair = [context.Process(target=_open_checkpoints, args=(home, gate)) for _ in range(2)]
+        for process in pair:
+            process.start()
+        for process in pair:
+            process.join(timeout=30)
+        assert [process.exitcode for process in pair] == [0, 0], attempt
+    assert time.monotonic() - started < 60
+
+    # And the real thing once: two `cabal run` on one fresh workspace, at once.
+    home = tmp_path / "both" / ".cabal"
+    url = f"unix://{graph_server.socket_path}"
+    both = cabal_all([["run", str(LAUNCH), "--home", str(home), "--url", url, "--quiet"]] * 2)
+    assert [r.returncode for r in both] == [0, 0], [r.stderr for r in both]
+    assert all("state: done (concluded), round 4" in r.stdout for r in both)
+
+
+def _open_checkpoints(home: Path, gate) -> None:
+    gate.wait(timeout=10)
+    with Workspace.at(home).checkpointer() as saver:
+        assert list(saver.list(None)) == []

@@ -646,6 +646,32 @@ def test_claude_bad_request_pauses_the_mission_with_the_servers_message(claude: 
         assert sorted(turns(graph)) == sorted(TINY_TURNS)
 
 
+def test_an_answer_nested_900_levels_deep_is_a_rejected_attempt_and_the_mission_goes_on(claude: FakeAnthropic,
+                                                                                      home: Path) -> None:
+    # A tool argument nested about 900 levels once raised RecursionError and stranded the mission.
+    deep: object = "bottom"
+    for _ in range(900):
+        deep = {"deeper": deep}
+    tool, first_answer = TINY_ANSWERS[0]
+    claude.reply_tool_use(tool, {**first_answer, "thinking": deep}, model="claude-sonnet-4-6")
+    for tool, tool_input in TINY_ANSWERS:
+        claude.reply_tool_use(tool, tool_input, model="claude-sonnet-4-6")
+
+    result = run_mission(TINY, model="claude-sonnet-4-6", home=home)
+
+    assert (result.state, result.stop_reason, result.round) == ("done", "noMoreRounds", 1)
+    retry = claude.requests[1].body["messages"]
+    assert [m["role"] for m in retry] == ["user", "assistant", "user"]
+    feedback = retry[2]["content"][0]
+    assert (feedback["type"], feedback["is_error"]) == ("tool_result", True)
+    assert feedback["content"] == ("Your answer was rejected (1 problem(s)); fix each:\n- thinking."
+                                   + ".".join(["deeper"] * 31) + ": nested more than 32 levels deep")
+    with open_graph(home, result.mission_id) as graph:
+        bootstrap = turns(graph)["r0.bootstrap.chair-1"]
+        assert (bootstrap["outcome"], bootstrap["attempts"], bootstrap["problems"]) == ("final", 2, [])
+        assert sorted(turns(graph)) == sorted(TINY_TURNS)
+
+
 def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(deviated: Deviated) -> None:
     reflect = deviated.player.calls_of(1, "reflect", "operative-1")[0]
     # The Chair's bootstrap wrote them (the launch script); the role card's persona is replaced.

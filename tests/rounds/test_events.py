@@ -170,7 +170,7 @@ def test_stream_mission_yields_what_on_event_gets_and_raises_the_runs_error(home
 
     assert streamed == heard and len(streamed) == 117
     assert stream.result.state == "done" and stream.result.mission_id == streamed[0].mission
-    with pytest.raises(ConfigError, match="cannot read mission file"):
+    with pytest.raises(ConfigError, match="mission file no-such.mission.yaml: cannot read"):
         list(stream_mission("no-such.mission.yaml", home=home))
 
 

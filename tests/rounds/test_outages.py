@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from cabal.errors import ModelError
 from cabal.graph import ContextGraph
+from cabal.llm import FunctionChatModel, ModelRequest
 from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.control import mission_status
 from cabal.rounds.events import MissionInterrupted, ModelRetried
@@ -20,7 +22,7 @@ from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, error_body, failure_headers
 from tests.llm.script_responder import script_responder
 
-from .players import LAUNCH_MISSION, LAUNCH_SCRIPT
+from .players import LAUNCH_MISSION, LAUNCH_SCRIPT, ScriptPlayer
 
 MODEL = {"name": "claude-sonnet-4-6", "max_retries": 2, "timeout_s": 0.5}  # three tries a call, half a second each
 
@@ -115,3 +117,31 @@ def test_outages_pause_the_mission_and_resume_finishes_it_as_if_nothing_happened
 
     assert (third.state, third.stop_reason, third.round) == ("done", "concluded", 4)
     assert the_work(home, first.mission_id) == the_work(home, calm.mission_id)
+
+
+def test_a_step_replayed_after_an_outage_gives_each_turn_the_prompt_of_the_first_run(graph_server) -> None:
+    # Round 1's Write: operative-2's call fails for good; operative-1 finishes its turn, and its
+    # version commits with the step before the outage stops the mission. The step is then
+    # partly committed, and operative-2's turn runs again on resume.
+    home = graph_server.home
+    first = ScriptPlayer()
+
+    def outage_for_one(request: ModelRequest):
+        answer = first(request)  # recorded with its prompt, as a real provider would have received it
+        if (request.key.round, request.key.step, request.key.agent) == (1, "write", "operative-2"):
+            raise ModelError("the provider went away", transient=True)
+        return answer
+
+    stopped = run_mission(launch(), model=FunctionChatModel(outage_for_one), home=home)
+
+    assert (stopped.state, stopped.round) == ("interrupted", 1)
+    with ContextGraph.open(name=stopped.mission_id, home=home) as graph:
+        assert graph.exists("r1.write.operative-1.write_version0") and not graph.exists("r1.write.operative-2")
+
+    again = ScriptPlayer()
+    resumed = resume_mission(stopped.mission_id, model=again.model(), home=home)
+
+    assert (resumed.state, resumed.stop_reason) == ("done", "concluded")
+    assert again.calls_of(1, "write", "operative-1") == []  # committed: not run again
+    replayed, original = again.calls_of(1, "write", "operative-2")[0], first.calls_of(1, "write", "operative-2")[0]
+    assert replayed.messages == original.messages  # byte for byte: the sibling's new version is not in it

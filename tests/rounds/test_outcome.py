@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from cabal.cli.missions import next_steps, outcome
-from cabal.llm import Usage
+from cabal.cli import exits
+from cabal.cli.missions import exit_status, next_steps, outcome
+from cabal.errors import ConfigError
+from cabal.llm import FunctionChatModel, ModelSettings, Usage
 from cabal.rounds.api import run_mission
 from cabal.rounds.control import MissionResult, mission_status
-from cabal.rounds.events import MissionEvent, RoundStarted
+from cabal.rounds.events import MissionEvent, RoundStarted, Warned
+from cabal.rounds.simulated import simulated_team
 from cabal.vocabulary import MissionState, StopReason
 
 from .test_cli import cabal
@@ -73,3 +76,41 @@ def test_an_engine_error_fails_the_mission_and_status_tells_it(home: Path) -> No
                                              f"traceback: {status.error_log}"]
     listed = cabal("missions", "--home", str(home))
     assert f"{ran.mission_id}: failed (error), round 2: RuntimeError: a listener broke" in listed.stdout.splitlines()
+
+
+@pytest.mark.parametrize(("state", "failed_turns", "status"), [
+    (MissionState.DONE, 0, exits.DONE), (MissionState.DONE, 2, exits.FAILED_TURNS),
+    (MissionState.HALTED, 0, exits.HALTED), (MissionState.INTERRUPTED, 0, exits.INTERRUPTED),
+    (MissionState.FAILED, 0, exits.FAILED)])
+def test_each_outcome_has_its_exit_status(state, failed_turns, status) -> None:
+    assert exit_status(result(state, failed_turns=failed_turns)) == status
+
+
+def test_model_settings_come_from_the_file_then_the_environment_then_the_command(monkeypatch) -> None:
+    monkeypatch.setenv("CABAL_MODEL_TIMEOUT_S", "30")
+    monkeypatch.setenv("CABAL_MODEL_MAX_RETRIES", "7")
+    from_file = ModelSettings(name="claude-sonnet-4-6", timeout_s=120, max_tokens=2000)
+
+    settings = from_file.from_environment().with_overrides(max_retries=2)
+
+    assert (settings.timeout_s, settings.max_retries, settings.max_tokens) == (30.0, 2, 2000)
+    monkeypatch.setenv("CABAL_MODEL_TEMPERATURE", "hot")
+    with pytest.raises(ConfigError, match="CABAL_MODEL"):
+        from_file.from_environment()
+
+
+class UnpricedModel(FunctionChatModel):
+    """The simulated team under a provider's name that has no price list."""
+
+    model: str = "gpt-unpriced"
+
+
+def test_a_cost_budget_on_a_model_without_prices_is_warned_at_start(home: Path) -> None:
+    warnings: list[Warned] = []
+
+    run_mission({"name": "unpriced", "request": "Plan a small launch.", "team": {"operatives": 2}, "rounds": 1,
+                 "budget": {"cost_usd": 0.5}}, model=UnpricedModel(simulated_team().fn), home=home,
+                on_event=lambda event: warnings.append(event) if isinstance(event, Warned) else None)
+
+    assert [w.message for w in warnings] == [
+        "no prices are known for gpt-unpriced: the cost budget ($0.5) cannot be enforced; the token budget still is"]

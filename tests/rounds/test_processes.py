@@ -226,3 +226,30 @@ def test_kill_9_at_random_moments_of_the_research_example_then_resume_leaves_a_c
             assert "state: done (concluded), round 5" in resumed.stdout, (seed, kill, resumed.stdout)
         with ContextGraph.open(name=mission_id, home=home) as graph:
             assert facts(graph, mission_id) == expected, (seed, kill, after)
+
+
+def test_a_kill_between_the_chairs_question_and_the_files_answer_resumes_with_that_answer(home: str) -> None:
+    # The narrowest moment of the random test above: the question is pending in the graph and
+    # the mission file's answer not yet taken. Resume must take it, as a clean run does, not
+    # wait for the user. The listener dies with the process the moment the question is told.
+    clean = run_mission(RESEARCH, home=home)
+    with ContextGraph.open(name=clean.mission_id, home=home) as reference:
+        expected = facts(reference, clean.mission_id)
+    die_at_the_question = (
+        "import os, sys\nfrom cabal import run_mission\nfrom cabal.rounds.events import HaltRaised\n"
+        "def listen(event):\n"
+        "    if isinstance(event, HaltRaised):\n"
+        "        print(event.mission, flush=True)\n"
+        "        os._exit(9)\n"
+        "run_mission(sys.argv[1], home=sys.argv[2], on_event=listen)\n")
+    killed = subprocess.run([sys.executable, "-c", die_at_the_question, str(RESEARCH), home],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert killed.returncode == 9, killed.stderr
+    mission_id = killed.stdout.strip()
+
+    resumed = cabal("resume", mission_id, "--home", home)
+
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "state: done (concluded), round 5" in resumed.stdout
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        assert facts(graph, mission_id) == expected

@@ -143,3 +143,28 @@ def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server
     text = "\n".join(lines)
     assert text.count("Who is Margin for at launch") == 1
     assert "state: done (concluded), round 4" in text
+
+
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+HOSTILE = "Done\x1b[2J\x1b]0;owned\x07\x9b31m\a\rsoon."  # clear screen, set title, C1 colour, bell, CR
+
+
+def test_no_control_sequence_from_model_or_user_text_reaches_the_terminal() -> None:
+    plain, terminal = io.StringIO(), Terminal()
+    for out in (Progress(plain), Progress(terminal, live=True)):
+        for event in [
+            started(),
+            HaltRaised(M, round=0, step="bootstrap", halt="h", asker="chair-1", message=HOSTILE, options=(HOSTILE,)),
+            Answered(M, round=0, halt="h", text=HOSTILE, source="user"),
+            Presented(M, round=1, agent="envoy-1", lines=(SpokenLine("chair-1", HOSTILE),)),
+            UserMessage(M, round=1, note="n", text=HOSTILE, product=None),
+            done("operative-2", Step.WRITE, (1, 1), 0.0, outcome=TurnOutcome.FAILED, problems=(HOSTILE,)),
+            MissionStopped(M, round=1, reason=StopReason.CONCLUDED, detail=HOSTILE),
+        ]:
+            out(event)
+        out.close()
+
+    assert not CONTROLS.search(plain.getvalue())
+    assert plain.getvalue().count("Donesoon.") == 7
+    shown = ANSI.sub("", terminal.getvalue())  # rich's own styling is the only escape left
+    assert not CONTROLS.search(shown.replace("\n", "").replace("\r", "")) and shown.count("Donesoon.") == 7

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from cabal import mission_status, run_mission
 from cabal.report.formats import render_report
 from cabal.batch.store import BatchMembers
-from cabal.rounds.workspace import Workspace, mission_report
+from cabal.rounds.workspace import Workspace, mission_graph, mission_report
 from cabal.web.forms import MAX_UPLOAD, SIMULATED
 from cabal.web.state import MissionGroup, MissionRow, WorkspaceReader, group_missions
 
@@ -189,16 +189,28 @@ def test_what_cannot_be_done_now_is_a_409_with_the_reason(client: TestClient, as
     assert stop.json()["error"] == f"mission {asking} has already ended (done, concluded)"
 
 
-def test_bad_answers_and_messages_are_400s(client: TestClient, asking: str, security) -> None:
+def test_bad_answers_and_messages_are_400s(client: TestClient, asking: str, security, graph_server) -> None:
     empty = json_post(client, f"/missions/{asking}/answer", security, answer="   ")
     long = json_post(client, f"/missions/{asking}/say", security, text="x" * 20_001)
     product = json_post(client, f"/missions/{asking}/say", security, text="Hello", product="p-elsewhere")
 
-    assert [r.status_code for r in (empty, long, product)] == [400, 400, 400]
-    assert [r.json()["error"] for r in (empty, long, product)] == [
+    # What no answer may hold (cabal.limits), refused before the mission is resumed or written to.
+    escape = json_post(client, f"/missions/{asking}/answer", security, answer="Users\x1b[2J first")
+    nul = json_post(client, f"/missions/{asking}/say", security, text="a note\x00")
+    c1 = json_post(client, f"/missions/{asking}/say", security, text="a note \x9b31m")  # a lone surrogate cannot be posted
+
+    assert [r.status_code for r in (empty, long, product, escape, nul, c1)] == [400] * 6
+    assert [r.json()["error"] for r in (empty, long, product, escape, nul, c1)] == [
         "Write an answer (or pick an option) first.",
         "The message is 20,001 characters long; at most 20,000 are taken.",
-        "That product is not in this mission's tree."]
+        "That product is not in this mission's tree.",
+        "The answer cannot be used: contains an escape character (ESC) at position 5; write plain text.",
+        "The message cannot be used: contains a NUL character at position 6; write plain text.",
+        "The message cannot be used: contains a control character (U+009B) at position 7; write plain text."]
+    status = mission_status(asking, home=graph_server.home)
+    assert (status.state, status.pending_halt["message"]) == ("halted", QUESTION_TEXT)
+    with mission_graph(Workspace.at(graph_server.home), asking) as graph:
+        assert graph.find("collab", {"author": "user"}) == []
 
 
 # ------------------------------------------------------------------------------ starting
@@ -230,6 +242,8 @@ def test_starting_from_the_form_runs_the_simulated_team(client: TestClient, secu
     ({"request": "x", "model_name": "scripted:/etc/passwd"},
      "The model 'scripted:/etc/passwd' cannot be chosen here"),
     ({"request": "x", "model": "py:os:system"}, "The model 'py:os:system' cannot be chosen here"),
+    ({"request": "Plan\x1b[2J it"}, "request: Value error, contains an escape character (ESC) at position 4; "
+                                     "write plain text"),
 ])
 def test_a_form_that_cannot_start_comes_back_with_the_reason_and_the_values(client: TestClient, security, fields,
                                                                             said: str) -> None:
@@ -269,13 +283,15 @@ def test_an_uploaded_mission_file_starts_as_cabal_run_reads_it(client: TestClien
 
 @pytest.mark.parametrize(("content", "said"), [
     (b"", "The mission file is empty."),
-    (b"request: [unclosed", "picnic.yaml:1: invalid YAML: expected ',' or ']'"),  # located, as the CLI says it
+    (b"request: [unclosed", "mission file picnic.yaml:1: invalid YAML: expected ',' or ']'"),
     (b"- a list", "picnic.yaml: a mission file is a mapping with at least `request:`"),
     (b"request: hi\nrounds: lots\n", "picnic.yaml:2: invalid mission: rounds: Input should be a valid integer"),
     (b"request: hi\nmodel: scripted:../../secret.yaml\n",
      "The model 'scripted:../../secret.yaml' cannot be chosen here"),
     (b"request: hi\nmodel: {name: 'py:os:system'}\n", "The model 'py:os:system' cannot be chosen here"),
     (b"\xff\xfe", "The mission file is not UTF-8 text."),
+    (b'request: &r "hi"\nanswers: [*r, *r]\n',
+     "picnic.yaml:2: invalid YAML: an alias (*r) is not allowed here; write the value out"),
     (b"request: '" + b"x" * MAX_UPLOAD + b"'", "The mission file is over 65,536 bytes, the most this page takes."),
 ])
 def test_an_upload_that_cannot_start_says_why(client: TestClient, security, content: bytes, said: str) -> None:
