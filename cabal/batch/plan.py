@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cabal.errors import CabalError, ConfigError, ProtocolLoadError
 from cabal.llm.settings import ModelSettings
 from cabal.rounds.mission import MissionSpec, load_mission, located_problems, parse_mission
-from cabal.yaml_reader import read_yaml
+from cabal.yaml_reader import read_text_file, read_yaml
 
 BATCH_PREFIX = "b-"
 BATCH_SUFFIXES = (".batch.yaml", ".batch.yml")
@@ -245,13 +245,9 @@ def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | Non
 
 def _plan_of_batch_file(path: Path, repeat: int | None) -> BatchPlan:
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read batch file {path}: {exc.strerror}") from None
-    try:
-        data = read_yaml(text, str(path))
-    except ProtocolLoadError as exc:
-        raise ConfigError(str(exc)) from None
+        data = read_yaml(read_text_file(path), str(path))
+    except ProtocolLoadError as exc:  # one located line: unreadable, too large, binary, not YAML
+        raise ConfigError(f"batch file {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a batch file is a mapping with at least `requests:`")
     data.setdefault("name", path.name.removesuffix(".yaml").removesuffix(".yml").removesuffix(".batch"))
@@ -297,9 +293,9 @@ def _requests(requests: list[str | RequestItem] | RequestsFile, base: Path, sour
 def read_requests(path: Path, column: str, name_column: str | None = None) -> list[RequestItem]:
     """The requests of a CSV (header row) or JSONL file: one per row, located errors."""
     try:
-        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's CSV may start with a byte-order mark
-    except OSError as exc:
-        raise ConfigError(f"cannot read requests file {path}: {exc.strerror}") from None
+        text = read_text_file(path).removeprefix("\ufeff")  # a spreadsheet's CSV may start with a byte-order mark
+    except ProtocolLoadError as exc:  # unreadable, too large, binary
+        raise ConfigError(f"requests file {exc}") from None
     if path.suffix.lower() == ".jsonl":
         rows = []
         for number, line in enumerate(text.splitlines(), 1):

@@ -126,7 +126,9 @@ def test_a_broken_mission_file_stays_in_the_plan_with_its_located_error(tmp_path
 
 
 @pytest.mark.parametrize(("text", "files", "expected"), [
-    ("requests: [unclosed\n", {}, "{batch}:2: invalid YAML: expected ',' or ']', but got '<stream end>'"),
+    ("requests: [unclosed\n", {}, "batch file {batch}:2: invalid YAML: expected ',' or ']', but got '<stream end>'"),
+    ("requests: &r [A]\nmission: {answers: *r}\n", {},
+     "batch file {batch}:2: invalid YAML: an alias (*r) is not allowed here; write the value out"),
     ("name: x\nrequests: [A]\nrepeats: 2\n", {},
      "{batch}:3: invalid batch file: repeats: Extra inputs are not permitted"),
     ("requests: [A]\nmission:\n  request: B\n", {},
@@ -139,7 +141,7 @@ def test_a_broken_mission_file_stays_in_the_plan_with_its_located_error(tmp_path
      "{folder}/r.csv:3: no request in 'request'"),
     ("requests: {file: r.jsonl, column: q}\n", {"r.jsonl": '{"q": "A"}\n{"q": \n'},
      "{folder}/r.jsonl:2: not valid JSON: Expecting value"),
-    ("requests: {file: missing.csv, column: q}\n", {}, "cannot read requests file {folder}/missing.csv: No such file or directory"),
+    ("requests: {file: missing.csv, column: q}\n", {}, "requests file {folder}/missing.csv: cannot read: No such file or directory"),
     ("requests: []\n", {}, "{batch}: `requests` is empty"),
     ("requests: [A]\nmatrix: {operatives: [1, 13]}\n", {},
      "{batch} (request 1): invalid mission: team.operatives: Input should be less than or equal to 12"),
