@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from cabal.errors import ProtocolLoadError, ProtocolProblem
+from cabal.errors import ConfigError, ProtocolLoadError, ProtocolProblem
 
 
 class LineDict(dict):
@@ -140,6 +140,18 @@ def read_text_file(path: str | Path) -> str:
     except UnicodeDecodeError as exc:
         raise ProtocolLoadError([ProtocolProblem(
             str(path), f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): is it a binary file?")]) from None
+
+
+def read_settings_file(path: Path, kind: str, needs: str) -> dict:
+    """A file of settings that must be one YAML mapping (a mission file, a batch file): its data,
+    or one located ``ConfigError`` line (``KIND FILE:LINE: ...``) for whoever started a run."""
+    try:
+        data = read_yaml(read_text_file(path), str(path))
+    except ProtocolLoadError as exc:  # unreadable, too large, binary, not YAML
+        raise ConfigError(f"{kind} {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a {kind} is a mapping with at least `{needs}:`")
+    return data
 
 
 class Problems:

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cabal.errors import CabalError, ConfigError, ProtocolLoadError
 from cabal.llm.settings import ModelSettings
 from cabal.rounds.mission import MissionSpec, load_mission, located_problems, parse_mission
-from cabal.yaml_reader import read_text_file, read_yaml
+from cabal.yaml_reader import read_settings_file, read_text_file
 
 BATCH_PREFIX = "b-"
 BATCH_SUFFIXES = (".batch.yaml", ".batch.yml")
@@ -244,12 +244,7 @@ def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | Non
 
 
 def _plan_of_batch_file(path: Path, repeat: int | None) -> BatchPlan:
-    try:
-        data = read_yaml(read_text_file(path), str(path))
-    except ProtocolLoadError as exc:  # one located line: unreadable, too large, binary, not YAML
-        raise ConfigError(f"batch file {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a batch file is a mapping with at least `requests:`")
+    data = read_settings_file(path, "batch file", "requests")
     data.setdefault("name", path.name.removesuffix(".yaml").removesuffix(".yml").removesuffix(".batch"))
     spec = parse_batch(data, source=str(path))
     return plan_of_spec(spec, base=path.resolve().parent, source=str(path.resolve()), repeat=repeat)

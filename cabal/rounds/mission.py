@@ -24,12 +24,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from cabal.errors import ConfigError, ProtocolLoadError
+from cabal.errors import ConfigError
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
 from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
-from cabal.yaml_reader import line_at, read_text_file, read_yaml
+from cabal.yaml_reader import line_at, read_settings_file
 
 
 
@@ -103,12 +103,7 @@ def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
 
     A broken file is one ``ConfigError`` line that says where: ``FILE:LINE: ...``."""
     path = Path(path)
-    try:
-        data = read_yaml(read_text_file(path), str(path))
-    except ProtocolLoadError as exc:  # one located line: unreadable, too large, binary, not YAML
-        raise ConfigError(f"mission file {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a mission file is a mapping with at least `request:`")
+    data = read_settings_file(path, "mission file", "request")
     data.setdefault("name", path.stem.removesuffix(".mission"))
     return parse_mission(data, source=str(path)), path.parent.resolve()
 
