@@ -32,6 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -538,6 +539,30 @@ def _handler_for(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+# Variables that would send a call, or its trace, anywhere but the fake server.
+_ELSEWHERE = ("ANTHROPIC_API_URL", "ANTHROPIC_AUTH_TOKEN", "LANGSMITH_GATEWAY", "LANGSMITH_TRACING",
+              "LANGCHAIN_TRACING_V2")
+
+
+def aim_environment(monkeypatch: pytest.MonkeyPatch, url: str, api_key: str) -> None:
+    """ANTHROPIC_* aimed at the fake server at ``url``, nothing that could reach a real one."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", api_key)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+    for name in _ELSEWHERE:
+        monkeypatch.delenv(name, raising=False)
+
+
+@contextmanager
+def fake_api(monkeypatch: pytest.MonkeyPatch, api_key: str) -> Iterator[FakeAnthropic]:
+    """A fake Messages API server with the environment aimed at it, stopped at the end."""
+    server = FakeAnthropic().start()
+    aim_environment(monkeypatch, server.url, api_key)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

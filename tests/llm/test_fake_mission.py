@@ -15,7 +15,7 @@ import pytest
 from cabal.rounds.api import run_mission
 from cabal.rounds.mission import load_mission
 
-from .fake_anthropic import FakeAnthropic
+from .fake_anthropic import FakeAnthropic, fake_api
 from .prompt_cache import CacheUsage, minimum_cacheable_tokens, part_tokens
 from .script_responder import script_responder
 
@@ -31,16 +31,9 @@ def home(graph_server) -> Path:
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
-    server = FakeAnthropic().start()
-    server.respond_with(script_responder(EXAMPLE / "launch.script.yaml"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-mission")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    for name in ("ANTHROPIC_API_URL", "ANTHROPIC_AUTH_TOKEN", "LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"):
-        monkeypatch.delenv(name, raising=False)
-    try:
+    with fake_api(monkeypatch, "sk-ant-test-mission") as server:
+        server.respond_with(script_responder(EXAMPLE / "launch.script.yaml"))
         yield server
-    finally:
-        server.stop()
 
 
 def expected_cache_usage(bodies: list[dict]) -> list[CacheUsage]:
@@ -114,15 +107,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 @pytest.mark.parametrize("example", ["launch", "research"])
 def test_every_call_of_both_examples_stays_within_the_prompt_budget(
         example: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    server = FakeAnthropic().start()
-    server.respond_with(script_responder(EXAMPLES / example / f"{example}.script.yaml"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-budget")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
     mission = load_mission(EXAMPLES / example / f"{example}.mission.yaml")[0].model_copy(update={"model": MODEL})
-    try:
+    with fake_api(monkeypatch, "sk-ant-test-budget") as server:
+        server.respond_with(script_responder(EXAMPLES / example / f"{example}.script.yaml"))
         result = run_mission(mission, model=MODEL, home=home)
-    finally:
-        server.stop()
 
     assert result.state == "done" and not result.failed_turns
     sizes = []

@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from cabal.llm import Usage, call_metadata, call_model, make_model
 
-from .fake_anthropic import FakeAnthropic
+from .fake_anthropic import FakeAnthropic, aim_environment
 from .prompt_cache import CacheUsage
 
 SONNET = "claude-sonnet-4-6"
@@ -219,8 +219,7 @@ def test_longer_ttl_after_a_shorter_one_is_a_400(api: FakeAnthropic) -> None:
 
 
 def test_cabal_call_reads_its_system_prompt_from_cache_on_the_second_call(monkeypatch, api: FakeAnthropic) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-cache")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+    aim_environment(monkeypatch, api.url, "sk-ant-test-cache")
     tool = {"name": "write_answer", "description": "Submit the answer.",
             "input_schema": {"type": "object", "properties": {"versions": {"type": "array", "items": {"type": "object"}}},
                              "required": ["versions"]}}  # 46 tokens

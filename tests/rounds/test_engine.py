@@ -22,7 +22,7 @@ from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.control import MissionResult, mission_status, say, stop_mission
 from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.mission import load_mission
-from tests.llm.fake_anthropic import FakeAnthropic
+from tests.llm.fake_anthropic import FakeAnthropic, fake_api
 
 from .players import LAUNCH_MISSION, LAUNCH_SCRIPT, ScriptPlayer, tool_feedback
 
@@ -573,16 +573,8 @@ DUMMY_API_KEY = "sk-ant-test-rounds-0123456789"
 @pytest.fixture
 def claude(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
     """The local Messages API, with the environment aimed at it and nothing that could reach a real one."""
-    server = FakeAnthropic().start()
-    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_API_KEY)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    for name in ("ANTHROPIC_API_URL", "ANTHROPIC_AUTH_TOKEN", "LANGSMITH_GATEWAY", "LANGSMITH_TRACING",
-                 "LANGCHAIN_TRACING_V2"):
-        monkeypatch.delenv(name, raising=False)
-    try:
+    with fake_api(monkeypatch, DUMMY_API_KEY) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthropic, home: Path) -> None:

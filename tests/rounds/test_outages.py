@@ -19,7 +19,9 @@ from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.control import mission_status
 from cabal.rounds.events import MissionInterrupted, ModelRetried
 from cabal.rounds.mission import load_mission
-from tests.llm.fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, error_body, failure_headers
+from tests.llm.fake_anthropic import (
+    CannedResponse, Disconnect, FakeAnthropic, Hang, error_body, failure_headers, fake_api,
+)
 from tests.llm.script_responder import script_responder
 
 from .players import LAUNCH_MISSION, LAUNCH_SCRIPT, ScriptPlayer
@@ -53,15 +55,8 @@ class Outages:
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
-    server = FakeAnthropic().start()
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-outages")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    for name in ("ANTHROPIC_API_URL", "ANTHROPIC_AUTH_TOKEN", "LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2"):
-        monkeypatch.delenv(name, raising=False)
-    try:
+    with fake_api(monkeypatch, "sk-ant-test-outages") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def the_work(home: Path, mission_id: str) -> dict:
