@@ -202,13 +202,16 @@ def _retry_after_s(error: Exception) -> float | None:
 
 
 def with_cache_breakpoints(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` with cache breakpoints on the last block of the leading system prompt and,
-    when the first user message comes in several blocks, on its first block.
+    """``messages`` with cache breakpoints at the end of the leading system prompt, after its
+    first block when it has several, and after the first block of the first user message when
+    that has several.
 
-    Anthropic caches the request prefix up to a breakpoint (tools, then system, then messages):
-    every call that shares an agent's tools and system prompt reads them from cache, and every
-    call of a mission that also shares the first block (the round engine puts the mission's
-    charter there) reads that too. Two of the four breakpoints a request may carry.
+    Anthropic caches the request prefix up to a breakpoint (tools, then system, then messages).
+    The round engine's system prompt is the role's block then the agent's own, and its first
+    user block is the mission's charter: so every call of a step reads the tools and the role's
+    block from cache for every agent of the role, an agent's later calls of the step read its
+    own block too, and every call that also shares the charter reads that. Three of the four
+    breakpoints a request may carry.
     """
     marked = list(messages)
     last_system = -1
@@ -218,6 +221,8 @@ def with_cache_breakpoints(messages: list[BaseMessage]) -> list[BaseMessage]:
         last_system = index
     if last_system >= 0:
         blocks = _with_breakpoint(marked[last_system].content)
+        if blocks is not None and len(blocks) > 1:
+            blocks = (_with_breakpoint(blocks[:1]) or blocks[:1]) + blocks[1:]
         if blocks is not None:
             marked[last_system] = marked[last_system].model_copy(update={"content": blocks})
     first_user = last_system + 1
@@ -231,6 +236,7 @@ def with_cache_breakpoints(messages: list[BaseMessage]) -> list[BaseMessage]:
 
 
 def _with_breakpoint(content: str | list[Any]) -> list[Any] | None:
+    """``content`` as blocks with a breakpoint on its last non-empty text block (None if it has none)."""
     if isinstance(content, str):
         # The API rejects empty text blocks; an empty prompt has nothing to cache anyway.
         return [{"type": "text", "text": content, "cache_control": dict(CACHE_CONTROL)}] if content else None

@@ -1,9 +1,10 @@
 """The context of one model call: a slice of the graph built for that agent and step.
 
 Small by construction, and stable where it can be, for the provider's prompt cache: the
-system prompt (role, persona, skills, step instructions) is the same for an agent in a step
-from one round to the next; the user message starts with the mission's charter, the same in
-every call of a mission; then comes what varies: the round, a minimal product tree, the
+system prompt comes in two blocks, the role's (how the team works, the step's instructions:
+the same for every agent of a role in a step) and the agent's own (name, persona, skills: the
+same for that agent from one round to the next); the user message starts with the mission's
+charter, the same in every call of a mission; then comes what varies: the round, a minimal product tree, the
 detail this step needs and what changed since the agent last acted. Each section has a
 character budget, so a prompt stays about the same size at round 20 as at round 2, however
 long the history grows. Ids are short and temporary (``TempIds``).
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, SystemMessage
 
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
@@ -49,7 +50,9 @@ class PromptLibrary:
         dirs = [Path(d) for d in extra_dirs or []]
         self.skill_dirs = [Path(d) for d in skill_dirs or []]
         self._skills: dict[str, str] = {}
-        self.system = self._read(files_by_name("prompts", (".md",), dirs), "system")
+        top_level = files_by_name("prompts", (".md",), dirs)
+        self.system = self._read(top_level, "system")
+        self.agent = self._read(top_level, "agent")
         found: dict[str, Path] = {}
         for folder in [builtin_dir("prompts") / "steps", *(d / "steps" for d in dirs)]:  # later wins
             if folder.is_dir():
@@ -59,7 +62,8 @@ class PromptLibrary:
     @staticmethod
     def _read(files: dict[str, Path], name: str) -> Template:
         if name not in files:
-            raise ConfigError(f"prompt template {name!r} not found", hint="prompts/ must hold system.md and steps/*.md")
+            raise ConfigError(f"prompt template {name!r} not found",
+                              hint="prompts/ must hold system.md, agent.md and steps/*.md")
         return Template(read_text_file(files[name]))
 
     def skill_text(self, name: str) -> str:
@@ -71,29 +75,38 @@ class PromptLibrary:
         return self._skills[name]
 
     def system_prompt(self, *, agent_id: str, agent_name: str, role_title: str, persona: str, step: str,
-                      skills: tuple[str, ...] = ()) -> str:
+                      skills: tuple[str, ...] = ()) -> tuple[str, str]:
+        """The role's block (prompts/system.md) and the agent's own (prompts/agent.md, then its
+        skills). Both templates take every placeholder; the split is only where the cache's
+        prefix stops being shared by the other agents of the role."""
         values = {
             "agent_id": agent_id, "agent_name": agent_name, "role_title": role_title, "persona": persona,
             "step_title": step.heading, "step_instructions": self.steps[step].template.strip(),
         }
-        try:
-            prompt = self.system.substitute(values).strip()
-        except (KeyError, ValueError) as exc:
-            raise ConfigError(f"prompts/system.md: unknown placeholder {exc}") from None
+        blocks = []
+        for name, template in (("system", self.system), ("agent", self.agent)):
+            try:
+                blocks.append(template.substitute(values).strip())
+            except (KeyError, ValueError) as exc:
+                raise ConfigError(f"prompts/{name}.md: unknown placeholder {exc}") from None
         # An agent's skills are domain knowledge it brings to every step: part of the stable,
         # cached prefix, not of the per-call context.
-        for name in skills:
-            prompt += f"\n\nYour skill, {name}:\n\n{self.skill_text(name)}"
-        return prompt
+        own = blocks[1] + "".join(f"\n\nYour skill, {name}:\n\n{self.skill_text(name)}" for name in skills)
+        return blocks[0], own.strip()
 
 
 @dataclass
 class Prompt:
-    system: str
+    system: tuple[str, str]  # the role's block, then the agent's own (PromptLibrary.system_prompt)
     user: str
     ids: TempIds = field(default_factory=TempIds)
     facts: TurnFacts | None = None  # the same turn as data, for fake models
     charter: str = ""  # the mission's part of the user message: the same in every call of the mission
+
+    def system_message(self) -> SystemMessage:
+        """The system prompt as its two blocks, so the provider can cache the role's block for
+        every agent of the role and the agent's block for that agent (``llm/call.py``)."""
+        return SystemMessage([{"type": "text", "text": text} for text in self.system if text])
 
     def first_message(self) -> HumanMessage:
         """The user message: the charter, then what this call is about, as two blocks, so the

@@ -3,8 +3,8 @@
 The model answers by calling one tool per envelope the step allows (``final_output``,
 ``request_context``, ``halt``), each tool's input schema generated from the entity models,
 so the schema the model sees and the validation are the same thing. A step is offered only
-its own tools: with the agent's system prompt for the step they are the prefix the provider
-caches from one round to the next (``llm/call.py`` marks it).
+its own tools: with the system prompt for the step they are the prefix the provider caches,
+for every agent of the role, from one round to the next (``llm/call.py`` marks it).
 
 Within a turn:
 - a ``request_context`` answer is served from the graph and the model asked again
@@ -29,7 +29,7 @@ from typing import Any
 
 from typing import Protocol
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
 from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_CONTEXT, envelope_models
@@ -137,7 +137,7 @@ class Turn:
         stop it early; what it spent until then is in ``self.result``."""
         tools = step_tools(self.step)
         models = envelope_models(self.step)
-        messages: list[BaseMessage] = [SystemMessage(self.prompt.system), self.prompt.first_message()]
+        messages: list[BaseMessage] = [self.prompt.system_message(), self.prompt.first_message()]
         result = self.result
         metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index,
                                  facts=self.prompt.facts)

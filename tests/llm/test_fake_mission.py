@@ -37,7 +37,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
 
 
 def expected_cache_usage(bodies: list[dict]) -> list[CacheUsage]:
-    """The engine's two breakpoints (end of the system prompt, end of the charter block): the
+    """The engine's breakpoints (each system block, the end of the charter block): the
     prefix at each is written the first time it is seen (if long enough) and read after."""
     seen: set[str] = set()
     expected = []
@@ -68,8 +68,9 @@ def test_mission_runs_against_the_responder_and_reads_its_prompts_from_cache(api
     bodies = [request.body for request in api.requests]
     assert len(bodies) == len(api.cache_log) == result.usage.calls
     for body in bodies:
-        marked = [block for block in body["system"] if "cache_control" in block]
-        assert marked == [body["system"][-1]]
+        role_block, agent_block = body["system"]  # both cached: the role's prefix is shared
+        assert role_block["cache_control"] == agent_block["cache_control"] == {"type": "ephemeral"}
+        assert agent_block["text"].startswith("Who you are: ")
         assert not any("cache_control" in tool for tool in body["tools"])
         first = body["messages"][0]["content"]  # the charter block, once there is a charter
         assert [block for block in first if "cache_control" in block] == ([first[0]] if len(first) > 1 else [])

@@ -66,9 +66,12 @@ def test_budget_reports_why_it_is_spent() -> None:
     assert Budget().exceeded(usage, "claude-opus-4-5") is None
 
 
-def test_cache_breakpoint_goes_on_the_last_block_of_the_leading_system_prompt() -> None:
+def test_cache_breakpoints_go_after_the_first_and_the_last_block_of_the_leading_system_prompt() -> None:
+    # The round engine's system prompt is the role's block then the agent's own: the first
+    # breakpoint is the prefix every agent of the role shares, the last the agent's.
     original = [
-        SystemMessage(content=[{"type": "text", "text": "charter"}, {"type": "text", "text": "persona"}]),
+        SystemMessage(content=[{"type": "text", "text": "role"}, {"type": "text", "text": "skills"},
+                               {"type": "text", "text": "persona"}]),
         HumanMessage("go"),
         SystemMessage("late note"),
     ]
@@ -76,11 +79,14 @@ def test_cache_breakpoint_goes_on_the_last_block_of_the_leading_system_prompt() 
     marked = with_cache_breakpoints(original)
 
     assert marked[0].content == [
-        {"type": "text", "text": "charter"},
+        {"type": "text", "text": "role", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "skills"},
         {"type": "text", "text": "persona", "cache_control": {"type": "ephemeral"}},
     ]
     assert marked[1:] == original[1:]
-    assert "cache_control" not in original[0].content[1]  # the caller's messages are untouched
+    assert all("cache_control" not in block for block in original[0].content)  # the caller's messages are untouched
+    one_block = with_cache_breakpoints([SystemMessage("all of it"), HumanMessage("go")])
+    assert one_block[0].content == [{"type": "text", "text": "all of it", "cache_control": {"type": "ephemeral"}}]
 
 
 def test_no_breakpoint_without_a_system_prompt_or_with_an_empty_one() -> None:

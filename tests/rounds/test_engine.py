@@ -592,7 +592,7 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
         assert [tool["name"] for tool in body["tools"]] == tools
         assert all(tool["input_schema"]["type"] == "object" for tool in body["tools"])
         assert body["tool_choice"] == {"type": "any"}
-        assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}]
+        assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}] * 2
         assert [m["role"] for m in body["messages"]] == ["user"]
     assert "Bootstrap (round 0)" in claude.requests[0].body["system"][0]["text"]
     charter, now = claude.requests[3].body["messages"][0]["content"]  # two blocks, the charter cached
@@ -667,11 +667,14 @@ def test_an_answer_nested_900_levels_deep_is_a_rejected_attempt_and_the_mission_
 def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(deviated: Deviated) -> None:
     reflect = deviated.player.calls_of(1, "reflect", "operative-1")[0]
     # The Chair's bootstrap wrote them (the launch script); the role card's persona is replaced.
-    assert "\nProduct marketer who writes for students\n" in reflect.system
+    # The agent's own block of the system prompt (the role's block before it is the same for all).
+    assert reflect.messages[0].content[-1]["text"] == (
+        "Who you are: Ada (operative-1), the team's Operative.\n\nProduct marketer who writes for students")
     assert "You are a senior specialist on the team" not in reflect.system
     assert "## Your domain\nLaunch brief and checklist (area: marketing)" in reflect.prompt
     (inspect_call,) = deviated.player.calls_of(1, "inspect", "watchdog-1")
-    assert "\nReviewer who checks every claim against its definition of done\n" in inspect_call.system
+    assert inspect_call.messages[0].content[-1]["text"].endswith(
+        "\n\nReviewer who checks every claim against its definition of done")
     assert "## Your domain" not in inspect_call.prompt  # only operatives have domains
 
 
