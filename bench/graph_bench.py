@@ -8,6 +8,12 @@
   idempotent form, after the fresh form refused.
 - find / related_to(depth=2) latency p50 and p95 on a 10,000-node, 30,000-link graph.
 - embedded_cold_start: a new embedded server, start to first answered query.
+- server_ceiling_*: what the server itself does at best, for the goal's scale: 1,000 nodes of
+  the clusters' shape in one ``UNWIND ... CREATE`` (no guard, no per-label clauses, one round
+  trip), on a graph without indexes and on one with the schema's indexes (every node updates
+  the index on ``id`` and its type's own: what a cluster commit must pay), then 1,000 links
+  matched by id; ``server_ceiling_mixed`` is that bulk rate for the clusters' mix of 10 nodes
+  and 15 links. A cluster commit cannot beat it.
 
 Run: python bench/graph_bench.py  (uses a throwaway workspace; leaves nothing running)
 """
@@ -99,6 +105,35 @@ def build_big_graph(graph: ContextGraph) -> None:
         graph.create_cluster([], links[start:start + 1000])
 
 
+def server_ceiling(graph: ContextGraph) -> dict[str, float]:
+    """Bulk rates of bare UNWIND writes (medians of 5 batches of 1,000), straight to the server."""
+    rates: dict[str, list[float]] = {"nodes_no_index": [], "nodes_indexed": [], "links_indexed": []}
+    plain = graph._db.select_graph("ceiling_plain")  # a bench's look past the API: raw Cypher writes
+    indexed = graph.select("ceiling_indexed")
+    indexed.counts()
+    indexed._ensure_indexes()
+    for batch in range(5):
+        for name, target in (("nodes_no_index", plain), ("nodes_indexed", indexed._graph)):
+            rows = [{"id": f"b{batch}-{i}", "props": {"node_type": "narrative", "type": "behavior",
+                                                      "name": f"behavior {i}", "content": "x" * 80}}
+                    for i in range(1000)]
+            started = time.perf_counter()
+            target.query("UNWIND $rows AS row CREATE (x:Node:Narrative {id: row.id}) SET x += row.props",
+                         {"rows": rows})
+            rates[name].append(1000 / (time.perf_counter() - started))
+        links = [{"from": f"b{batch}-{i}", "to": f"b{batch}-{(i + 1) % 1000}", "props": {"weight": i}}
+                 for i in range(1000)]
+        started = time.perf_counter()
+        indexed._graph.query("UNWIND $rows AS row MATCH (a:Node {id: row.from}) MATCH (b:Node {id: row.to}) "
+                             "CREATE (a)-[e:RELATES]->(b) SET e += row.props", {"rows": links})
+        rates["links_indexed"].append(1000 / (time.perf_counter() - started))
+    plain.delete()
+    indexed.delete_graph()
+    found = {name: statistics.median(values) for name, values in rates.items()}
+    found["mixed"] = 25 / (10 / found["nodes_indexed"] + 15 / found["links_indexed"])
+    return found
+
+
 def latencies(call, samples: int) -> list[float]:
     timings = []
     for index in range(samples):
@@ -121,6 +156,11 @@ def main() -> None:
                 report("cluster_commit_throughput", commit_throughput(graph, "c"), "nodes+links/s", goal)
                 report("step_commit_throughput", commit_throughput(graph, "s", STEP_TURNS), "nodes+links/s", goal)
                 report("recommit_throughput", commit_throughput(graph, "c"), "nodes+links/s")
+                ceiling = server_ceiling(graph)
+                report("server_ceiling_nodes_no_index", ceiling["nodes_no_index"], "nodes/s")
+                report("server_ceiling_nodes_indexed", ceiling["nodes_indexed"], "nodes/s")
+                report("server_ceiling_links_indexed", ceiling["links_indexed"], "links/s")
+                report("server_ceiling_mixed", ceiling["mixed"], "nodes+links/s")
 
                 big = graph.select("big")
                 build_big_graph(big)

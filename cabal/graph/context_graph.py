@@ -7,7 +7,6 @@ import os
 import redis
 from falkordb import FalkorDB
 from falkordb.edge import Edge
-from falkordb.helpers import stringify_param_value
 from falkordb.node import Node
 from falkordb.query_result import QueryResult
 
@@ -121,13 +120,13 @@ class ContextGraph:
     def _run(self, text: str, params: dict[str, object] | None = None, *, read_only: bool = False):
         """One query. A graph comes into being (with its indexes) at its first write; reading a
         graph that does not exist yet reads as empty instead of creating it."""
-        if params:
-            schema.check_parameters(params)
+        header = schema.cypher_header(params)  # checked: a value that cannot be sent is refused here
         try:
-            if read_only:
-                return self._graph.ro_query(text, params)
-            self._ensure_indexes()
-            return self._graph.query(text, params)
+            if not read_only:
+                self._ensure_indexes()
+            command = "GRAPH.RO_QUERY" if read_only else "GRAPH.QUERY"
+            return QueryResult(self._graph, self._db.connection.execute_command(
+                command, self.name, header + text, "--compact"))
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise GraphUnavailable(self.address.describe(), str(exc)) from None
         except redis.ResponseError as exc:
@@ -141,12 +140,10 @@ class ContextGraph:
     def _pipelined(self, command: str, queries: list[reads.Query]) -> list[object]:
         """Several queries sent at once and answered in order: one round trip instead of one
         each. A refused query's reply is its ``ResponseError``, for the caller to judge."""
-        for _, params in queries:
-            schema.check_parameters(params)  # as _run does: refused before anything is sent
+        headers = [schema.cypher_header(params) for _, params in queries]  # refused before anything is sent
         pipe = self._db.connection.pipeline(transaction=False)
-        for text, params in queries:
-            header = "".join(f"{key}={stringify_param_value(value)} " for key, value in params.items())
-            pipe.execute_command(command, self.name, f"CYPHER {header}{text}" if header else text, "--compact")
+        for header, (text, _) in zip(headers, queries):
+            pipe.execute_command(command, self.name, header + text, "--compact")
         try:
             return pipe.execute(raise_on_error=False)
         except (redis.ConnectionError, redis.TimeoutError) as exc:

@@ -238,6 +238,53 @@ def check_parameters(params: Mapping[str, object]) -> None:
                               "booleans, lists and maps can be sent; nothing was sent", field=path)
 
 
+class _Unsendable(Exception):
+    """Raised inside ``cypher_header``'s walk; ``check_parameters`` then says what and where."""
+
+
+def cypher_header(params: Mapping[str, object] | None) -> str:
+    """The ``CYPHER name=value ...`` header that carries a query's parameters, checked as
+    ``check_parameters`` checks them, in one walk.
+
+    Values are written as FalkorDB's client writes them (``falkordb.helpers.
+    stringify_param_value``: texts double-quoted with ``\\`` and ``"`` escaped, maps with their
+    keys in backticks, ``null``, ``str()`` for numbers and booleans); a test holds the two equal.
+    Both walks are here because a cluster's parameters are most of a commit's client time: one
+    walk that checks and writes instead of a check, then the client's own walk."""
+    if not params:
+        return ""
+    try:
+        return "CYPHER " + "".join(f"{name}={_encode(value, 0)} " for name, value in params.items())
+    except _Unsendable:
+        check_parameters(params)  # raises, naming the parameter and the place in it
+        raise SchemaError("a query parameter cannot be sent; nothing was sent") from None  # not reached
+
+
+def _encode(value: object, depth: int) -> str:
+    if isinstance(value, str):
+        if _UNSENDABLE.search(value):
+            raise _Unsendable
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):  # booleans too: str(True), as the client writes them
+        if unstorable(value):
+            raise _Unsendable
+        return str(value)
+    if depth >= MAX_PARAMETER_DEPTH:
+        raise _Unsendable
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join([_encode(item, depth + 1) for item in value]) + "]"
+    if isinstance(value, Mapping):
+        parts = []
+        for key, item in value.items():
+            if not isinstance(key, str) or not key or "`" in key:
+                raise _Unsendable
+            parts.append(f"`{key}`:{_encode(item, depth + 1)}")
+        return "{" + ",".join(parts) + "}"
+    raise _Unsendable
+
+
 def check_graph_name(name: object) -> str:
     """A graph's name: a text the server can key on (not empty, no control characters)."""
     if not isinstance(name, str) or not name.strip() or _BAD_ID.search(name):
