@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from cabal.vocabulary import CHAIR_ID, OPERATIVE_PATTERN, Step
+from cabal.vocabulary import BLOCKING_IMPORTANCE, CHAIR_ID, OPERATIVE_PATTERN, USER_COLLAB_TYPE, Step  # noqa: F401 - re-exported
 
 # ---------------------------------------------------------------------------------- limits
 
@@ -22,8 +22,6 @@ IMPORTANCE_MIN = 1
 IMPORTANCE_MAX = 10
 SEVERITY_MIN = 1
 SEVERITY_MAX = 10
-BLOCKING_IMPORTANCE = 8
-"""A collab at or above this importance blocks acceptance of its product."""
 BLOCKING_SEVERITY = 8
 """A finding at or above this severity makes an inspection ``blocked``."""
 REVISION_SEVERITY = 5
@@ -50,8 +48,6 @@ MAX_CONTEXT_ITERATIONS = 3
 """``request_context`` answers allowed within one step."""
 
 NEW_ID_PATTERN = r"^new-\d+$"
-USER_COLLAB_TYPE = "user_independent"
-"""Type of the collab the engine records for a user message that targets no product."""
 
 Importance = Annotated[int, Field(ge=IMPORTANCE_MIN, le=IMPORTANCE_MAX)]
 Severity = Annotated[int, Field(ge=SEVERITY_MIN, le=SEVERITY_MAX)]

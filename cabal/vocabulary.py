@@ -103,6 +103,11 @@ MCP_ACTOR = "actor-mcp"
 FIXED_IDS: dict[Role, str] = {Role.CHAIR: CHAIR_ID, Role.WATCHDOG: WATCHDOG_ID, Role.ENVOY: ENVOY_ID}
 """The one agent of each role that is not numbered by the team size."""
 
+BLOCKING_IMPORTANCE = 8
+"""A collab at or above this importance blocks acceptance of its product."""
+USER_COLLAB_TYPE = "user_independent"
+"""Type of the collab the engine records for a user message that targets no product."""
+
 OPERATIVE_PATTERN = r"operative-\d+"
 """The shape of an operative's id, for schemas; ``OPERATIVE_ID`` matches a whole id."""
 OPERATIVE_ID = re.compile(rf"^{OPERATIVE_PATTERN}$")

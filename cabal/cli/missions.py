@@ -206,8 +206,7 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    result = rounds.mission_status(args.mission_id, home=args.home, url=args.url)
-    mission = rounds.mission_report(args.mission_id, home=args.home, url=args.url)
+    result, mission = rounds.mission_overview(args.mission_id, home=args.home, url=args.url)
     tree = [{"depth": p.depth, "id": p.id, "name": p.name, "type": p.type, "status": p.status, "owner": p.owner,
              "version": p.latest.number if p.latest else None, "content": _content(p)} for p in mission.live_products]
     data = {

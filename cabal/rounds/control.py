@@ -1,5 +1,6 @@
-"""What a user asks of a mission outside a run: where it is (``mission_status``), what was
-said (``transcript``), a message for the team (``say``) and a request to stop (``stop_mission``).
+"""What a user asks of a mission outside a run: where it is (``mission_status``; with all of it,
+``mission_overview``), what was said (``transcript``), a message for the team (``say``) and a
+request to stop (``stop_mission``).
 
 These read or write the mission's graph only, never the round engine: ``cabal status`` and
 its siblings start without importing LangGraph or a model client.
@@ -9,18 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cabal.entities import USER_COLLAB_TYPE
 from cabal.errors import AnswerRejected, MissionError
 from cabal.graph import ContextGraph
 from cabal.llm.usage import Usage
-from cabal.membrane import Membrane
 from cabal.rounds.ids import item_id
 from cabal.rounds.snapshot import mission_spend
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
-from cabal.vocabulary import USER_ID, MissionState, StopReason
+from cabal.vocabulary import USER_COLLAB_TYPE, USER_ID, MissionState, StopReason
+
+if TYPE_CHECKING:
+    from cabal.report import MissionReport
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,17 @@ def mission_status(mission_id: str, *, home: str | Path | None = None, url: str 
         return status_of(workspace, graph, mission_id)
 
 
+def mission_overview(mission_id: str, *, home: str | Path | None = None,
+                     url: str | None = None) -> tuple[MissionResult, MissionReport]:
+    """Where a mission is and everything about it (``mission_status`` and ``mission_report``),
+    read over one opening of the workspace and its graph: what ``cabal status`` shows."""
+    from cabal.report import read_report
+
+    workspace = Workspace.at(home, url, reading=True)
+    with _mission_graph(workspace, mission_id) as graph:
+        return status_of(workspace, graph, mission_id), read_report(graph, mission_id)
+
+
 def say(mission_id: str, text: str, *, product: str | None = None, home: str | Path | None = None,
         url: str | None = None) -> str:
     """Leave a user message between rounds; it becomes a collab the team reads next round."""
@@ -77,6 +91,8 @@ def say(mission_id: str, text: str, *, product: str | None = None, home: str | P
         node = graph.get(mission_id)
         notes = len(graph.find("collab", {"author": "user"}))
         note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
+        from cabal.membrane import Membrane  # here: status and transcript need no membrane (start-up)
+
         membrane = Membrane(graph)
         try:  # the user's text is checked by the protocol like any answer
             note = membrane.prepare("user_message", {
@@ -97,6 +113,8 @@ def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | 
         if status.state in (MissionState.DONE, MissionState.FAILED):
             raise MissionError(f"mission {mission_id} has already ended ({status.state}"
                                + (f", {status.stop_reason}" if status.stop_reason else "") + ")")
+        from cabal.membrane import Membrane
+
         Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
                             session_id=f"{mission_id}.stop")
 

@@ -35,11 +35,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cabal.entities import BLOCKING_IMPORTANCE
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
 from cabal.rounds.ids import step_prefix
-from cabal.vocabulary import USER_ID
+from cabal.vocabulary import BLOCKING_IMPORTANCE, USER_ID
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
 # Node types kept whole, and those kept for a window of rounds (as load_snapshot reads them).

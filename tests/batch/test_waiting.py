@@ -56,7 +56,7 @@ def test_batch_resume_answers_pending_questions_on_its_workers(home: str, tmp_pa
 
 
 def test_a_spent_batch_budget_pauses_the_batch_until_it_is_raised(home: str, tmp_path: Path) -> None:
-    # One worker, missions in plan order: the first spends 13,102 tokens (TOKENS); the second is refused
+    # One worker, missions in plan order: the first spends 13,126 tokens (TOKENS); the second is refused
     # its next call once the batch has spent 15,000; the last two never start.
     path = batch_file(tmp_path, "budget", readme_requests(4), answers=[ANSWER], budget={"tokens": 15000})
     events: list = []

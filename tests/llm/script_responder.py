@@ -6,8 +6,9 @@
 A request over HTTP carries only text, as it would to a real model, so the responder reads
 from it what a script is keyed by: the round (the user prompt's ``# Round N`` line), the step
 (the system prompt's ``Your step now:`` line, matched against the steps' headings) and the
-agent (``Who you are: NAME (AGENT_ID)``). The answer is the script's next entry for that key,
-as ``ScriptedChatModel`` picks it, sent back as one tool_use block.
+agent (``You are NAME (AGENT_ID).``, the first line of the agent's own block). The answer is
+the script's next entry for that key, as ``ScriptedChatModel`` picks it, sent back as one
+tool_use block.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from cabal.vocabulary import Step
 
 from .fake_anthropic import message_body, tool_use_block
 
-_AGENT = re.compile(r"^Who you are: .*?\(([\w-]+)\)", re.M)
+_AGENT = re.compile(r"^You are .*?\(([\w-]+)\)", re.M)
 _STEP = re.compile(r"^Your step now: (.+)$", re.M)
 _ROUND = re.compile(r"^# Round (\d+)", re.M)
 _STEPS = {step.heading: step for step in Step}

@@ -70,7 +70,7 @@ def test_mission_runs_against_the_responder_and_reads_its_prompts_from_cache(api
     for body in bodies:
         role_block, agent_block = body["system"]  # both cached: the role's prefix is shared
         assert role_block["cache_control"] == agent_block["cache_control"] == {"type": "ephemeral"}
-        assert agent_block["text"].startswith("Who you are: ")
+        assert agent_block["text"].startswith("You are ") and "Cabal team" in role_block["text"]
         assert not any("cache_control" in tool for tool in body["tools"])
         first = body["messages"][0]["content"]  # the charter block, once there is a charter
         assert [block for block in first if "cache_control" in block] == ([first[0]] if len(first) > 1 else [])

@@ -310,17 +310,20 @@ def test_a_missing_model_script_is_a_clear_error(home: str) -> None:
 
 def test_reading_commands_load_no_engine_and_no_model_client(launch, home: str) -> None:
     """`status`, `transcript`, `show`, `missions`, `say` and `stop` only read or write the graph:
-    they start without LangGraph, LangChain or a provider SDK, whose imports cost a second."""
+    they start without LangGraph, LangChain or a provider SDK, whose imports cost a second. The
+    commands that only read also leave the membrane and the entity models (the write path) unloaded."""
     _, mission_id = launch
-    heavy = ("langgraph", "langchain_core", "langchain_anthropic", "anthropic", "langsmith")
+    heavy = ["langgraph", "langchain_core", "langchain_anthropic", "anthropic", "langsmith"]
+    write_path = ["cabal.membrane", "cabal.entities"]
     commands = [["status", mission_id], ["status", mission_id, "--json"], ["transcript", mission_id],
                 ["show", mission_id], ["missions"], ["stop", mission_id], ["--help"]]
     probe = ("import json, sys\nfrom cabal.cli import main\n"
              "try:\n    main(json.loads(sys.argv[1]))\nexcept SystemExit:\n    pass\n"
-             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(json.loads(sys.argv[2])))),"
-             " file=sys.stderr)")
+             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in json.loads(sys.argv[2])"
+             " or m in json.loads(sys.argv[2]))), file=sys.stderr)")
     for command in commands:
         args = [*command, "--home", home] if command != ["--help"] else command
-        result = subprocess.run([sys.executable, "-c", probe, json.dumps(args), json.dumps(heavy)],
+        unwanted = heavy + (write_path if command[0] != "stop" else [])
+        result = subprocess.run([sys.executable, "-c", probe, json.dumps(args), json.dumps(unwanted)],
                                 capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert json.loads(result.stderr.strip().splitlines()[-1]) == [], (command, result.stderr)

@@ -669,7 +669,7 @@ def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(devia
     # The Chair's bootstrap wrote them (the launch script); the role card's persona is replaced.
     # The agent's own block of the system prompt (the role's block before it is the same for all).
     assert reflect.messages[0].content[-1]["text"] == (
-        "Who you are: Ada (operative-1), the team's Operative.\n\nProduct marketer who writes for students")
+        "You are Ada (operative-1).\n\nProduct marketer who writes for students")
     assert "You are a senior specialist on the team" not in reflect.system
     assert "## Your domain\nLaunch brief and checklist (area: marketing)" in reflect.prompt
     (inspect_call,) = deviated.player.calls_of(1, "inspect", "watchdog-1")
