@@ -14,6 +14,7 @@ import pytest
 
 from cabal.batch.limits import FileLimits
 from cabal.errors import CallRefused
+from tests.polling import wait_until
 
 CONTEXT = multiprocessing.get_context("spawn")  # plain processes: nothing shared but the files
 
@@ -58,9 +59,7 @@ def test_a_killed_process_gives_its_slot_back(tmp_path: Path) -> None:
     limits.prepare()
     holder = CONTEXT.Process(target=hold_a_slot, args=(limits, str(tmp_path / "a.log"), 60))
     holder.start()
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "a.log").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: (tmp_path / "a.log").exists(), timeout=30, what="the holder to take the slot")
     os.kill(holder.pid, signal.SIGKILL)
     holder.join(10)
 

@@ -16,6 +16,7 @@ import pytest
 from cabal.config import resolve_server
 from cabal.errors import ConfigError, GraphUnavailable
 from cabal.graph import ContextGraph, EmbeddedServer
+from tests.polling import wait_until
 
 NODE = {"id": "keep", "node_type": "thing", "type": "file", "name": "kept.txt"}
 
@@ -44,9 +45,7 @@ def test_data_survives_a_killed_server(own_server):
     with ContextGraph.open(name="persist", home=own_server.home) as graph:
         graph.create_cluster([NODE])
     os.kill(own_server.pid(), signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while own_server.is_running() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: not own_server.is_running(), timeout=5, what="the killed server to be gone", every=0.01)
     assert own_server.is_running() is False
     assert own_server.start() is True  # a stale socket is no obstacle
     with ContextGraph.open(name="persist", home=own_server.home) as graph:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cabal.graph import ContextGraph
 from cabal.rounds.workspace import Workspace
+from tests.polling import wait_until
 
 from .test_cli import CABAL, DATA, LAUNCH, QUESTION, ROOT, assert_plain, cabal, cabal_all, mission_id_of
 
@@ -35,9 +36,7 @@ def test_ctrl_c_pauses_the_mission_says_how_to_go_on_and_resume_finishes_it(grap
         process = subprocess.Popen([str(CABAL), "run", str(LAUNCH), "--home", home,
                                     "--model", "py:slow_factory:launch_model"], stdout=out, stderr=subprocess.PIPE,
                                    stdin=subprocess.DEVNULL, cwd=ROOT, env=environment(CABAL_TEST_LATENCY="0.5"))
-        deadline = time.monotonic() + 60
-        while MISSION_LINE not in log.read_bytes() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: MISSION_LINE in log.read_bytes(), timeout=60, what="the mission to start")
         time.sleep(1.2)  # inside the mission, a model call in flight
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)

@@ -20,6 +20,7 @@ import pytest
 
 from cabal.graph import ContextGraph
 from cabal import run_mission
+from tests.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -119,14 +120,28 @@ def turn_counts(graph: ContextGraph) -> Counter:
                    for t in graph.find("moment", {"type": "turn"}, fields=["round", "step", "agent"]))
 
 
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+def start_slow_run(mission: Path, model: str, latency: str, home: str, log: Path,
+                   timeout: float) -> tuple[subprocess.Popen, str]:
+    """``cabal run`` in its own process group with a slow model, its output in ``log``; returns
+    the process and the mission id once the run has printed it."""
+    with open(log, "w") as out:
+        process = subprocess.Popen([str(CABAL), "run", str(mission), "--home", home, "--model", model],
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                                   env=environment(CABAL_TEST_LATENCY=latency), start_new_session=True)
+    try:
+        started = wait_until(lambda: re.search(r"^mission (m-[\w-]+):", log.read_text(), re.MULTILINE),
+                             timeout=timeout, what="the mission to start")
+    except BaseException:
+        kill_group(process)
+        raise
+    return process, started.group(1)
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL to the run's whole process group (if it still runs), then reap it."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
 
 
 def test_kill_9_mid_round_then_resume_leaves_the_graph_of_a_clean_run(home: str, tmp_path: Path) -> None:
@@ -134,26 +149,17 @@ def test_kill_9_mid_round_then_resume_leaves_the_graph_of_a_clean_run(home: str,
     assert (clean.state, clean.stop_reason) == ("done", "concluded")
 
     # A slow model (0.3 s a call) keeps round 2's parallel Write turns in flight for a while.
-    log = tmp_path / "run.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen([str(CABAL), "run", str(LAUNCH), "--home", home,
-                                    "--model", "py:slow_factory:launch_model"],
-                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-                                   env=environment(CABAL_TEST_LATENCY="0.3"), start_new_session=True)
+    process, mission_id = start_slow_run(LAUNCH, "py:slow_factory:launch_model", "0.3", home,
+                                         tmp_path / "run.log", timeout=30)
     try:
-        mission_id = wait_for(lambda: re.search(r"^mission (m-[\w-]+):", log.read_text(), re.MULTILINE),
-                              30, "the mission to start").group(1)
         with ContextGraph.open(name=mission_id, home=home) as graph:
-            wait_for(lambda: graph.exists("r2.plan.chair-1"), 30, "round 2's plan")
+            wait_until(lambda: graph.exists("r2.plan.chair-1"), timeout=30, what="round 2's plan")
             time.sleep(0.15)  # both operatives' round-2 Write calls are now mid-flight
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+            kill_group(process)
             killed_at = {t["step"] for t in graph.find("moment", {"type": "turn", "round": 2}, fields=["step"])}
             assert graph.get(mission_id)["status"] == "running"
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+        kill_group(process)
     assert process.returncode == -signal.SIGKILL
     assert "presentation" not in killed_at and "plan" in killed_at  # it died inside round 2
 
@@ -200,22 +206,12 @@ def test_kill_9_at_random_moments_of_the_research_example_then_resume_leaves_a_c
     rng = random.Random(seed)
     for kill in range(KILLS):
         after = rng.uniform(0.2, 2.4)  # seconds after the mission's first turn: anywhere in its life
-        log = tmp_path / f"run{kill}.log"
-        with open(log, "w") as out:
-            process = subprocess.Popen([str(CABAL), "run", str(RESEARCH), "--home", home,
-                                        "--model", "py:slow_factory:research_model"],
-                                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-                                       env=environment(CABAL_TEST_LATENCY="0.05"), start_new_session=True)
+        process, mission_id = start_slow_run(RESEARCH, "py:slow_factory:research_model", "0.05", home,
+                                             tmp_path / f"run{kill}.log", timeout=60)
         try:
-            mission_id = wait_for(lambda: re.search(r"^mission (m-[\w-]+):", log.read_text(), re.MULTILINE),
-                                  60, "the mission to start").group(1)
             time.sleep(after)
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
         finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+            kill_group(process)
 
         status = cabal("status", mission_id, "--home", home)
         finished_before_the_kill = "done (concluded)" in status.stdout

@@ -4,7 +4,6 @@ and a real server on a free port for the browser."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from starlette.testclient import TestClient
 from cabal.rounds.workspace import Workspace
 from cabal.web.app import create_app
 from cabal.web.security import Security
+from tests.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "rounds" / "data"
@@ -37,17 +37,6 @@ def client(workspace: Workspace, security: Security):
     with TestClient(create_app(workspace, security, poll_s=0.2), base_url="http://127.0.0.1:8765",
                     raise_server_exceptions=False) as test_client:
         yield test_client
-
-
-def wait_until(check, *, timeout: float = 30, what: str = "the condition"):
-    """``check()``'s first true value, polled; fails the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def serve_in_thread(server) -> threading.Thread:

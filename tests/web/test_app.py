@@ -21,7 +21,9 @@ from cabal.rounds.workspace import Workspace, mission_graph, mission_report
 from cabal.web.forms import MAX_UPLOAD, SIMULATED
 from cabal.web.state import MissionGroup, MissionRow, WorkspaceReader, group_missions
 
-from .conftest import QUESTION, QUESTION_SCRIPT, wait_until
+from tests.polling import wait_until
+
+from .conftest import QUESTION, QUESTION_SCRIPT
 
 QUESTION_TEXT = "Who reads the README first, people installing tally or people contributing to it?"
 

@@ -27,7 +27,9 @@ from cabal import mission_status, run_mission
 from cabal.rounds.workspace import mission_report
 from cabal.web.server import WebServer
 
-from .conftest import DATA, LAUNCH, QUESTION_SCRIPT, serve_in_thread, wait_until
+from tests.polling import wait_until
+
+from .conftest import DATA, LAUNCH, QUESTION_SCRIPT, serve_in_thread
 
 CHROMIUM = (os.environ.get("CABAL_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
             or "/usr/bin/chromium")
