@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from cabal.vocabulary import BLOCKING_IMPORTANCE, CHAIR_ID, OPERATIVE_PATTERN, USER_COLLAB_TYPE, Step  # noqa: F401 - re-exported
+from cabal.vocabulary import BLOCKING_IMPORTANCE, CHAIR_ID, OPERATIVE_PATTERN, Step
 
 # ---------------------------------------------------------------------------------- limits
 

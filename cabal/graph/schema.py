@@ -249,8 +249,8 @@ def cypher_header(params: Mapping[str, object] | None) -> str:
     Values are written as FalkorDB's client writes them (``falkordb.helpers.
     stringify_param_value``: texts double-quoted with ``\\`` and ``"`` escaped, maps with their
     keys in backticks, ``null``, ``str()`` for numbers and booleans); a test holds the two equal.
-    Both walks are here because a cluster's parameters are most of a commit's client time: one
-    walk that checks and writes instead of a check, then the client's own walk."""
+    One walk instead of a check and then the client's own walk: walking a cluster's parameters
+    was most of a commit's client time."""
     if not params:
         return ""
     try:
@@ -261,16 +261,14 @@ def cypher_header(params: Mapping[str, object] | None) -> str:
 
 
 def _encode(value: object, depth: int) -> str:
-    if isinstance(value, str):
-        if _UNSENDABLE.search(value):
-            raise _Unsendable
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if value is None:
         return "null"
-    if isinstance(value, (int, float)):  # booleans too: str(True), as the client writes them
+    if isinstance(value, _PRIMITIVES):
         if unstorable(value):
             raise _Unsendable
-        return str(value)
+        if isinstance(value, str):
+            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return str(value)  # numbers and booleans (str(True)), as the client writes them
     if depth >= MAX_PARAMETER_DEPTH:
         raise _Unsendable
     if isinstance(value, (list, tuple)):

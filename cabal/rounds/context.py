@@ -4,10 +4,10 @@ Small by construction, and stable where it can be, for the provider's prompt cac
 system prompt comes in two blocks, the role's (how the team works, the step's instructions:
 the same for every agent of a role in a step) and the agent's own (name, persona, skills: the
 same for that agent from one round to the next); the user message starts with the mission's
-charter, the same in every call of a mission; then comes what varies: the round, a minimal product tree, the
-detail this step needs and what changed since the agent last acted. Each section has a
-character budget, so a prompt stays about the same size at round 20 as at round 2, however
-long the history grows. Ids are short and temporary (``TempIds``).
+charter, the same in every call of a mission; then comes what varies: the round, a minimal
+product tree, the detail this step needs and what changed since the agent last acted. Each
+section has a character budget, so a prompt stays about the same size at round 20 as at
+round 2, however long the history grows. Ids are short and temporary (``TempIds``).
 """
 
 from __future__ import annotations

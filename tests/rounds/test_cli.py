@@ -319,8 +319,9 @@ def test_reading_commands_load_no_engine_and_no_model_client(launch, home: str) 
                 ["show", mission_id], ["missions"], ["stop", mission_id], ["--help"]]
     probe = ("import json, sys\nfrom cabal.cli import main\n"
              "try:\n    main(json.loads(sys.argv[1]))\nexcept SystemExit:\n    pass\n"
-             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in json.loads(sys.argv[2])"
-             " or m in json.loads(sys.argv[2]))), file=sys.stderr)")
+             "unwanted = set(json.loads(sys.argv[2]))\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in unwanted or m in unwanted)),"
+             " file=sys.stderr)")
     for command in commands:
         args = [*command, "--home", home] if command != ["--help"] else command
         unwanted = heavy + (write_path if command[0] != "stop" else [])
