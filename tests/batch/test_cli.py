@@ -104,6 +104,21 @@ def test_events_go_to_a_file_as_json_lines_the_missions_own_as_cabal_run_writes_
     assert events[-1]["counts"] == {"done": 2}
 
 
+def test_quiet_shows_only_the_outcome_as_cabal_run_does(home: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    plan = batch_file(tmp_path, "hushed", readme_requests(1), answers=[ANSWER])
+
+    status, out, err = cli(capsys, "batch", str(plan), "--workers", "1", "--quiet", "--home", home)
+
+    assert (status, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].startswith("batch b-hushed-") and lines[0].split(": ", 1)[1].startswith("1 mission: 1 done · ")
+    assert lines[1:] == [f"report: cabal batch report {lines[0].split(':')[0].removeprefix('batch ')} "
+                         "--format html --output report.html"]
+    assert cli(capsys, "batch", str(plan), "--quiet", "--verbose", "--home", home)[2].startswith(
+        "cabal: --quiet and --verbose contradict each other")
+
+
 def test_no_batch_event_has_the_kind_of_a_mission_event() -> None:
     # One --events file holds both: a reader tells them apart by kind alone.
     from cabal.batch import events as batch_events
