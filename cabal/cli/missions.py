@@ -272,11 +272,17 @@ SCHEMAS = ("mission", "batch", "export", "events")
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    if args.what == "export":
+    print(json.dumps(schema_of(args.what), indent=2))
+    return 0
+
+
+def schema_of(what: str) -> dict:
+    """The JSON Schema ``cabal schema WHAT`` prints (the docs site's reference tables read it too)."""
+    if what == "export":
         from cabal.report.schema import report_schema as schema
-    elif args.what == "events":
+    elif what == "events":
         from cabal.report.schema import events_schema as schema
-    elif args.what == "batch":
+    elif what == "batch":
         from cabal.batch.plan import BatchSpec
 
         schema = BatchSpec.model_json_schema
@@ -284,8 +290,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
         from cabal.rounds.mission import MissionSpec
 
         schema = MissionSpec.model_json_schema
-    print(json.dumps(schema(), indent=2))
-    return 0
+    return schema()
 
 
 def register(commands: argparse._SubParsersAction) -> None:

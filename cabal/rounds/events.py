@@ -6,8 +6,8 @@ state must lock. Every event has ``kind`` (its name in JSON), ``mission`` (the m
 ``at`` (when it happened, seconds since the epoch); ``to_json()`` is the object ``cabal run
 --events FILE`` writes as one JSON line.
 
-Adding a kind of event is one dataclass here (a ``kind`` and a docstring: the README's table
-and ``cabal schema events`` are made from them) and one ``emit`` where it happens.
+Adding a kind of event is one dataclass here (a ``kind`` and a docstring: the docs site's events
+table and ``cabal schema events`` are made from them) and one ``emit`` where it happens.
 """
 
 from __future__ import annotations
