@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cabal.errors import ConfigError, GraphUnavailable
-from cabal.private import open_private, private_folder, shared_place_folder
+from cabal.private import open_private, private_folder, shared_place_folder, workspace_folder
 
 # sun_path is 108 bytes on Linux, including the terminating NUL.
 _MAX_SOCKET_PATH = 107
@@ -99,7 +99,7 @@ class EmbeddedServer:
 
     @contextmanager
     def _start_lock(self):
-        private_folder(self.home)
+        workspace_folder(self.home)
         private_folder(self.data_dir)
         with open_private(self.data_dir / "start.lock") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
