@@ -32,6 +32,17 @@ def round_heading(round_number: int) -> str:
     return f"\n── round {round_number} ──"
 
 
+def budget_text(tokens: int | None, cost_usd: float | None, source: str) -> str:
+    """A new mission's budget and where it came from, as its first line says it."""
+    limits = [f"${cost_usd:.2f}" if cost_usd is not None else "", f"{tokens:,} tokens" if tokens is not None else ""]
+    shown = " and ".join(limit for limit in limits if limit)
+    if source == "default":
+        return f"budget {shown} (default; --budget-usd or budget: none to change)"
+    if not shown:
+        return "no budget (budget: none)"
+    return f"budget {shown} ({'no cost limit' if source == 'none' else source})"
+
+
 @dataclass
 class _Working:
     """An agent's turn in flight."""
@@ -70,7 +81,7 @@ class Progress:
             self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._print(f"mission {event.mission}: {event.operatives} operatives, up to {event.rounds} rounds, "
-                        f"model {event.model}")
+                        f"model {event.model}, {budget_text(event.budget_tokens, event.budget_cost_usd, event.budget_source)}")
         elif isinstance(event, MissionResumed):
             self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)

@@ -69,13 +69,15 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
 
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
                  settings: ModelSettings, on_event: Callable[[MissionEvent], None] | None,
-                 answers: list[str], limiter: CallLimiter | None = None) -> MissionRun:
+                 answers: list[str], limiter: CallLimiter | None = None, *,
+                 starting: Budget | None = None) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
-    # The mission node keeps the budget once it exists (a user may have raised it since).
+    # The mission node keeps the budget once it exists (a user may have raised it since);
+    # ``starting`` is a new mission's (MissionSpec.starting_budget).
     budget = (Budget(max_tokens=mission.get("budget_tokens"), max_cost_usd=mission.get("budget_cost_usd"))
-              if mission else spec.budget.to_budget())
+              if mission else starting or spec.starting_budget().budget)
     return MissionRun(
         mission_id=mission_id, spec=spec, graph=graph,
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
@@ -90,7 +92,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -102,6 +104,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``mission_id``: the id to give it (``m-`` then letters, digits, ``_`` and ``-``), for a
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
+    ``budget_usd``: the mission's cost budget in dollars, or ``"none"`` for no budget at all,
+    over the mission file's; without either, ``CABAL_BUDGET_USD``, else $2.
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -112,6 +116,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         spec = mission
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
+    starting = spec.starting_budget(budget_usd)
     settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
     chat_model, settings, model_spec = _chat_model(model, settings, base)
     workspace = Workspace.at(home, url)
@@ -126,7 +131,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
         run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers,
-                           call_limiter)
+                           call_limiter, starting=starting.budget)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
@@ -135,14 +140,18 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         run.write("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
-            "agents": agents, "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
+            "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
         }, {}, session_id=f"{mission_id}.start")
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
                                 operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
-                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
-        if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
+                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
+                                budget_source=starting.source))
+        # A default budget on a model without prices costs nothing and needs no warning; one the
+        # user set there cannot do what they meant.
+        chosen = starting.source in ("mission file", "--budget-usd")
+        if chosen and run.budget.max_cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
             run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
-                                                f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
+                                                f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "
                                                 "still is"))
         return _drive(workspace, run, {"round": 0})
     finally:

@@ -63,7 +63,8 @@ def _plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class MissionStarted(MissionEvent):
-    """A new mission is written and its team about to start (bootstrap comes next)."""
+    """A new mission is written and its team about to start (bootstrap comes next).
+    ``budget_source`` says where its cost budget came from (``default``: $2)."""
 
     kind: ClassVar[str] = "mission_start"
     name: str
@@ -73,6 +74,7 @@ class MissionStarted(MissionEvent):
     model: str
     budget_tokens: int | None
     budget_cost_usd: float | None
+    budget_source: str  # where the cost limit came from: default, CABAL_BUDGET_USD, mission file, --budget-usd, none
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ team:
   names: {operative-1: Ada, operative-2: Brook}
   skills: {operative-1: [module_design]}
 rounds: 4
-budget: {tokens: 400000, cost_usd: 5}
+budget: {tokens: 400000, cost_usd: 5}   # default: $2, asking before more; `budget: none`: no budget
 model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
@@ -19,6 +19,8 @@ answers: ["Students first; teachers later."]   # optional: replies to the Chair'
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -64,6 +66,37 @@ class BudgetSpec(BaseModel):
         return Budget(max_tokens=self.tokens, max_cost_usd=self.cost_usd)
 
 
+# Every mission spends at most this much unless told otherwise: a priced model with no budget
+# would otherwise run unbounded. A model without prices costs $0, so it is never stopped by it.
+DEFAULT_BUDGET_USD = 2.0
+BUDGET_USD_VARIABLE = "CABAL_BUDGET_USD"
+NO_BUDGET = "none"  # `budget: none` in a mission file, `--budget-usd none`, CABAL_BUDGET_USD=none
+
+
+@dataclass(frozen=True)
+class MissionBudget:
+    """The budget a new mission starts with, and where its cost limit came from (said in
+    ``cabal run``'s first line): ``default``, ``CABAL_BUDGET_USD``, ``mission file``,
+    ``--budget-usd`` or ``none``."""
+
+    budget: Budget
+    source: str
+
+
+def cost_limit(text: str, where: str) -> float | None:
+    """A cost limit as written on a command line or in the environment: dollars above 0, or
+    ``none`` (returned as None) for no budget."""
+    if text.strip().lower() == NO_BUDGET:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{where}: {text!r} is not a cost budget: write dollars above 0 (2.5) or {NO_BUDGET!r}")
+    return value
+
+
 class MissionSpec(BaseModel):
     """A mission file."""
 
@@ -73,13 +106,46 @@ class MissionSpec(BaseModel):
     name: str | None = Field(None, max_length=80, description="a short name; default: from the file name")
     team: TeamSpec = Field(default_factory=TeamSpec)
     rounds: int = Field(3, ge=1, le=200, description="round limit after bootstrap")
-    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    budget: BudgetSpec | Literal["none"] = Field(
+        default_factory=BudgetSpec,
+        description=f"the mission's limits; without cost_usd, ${DEFAULT_BUDGET_USD:.2f} (or {BUDGET_USD_VARIABLE}); "
+                    f"`{NO_BUDGET}`: no budget at all")
     model: str | ModelSettings | None = Field(
         None, description="model name, scripted:PATH or py:module:factory; or a mapping with name, timeout_s, "
                           "max_retries, max_tokens and temperature")
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_form(cls, value: object) -> object:
+        # One clear way to say "no budget": anything else that is not a mapping is a mistake.
+        if value is None or (isinstance(value, str) and value != NO_BUDGET):
+            raise ValueError(f"write `budget: {NO_BUDGET}` to run without a budget, or a mapping such as "
+                             f"{{cost_usd: 5, tokens: 400000, when_spent: ask}}; got {value!r}")
+        return value
+
+    @property
+    def when_spent(self) -> Literal["ask", "stop"]:
+        return "ask" if self.budget == NO_BUDGET else self.budget.when_spent
+
+    def starting_budget(self, budget_usd: float | str | None = None) -> MissionBudget:
+        """The budget a new mission starts with. The cost limit: ``budget_usd`` (``--budget-usd``:
+        dollars, or ``none``), else the mission file's (``budget: none``: no budget at all), else
+        ``CABAL_BUDGET_USD``, else $2. The token limit is the mission file's."""
+        tokens = None if self.budget == NO_BUDGET else self.budget.tokens
+        if budget_usd is not None:
+            cost = cost_limit(str(budget_usd), "--budget-usd")
+            return MissionBudget(Budget(tokens, cost), "--budget-usd" if cost is not None else NO_BUDGET)
+        if self.budget == NO_BUDGET:
+            return MissionBudget(Budget(), NO_BUDGET)
+        if self.budget.cost_usd is not None:
+            return MissionBudget(Budget(tokens, self.budget.cost_usd), "mission file")
+        if os.environ.get(BUDGET_USD_VARIABLE, "").strip():
+            cost = cost_limit(os.environ[BUDGET_USD_VARIABLE], BUDGET_USD_VARIABLE)
+            return MissionBudget(Budget(tokens, cost), BUDGET_USD_VARIABLE if cost is not None else NO_BUDGET)
+        return MissionBudget(Budget(tokens, DEFAULT_BUDGET_USD), "default")
 
     @field_validator("request", "name", "answers")
     @classmethod
