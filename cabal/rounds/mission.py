@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_serializer
 
 from cabal.errors import ConfigError
 from cabal.limits import unprintable
@@ -62,8 +62,32 @@ class BudgetSpec(BaseModel):
     when_spent: Literal["ask", "stop"] = Field(
         "ask", description="when the budget is spent: ask the user whether to go on (the mission pauses), or stop")
 
+    # `budget: none` in a mission file: no budget at all, knowingly. Kept out of the fields so the
+    # mission file has one way to say it; it is dumped back as "none", so a stored spec keeps it.
+    _unlimited: bool = PrivateAttr(False)
+
+    @classmethod
+    def none(cls) -> BudgetSpec:
+        spec = cls()
+        spec._unlimited = True
+        return spec
+
+    @property
+    def unlimited(self) -> bool:
+        return self._unlimited
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):  # noqa: ANN001, ANN202 - pydantic's serializer protocol
+        return NO_BUDGET if self._unlimited else handler(self)
+
     def to_budget(self) -> Budget:
         return Budget(max_tokens=self.tokens, max_cost_usd=self.cost_usd)
+
+
+def _budget_schema(schema: dict) -> None:
+    """The mission file's JSON Schema says both forms: a mapping of limits, or ``none``."""
+    ref = schema.pop("$ref", None) or schema.pop("allOf")[0]["$ref"]
+    schema["anyOf"] = [{"$ref": ref}, {"const": NO_BUDGET}]
 
 
 # Every mission spends at most this much unless told otherwise: a priced model with no budget
@@ -106,8 +130,8 @@ class MissionSpec(BaseModel):
     name: str | None = Field(None, max_length=80, description="a short name; default: from the file name")
     team: TeamSpec = Field(default_factory=TeamSpec)
     rounds: int = Field(3, ge=1, le=200, description="round limit after bootstrap")
-    budget: BudgetSpec | Literal["none"] = Field(
-        default_factory=BudgetSpec,
+    budget: BudgetSpec = Field(
+        default_factory=BudgetSpec, json_schema_extra=_budget_schema,
         description=f"the mission's limits; without cost_usd, ${DEFAULT_BUDGET_USD:.2f} (or {BUDGET_USD_VARIABLE}); "
                     f"`{NO_BUDGET}`: no budget at all")
     model: str | ModelSettings | None = Field(
@@ -121,24 +145,26 @@ class MissionSpec(BaseModel):
     @classmethod
     def _budget_form(cls, value: object) -> object:
         # One clear way to say "no budget": anything else that is not a mapping is a mistake.
-        if value is None or (isinstance(value, str) and value != NO_BUDGET):
+        if value == NO_BUDGET:
+            return BudgetSpec.none()
+        if value is None or isinstance(value, str):
             raise ValueError(f"write `budget: {NO_BUDGET}` to run without a budget, or a mapping such as "
                              f"{{cost_usd: 5, tokens: 400000, when_spent: ask}}; got {value!r}")
         return value
 
     @property
     def when_spent(self) -> Literal["ask", "stop"]:
-        return "ask" if self.budget == NO_BUDGET else self.budget.when_spent
+        return self.budget.when_spent
 
     def starting_budget(self, budget_usd: float | str | None = None) -> MissionBudget:
         """The budget a new mission starts with. The cost limit: ``budget_usd`` (``--budget-usd``:
         dollars, or ``none``), else the mission file's (``budget: none``: no budget at all), else
         ``CABAL_BUDGET_USD``, else $2. The token limit is the mission file's."""
-        tokens = None if self.budget == NO_BUDGET else self.budget.tokens
+        tokens = self.budget.tokens
         if budget_usd is not None:
             cost = cost_limit(str(budget_usd), "--budget-usd")
             return MissionBudget(Budget(tokens, cost), "--budget-usd" if cost is not None else NO_BUDGET)
-        if self.budget == NO_BUDGET:
+        if self.budget.unlimited:
             return MissionBudget(Budget(), NO_BUDGET)
         if self.budget.cost_usd is not None:
             return MissionBudget(Budget(tokens, self.budget.cost_usd), "mission file")

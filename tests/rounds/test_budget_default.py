@@ -43,7 +43,8 @@ def test_budget_none_keeps_through_a_round_trip_and_never_stops_to_ask() -> None
 
     again = parse_mission(spec.model_dump(exclude_none=True))  # as --rounds and a resume re-read it
 
-    assert (again.budget, again.when_spent) == ("none", "ask")
+    assert (again.budget.unlimited, again.when_spent, again.model_dump()["budget"]) == (True, "ask", "none")
+    assert parse_mission(REQUEST).budget.unlimited is False
     assert parse_mission({**REQUEST, "budget": {"when_spent": "stop"}}).when_spent == "stop"
 
 
