@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options
-from cabal.errors import ConfigError, ResourceNotFound
+from cabal.errors import ConfigError, GraphUnavailable, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
 
@@ -78,8 +78,11 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
         print(line, file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
-    accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
-                if p.status == "accepted"]
+    try:
+        accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
+                    if p.status == "accepted"]
+    except GraphUnavailable:  # the mission paused because the graph is gone: its outcome says so
+        accepted = []
     if accepted:
         print(printable("accepted: " + ", ".join(accepted)), file=out)
     if result.pending_halt:

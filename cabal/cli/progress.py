@@ -19,9 +19,9 @@ from cabal.limits import printable
 from cabal.report.markdown import conversation_line
 from cabal.report.model import Line
 from cabal.rounds.events import (
-    Answered, HaltRaised, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
-    ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted, UserMessage,
-    Warned,
+    Answered, GraphRestarted, HaltRaised, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
+    MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted,
+    UserMessage, Warned,
 )
 from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome
 
@@ -120,6 +120,9 @@ class Progress:
         elif isinstance(event, ModelRetried):  # said on a plain output too: why the run waits
             self._print(f"round {event.round} · {event.step} · {event.agent}: {event.reason}; "
                         f"retry {event.retry} of {event.max_retries} in {event.wait_s:.1f} s")
+        elif isinstance(event, GraphRestarted):  # said on a plain output too: why the step runs again
+            self._print(f"the graph server stopped ({event.detail}); started it again, replaying from round "
+                        f"{event.round}'s last checkpoint (restart {event.restart} of {event.max_restarts})")
         elif isinstance(event, MissionInterrupted):
             self._print(f"interrupted: {event.detail}; go on with: {event.hint}")
         elif isinstance(event, Warned):

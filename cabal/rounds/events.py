@@ -250,9 +250,23 @@ class MissionStopped(MissionEvent):
 
 
 @dataclass(frozen=True)
+class GraphRestarted(MissionEvent):
+    """The embedded graph server stopped while the mission ran (killed, out of memory); Cabal
+    started it again and replays the step from the last checkpoint (committed turns are skipped
+    by their ids). ``restart`` of ``max_restarts`` for this run; past them the mission pauses
+    ``interrupted``."""
+
+    kind: ClassVar[str] = "graph_restart"
+    round: int
+    restart: int
+    max_restarts: int
+    detail: str
+
+
+@dataclass(frozen=True)
 class MissionInterrupted(MissionEvent):
-    """The mission pauses without an end: the model stayed unavailable through its retries, or
-    the user pressed Ctrl-C. ``hint`` is the command that goes on from where it stopped."""
+    """The mission pauses without an end: the model stayed unavailable through its retries, the
+    graph server could not be brought back, or the user pressed Ctrl-C. ``hint`` is the command that goes on from where it stopped."""
 
     kind: ClassVar[str] = "interrupted"
     round: int

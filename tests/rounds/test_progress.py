@@ -15,7 +15,7 @@ from rich.console import Console
 
 from cabal.cli.progress import Progress
 from cabal.rounds.events import (
-    Answered, HaltRaised, MissionStarted, MissionStopped, ModelCalled, Presented, RoundStarted, RunEnded, SpokenLine,
+    Answered, GraphRestarted, HaltRaised, MissionStarted, MissionStopped, ModelCalled, Presented, RoundStarted, RunEnded, SpokenLine,
     StepStarted, TurnDone, TurnStarted, UserMessage,
 )
 from cabal.vocabulary import MissionState, Step, StopReason, TurnOutcome
@@ -52,6 +52,16 @@ def test_the_first_line_states_the_budget_and_where_it_came_from(source: str, bu
     progress(started(source, **budget))
 
     assert out.getvalue() == f"mission {M}: 3 operatives, up to 2 rounds, model scripted:x, {said}\n"
+
+
+def test_a_graph_restart_is_said_in_one_line() -> None:
+    out = io.StringIO()
+    progress = Progress(out, live=False)
+
+    progress(GraphRestarted(M, round=2, restart=1, max_restarts=3, detail="Connection refused."))
+
+    assert out.getvalue() == ("the graph server stopped (Connection refused.); started it again, replaying from "
+                              "round 2's last checkpoint (restart 1 of 3)\n")
 
 
 def done(agent: str, step: Step, tokens: tuple[int, int], cost: float, outcome=TurnOutcome.FINAL, attempts=1,
