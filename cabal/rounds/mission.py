@@ -58,7 +58,8 @@ class BudgetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tokens: int | None = Field(None, ge=1, description="input + output tokens for the whole mission")
-    cost_usd: float | None = Field(None, gt=0, description="model spend for the whole mission, in US dollars")
+    cost_usd: float | None = Field(None, gt=0, description="model spend for the whole mission, in US dollars; "
+                                                           "if not given, $2.00 (or CABAL_BUDGET_USD)")
     when_spent: Literal["ask", "stop"] = Field(
         "ask", description="when the budget is spent: ask the user whether to go on (the mission pauses), or stop")
 
