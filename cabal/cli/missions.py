@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options
-from cabal.errors import ConfigError, ResourceNotFound
+from cabal.errors import ConfigError, GraphUnavailable, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
 
@@ -78,8 +78,11 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
         print(line, file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
-    accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
-                if p.status == "accepted"]
+    try:
+        accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
+                    if p.status == "accepted"]
+    except GraphUnavailable:  # the mission paused because the graph is gone: its outcome says so
+        accepted = []
     if accepted:
         print(printable("accepted: " + ", ".join(accepted)), file=out)
     if result.pending_halt:
@@ -152,7 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with watching(args) as watch:
         try:
             result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
-                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener())
+                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener(),
+                                        budget_usd=args.budget_usd)
         except KeyboardInterrupt:
             return _interrupted(watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
@@ -272,11 +276,17 @@ SCHEMAS = ("mission", "batch", "export", "events")
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    if args.what == "export":
+    print(json.dumps(schema_of(args.what), indent=2))
+    return 0
+
+
+def schema_of(what: str) -> dict:
+    """The JSON Schema ``cabal schema WHAT`` prints (the docs site's reference tables read it too)."""
+    if what == "export":
         from cabal.report.schema import report_schema as schema
-    elif args.what == "events":
+    elif what == "events":
         from cabal.report.schema import events_schema as schema
-    elif args.what == "batch":
+    elif what == "batch":
         from cabal.batch.plan import BatchSpec
 
         schema = BatchSpec.model_json_schema
@@ -284,8 +294,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
         from cabal.rounds.mission import MissionSpec
 
         schema = MissionSpec.model_json_schema
-    print(json.dumps(schema(), indent=2))
-    return 0
+    return schema()
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -309,6 +318,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     run = common(commands.add_parser("run", help="run a mission file"), model=True, runs=True)
     run.add_argument("mission", help="mission file (YAML)")
     run.add_argument("--rounds", type=int, help="override the mission's round limit")
+    run.add_argument("--budget-usd", metavar="USD", help="the mission's cost budget in dollars, or 'none' for no budget "
+                                                         "(default: the mission file's, else CABAL_BUDGET_USD, else 2)")
     run.set_defaults(func=cmd_run)
 
     resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"),

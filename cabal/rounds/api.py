@@ -12,6 +12,7 @@ position is checkpointed in ``<workspace>/checkpoints.sqlite``, so any process c
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import traceback
 from collections.abc import Callable
@@ -22,19 +23,19 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from cabal.entities import HaltAnswer
-from cabal.errors import CabalError, CallRefused, GraphUnavailable, MissionError, ModelError
+from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, make_model, model_name
-from cabal.llm.usage import price_per_mtok
+from cabal.llm.usage import Usage, price_per_mtok
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, build_graph
-from cabal.rounds.events import (MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
-                                 RunEnded, Warned, fan_out)
+from cabal.rounds.events import (GraphRestarted, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
+                                 MissionStopped, RunEnded, Warned, fan_out)
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend
@@ -45,6 +46,10 @@ from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
+
+
+RESTARTS_VARIABLE = "CABAL_GRAPH_RESTARTS"
+DEFAULT_GRAPH_RESTARTS = 3
 
 
 def _new_mission_id(spec: MissionSpec) -> str:
@@ -69,13 +74,15 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
 
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
                  settings: ModelSettings, on_event: Callable[[MissionEvent], None] | None,
-                 answers: list[str], limiter: CallLimiter | None = None) -> MissionRun:
+                 answers: list[str], limiter: CallLimiter | None = None, *,
+                 starting: Budget | None = None) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
-    # The mission node keeps the budget once it exists (a user may have raised it since).
+    # The mission node keeps the budget once it exists (a user may have raised it since);
+    # ``starting`` is a new mission's (MissionSpec.starting_budget).
     budget = (Budget(max_tokens=mission.get("budget_tokens"), max_cost_usd=mission.get("budget_cost_usd"))
-              if mission else spec.budget.to_budget())
+              if mission else starting or spec.starting_budget().budget)
     return MissionRun(
         mission_id=mission_id, spec=spec, graph=graph,
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
@@ -90,7 +97,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -102,6 +109,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``mission_id``: the id to give it (``m-`` then letters, digits, ``_`` and ``-``), for a
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
+    ``budget_usd``: the mission's cost budget in dollars, or ``"none"`` for no budget at all,
+    over the mission file's; without either, ``CABAL_BUDGET_USD``, else $2.
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -112,6 +121,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         spec = mission
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
+    starting = spec.starting_budget(budget_usd)
     settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
     chat_model, settings, model_spec = _chat_model(model, settings, base)
     workspace = Workspace.at(home, url)
@@ -126,7 +136,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
         run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers,
-                           call_limiter)
+                           call_limiter, starting=starting.budget)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
@@ -135,14 +145,18 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         run.write("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
-            "agents": agents, "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
+            "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
         }, {}, session_id=f"{mission_id}.start")
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
                                 operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
-                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
-        if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
+                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
+                                budget_source=starting.source))
+        # A default budget on a model without prices costs nothing and needs no warning; one the
+        # user set there cannot do what they meant.
+        chosen = starting.source in ("mission file", "--budget-usd")
+        if chosen and run.budget.max_cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
             run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
-                                                f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
+                                                f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "
                                                 "still is"))
         return _drive(workspace, run, {"round": 0})
     finally:
@@ -251,7 +265,11 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
                 # Stopped after the mission was written but before its first checkpoint: start
                 # the loop (turns already committed are skipped by their ids).
                 payload = {"round": 0}
-            app.invoke(payload, config, context=run)
+            _invoke_restarting_the_graph(app, payload, config, run)
+        except GraphUnavailable as lost:
+            _pause(run, f"the graph server is unavailable: {lost.reason}")
+            run.close()
+            return _unreachable(run, f"the graph server is unavailable: {lost.reason}")
         except CallRefused as refused:
             _pause(run, str(refused))
         except ModelError as error:
@@ -260,8 +278,6 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
             run.close(wait=False)  # do not wait for model calls in flight
             _pause(run, "interrupted (Ctrl-C)")
             raise
-        except GraphUnavailable:
-            raise  # nothing can be recorded; the mission shows interrupted once its lock is free
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
         run.close()
@@ -276,16 +292,74 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
     return result
 
 
+def graph_restarts() -> int:
+    """How many times one run starts a dead embedded graph server again: ``CABAL_GRAPH_RESTARTS``, else 3."""
+    text = os.environ.get(RESTARTS_VARIABLE, "").strip()
+    try:
+        value = int(text) if text else DEFAULT_GRAPH_RESTARTS
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{RESTARTS_VARIABLE}={text!r}: write a whole number of restarts, 0 or more")
+    return value
+
+
+def _invoke_restarting_the_graph(app: Any, payload: Any, config: dict, run: MissionRun) -> None:
+    """Run the round graph. When the embedded graph server dies under it (killed, out of memory),
+    start it again and replay from the last checkpoint, up to ``graph_restarts()`` times: the
+    turns already committed are skipped by their ids, the others run again on the mission as
+    the graph holds it, so nothing is lost or written twice. Past that (or for a server Cabal
+    does not run), ``GraphUnavailable`` goes up and the mission pauses."""
+    limit, restarts = graph_restarts(), 0
+    while True:
+        try:
+            app.invoke(payload, config, context=run)
+            return
+        except GraphUnavailable as lost:
+            if restarts >= limit or run.graph.server is None:
+                raise
+            restarts += 1
+            run.graph.recover()  # raises GraphUnavailable if it cannot be started
+            run.reload()
+            _fresh_model(run)
+            run.emit(GraphRestarted(run.mission_id, round=_round_of(run), restart=restarts, max_restarts=limit,
+                                    detail=lost.reason))
+            state = app.get_state(config)
+            # An answer that had not yet reached a checkpoint is given again; anything else goes
+            # on from the last checkpoint (a new mission's first one may not exist yet).
+            payload = (payload if isinstance(payload, Command) and state.interrupts
+                       else {"round": 0} if state.created_at is None else None)
+
+
+def _fresh_model(run: MissionRun) -> None:
+    """A model built from the mission's stored spec again, as a resume in a new process would
+    build it (a script's cursor starts afresh); a model object the caller passed is kept."""
+    stored = str((run.graph.get(run.mission_id) or {}).get("model") or "")
+    if stored and not stored.startswith("object:"):
+        run.model = _chat_model(stored, run.settings, None)[0]
+
+
+def _unreachable(run: MissionRun, detail: str) -> MissionResult:
+    """The outcome of a run whose graph cannot be read: paused, and nothing more is known."""
+    result = MissionResult(mission_id=run.mission_id, state=MissionState.INTERRUPTED, stop_reason=None, round=0,
+                           usage=Usage(), cost_usd=0.0, pending_halt=None, transcript_path=None, detail=detail)
+    run.emit(RunEnded(run.mission_id, state=result.state, stop_reason=None, round=0, turns=0, input_tokens=0,
+                      output_tokens=0, cache_read_tokens=0, cost_usd=0.0, question=None))
+    return result
+
+
 def _round_of(run: MissionRun) -> int:
     return int((run.graph.get(run.mission_id) or {}).get("round") or 0)
 
 
 def _pause(run: MissionRun, why: str) -> None:
+    round_number = 0
     try:
-        run.set_status(MissionState.INTERRUPTED, _round_of(run), detail=why)
+        round_number = _round_of(run)
+        run.set_status(MissionState.INTERRUPTED, round_number, detail=why)
     except CabalError:
         pass  # the graph is gone too: the mission shows interrupted once its lock is free
-    run.emit(MissionInterrupted(run.mission_id, round=_round_of(run), detail=why, hint=f"cabal resume {run.mission_id}"))
+    run.emit(MissionInterrupted(run.mission_id, round=round_number, detail=why, hint=f"cabal resume {run.mission_id}"))
 
 
 def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:

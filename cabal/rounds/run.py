@@ -108,6 +108,12 @@ class MissionRun:
             return view
         return load_snapshot(self.graph, self.mission_id, round_number, step=step)
 
+    def reload(self) -> None:
+        """Forget what this run knows of the mission (its view, what it committed, the spend),
+        so the step that runs again reads it from the graph, as a new process would."""
+        with self._lock:
+            self._view, self._committed, self.meter = None, [], None
+
     def committed(self, clusters: list[Cluster]) -> None:
         """Clusters a turn committed; applied to the view at the next step boundary."""
         with self._lock:
