@@ -330,14 +330,9 @@ def read_requests(path: Path, column: str, name_column: str | None = None) -> li
 
 
 def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
-    """``spec`` with a relative ``scripted:`` path made absolute against ``base``, so a worker
-    anywhere finds the script."""
-    settings = spec.model_settings()
-    if not settings.name.startswith("scripted:") or Path(settings.name.removeprefix("scripted:")).is_absolute():
-        return spec
-    name = f"scripted:{(base / settings.name.removeprefix('scripted:')).resolve()}"
-    model: str | ModelSettings = settings.with_overrides(name=name) if isinstance(spec.model, ModelSettings) else name
-    return spec.model_copy(update={"model": model})
+    """``spec`` with its relative ``scripted:`` paths made absolute against ``base``, so a
+    worker anywhere finds the scripts."""
+    return spec.anchored(base)
 
 
 # ------------------------------------------------------------------------------------ ids

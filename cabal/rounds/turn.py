@@ -35,7 +35,8 @@ from pydantic import BaseModel, ValidationError
 from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_CONTEXT, envelope_models
 from cabal.errors import AnswerProblem, AnswerRejected, ModelError
 from cabal.limits import answer_problems
-from cabal.llm import CallLimiter, ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model
+from cabal.llm import (CallLimiter, ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model,
+                       model_name)
 from cabal.llm.json_answers import OUTPUT_JSON, refuses_tools
 from cabal.llm.usage import estimate_tokens
 from cabal.membrane import Cluster
@@ -112,8 +113,8 @@ class TurnResult:
 class CallGate(Protocol):
     """What a turn asks before each model call (the mission's budget) and tells after it."""
 
-    def admit(self, worst_case: Usage) -> Usage: ...
-    def settle(self, reservation: Usage, actual: Usage) -> None: ...
+    def admit(self, worst_case: Usage, model: str) -> Any: ...
+    def settle(self, reservation: Any, actual: Usage) -> None: ...
 
 
 @dataclass
@@ -200,7 +201,7 @@ class Turn:
         if self.gate is not None:
             prompt_chars = sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
             reservation = self.gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
-                                                output_tokens=self.settings.max_tokens, calls=1))
+                                                output_tokens=self.settings.max_tokens, calls=1), model_name(self.model))
         try:
             reply = self._call(messages, tools, metadata)
         except BaseException:

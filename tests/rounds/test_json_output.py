@@ -3,16 +3,19 @@ and a model whose provider refuses tools switches the mission to json once."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from cabal.llm import ScriptedChatModel
-from cabal.rounds.api import run_mission
-from cabal.rounds.events import MissionEvent
-from cabal.rounds.mission import load_mission
+from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.control import OutputSwitch
+from cabal.rounds.events import MissionEvent, ModelOutputSwitched, ModelRetried
 
 from .players import LAUNCH_MISSION, LAUNCH_SCRIPT
+
+QUESTION_MISSION = Path(__file__).resolve().parent / "data" / "question.mission.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -30,3 +33,55 @@ def test_the_launch_example_completes_in_json_mode(home: Path) -> None:
     first = model.calls[0]
     assert first.messages[0].content[-1]["text"].startswith("# How to answer\n\nYou have no tools")
     assert "NAME is one of: final_output, halt." in first.messages[0].content[-1]["text"]
+
+
+def test_a_provider_that_refuses_tools_switches_the_model_to_json_once_and_resume_keeps_it(home: Path) -> None:
+    from tests.rounds.data import no_tools_factory
+
+    spec = "py:tests.rounds.data.no_tools_factory:question_model"
+    events: list[MissionEvent] = []
+    no_tools_factory.BUILT.clear()
+    paused = run_mission(QUESTION_MISSION, model=spec, home=home, on_event=events.append)
+
+    assert (paused.state, paused.round) == ("halted", 0)  # the Chair's question, asked in JSON text
+    (first,) = no_tools_factory.BUILT
+    assert [(call.key.agent, call.attempt, call.tools) for call in first.calls] == [
+        ("chair-1", 1, ("final_output", "halt")), ("chair-1", 2, ())]  # refused, then at once without tools
+    switched = [event for event in events if isinstance(event, ModelOutputSwitched)]
+    reason = f"ollama returned 400: {no_tools_factory.REFUSAL}"
+    assert [(e.round, e.step, e.agent, e.model, e.output, e.reason) for e in switched] == [
+        (0, "bootstrap", "chair-1", spec, "json", reason)]
+    assert paused.output_switches == (OutputSwitch(spec, "chair-1", 0, reason),)
+    assert not [event for event in events if isinstance(event, ModelRetried)]  # not a retry, not a failed turn
+    assert paused.failed_turns == 0
+
+    resumed_events: list[MissionEvent] = []
+    done = resume_mission(paused.mission_id, answer="People installing it.", home=home,
+                          on_event=resumed_events.append)
+
+    assert (done.state, done.stop_reason, done.failed_turns) == ("done", "concluded", 0)
+    second = no_tools_factory.BUILT[-1]
+    assert second is not first and second.calls
+    assert {call.tools for call in second.calls} == {()}  # resumed in json mode: no call offered a tool
+    assert not [event for event in resumed_events if isinstance(event, ModelOutputSwitched)]
+    assert done.output_switches == paused.output_switches
+
+
+def test_cabal_status_shows_the_switch(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cabal.cli import main
+
+    from tests.rounds.data import no_tools_factory
+
+    spec = "py:tests.rounds.data.no_tools_factory:launch_model"
+    result = run_mission(LAUNCH_MISSION, model=spec, home=home)
+    assert (result.state, result.stop_reason, result.failed_turns) == ("done", "concluded", 0)
+
+    capsys.readouterr()
+    assert main(["status", result.mission_id, "--home", str(home), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    reason = f"ollama returned 400: {no_tools_factory.REFUSAL}"
+    assert shown["output_switches"] == [{"model": spec, "agent": "chair-1", "round": 0, "output": "json",
+                                         "reason": reason}]
+    assert main(["status", result.mission_id, "--home", str(home)]) == 0
+    assert (f"model {spec} answers in JSON text since round 0 (its provider refused tools at chair-1's call: "
+            f"{reason})") in capsys.readouterr().out
