@@ -216,7 +216,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if result.pending_halt else None,
         "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
                   "cache_read_tokens": result.usage.cache_read_tokens, "calls": result.usage.calls,
-                  "cost_usd": result.cost_usd},
+                  "cost_usd": result.cost_usd,
+                  "by_model": [{"model": row.model, **row.spend.model_dump()} for row in mission.usage.by_model]},
         "output_switches": [{"model": switch.model, "agent": switch.agent, "round": switch.round, "output": "json",
                              "reason": switch.reason} for switch in result.output_switches],
         "products": tree,
@@ -237,6 +238,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                         f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
+    if len(mission.usage.by_model) > 1:  # a model per role or agent: what each one spent
+        for row in mission.usage.by_model:
+            print(printable(f"  {row.model}: {row.spend.turns} turns, {row.spend.total_tokens:,} tokens, "
+                            f"${row.spend.cost_usd:.4f}"))
     print(f"read the products: cabal show {result.mission_id}")
     return 0
 

@@ -76,12 +76,12 @@ class MissionSpec(BaseModel):
     rounds: int = Field(3, ge=1, le=200, description="round limit after bootstrap")
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     model: str | ModelSettings | None = Field(
-        None, description="model name, scripted:PATH or py:module:factory; or a mapping with name, timeout_s, "
-                          "max_retries, max_tokens and temperature")
+        None, description="the default model: its name, scripted:PATH or py:module:factory; or a mapping with "
+                          "name, timeout_s, max_retries, max_tokens, temperature and output")
     models: dict[str, str | ModelSettings] | None = Field(
         None, description="a model per role or agent: keys default, chair, watchdog, operative, envoy and agent ids "
-                          "(operative-2); an agent's id beats its role, its role beats default, default beats `model`. "
-                          "Each entry is a model spec or a mapping of model settings (those it leaves out come from "
+                          "(operative-2); an agent's id beats its role, its role beats the default (`models.default` or "
+                          "`model`, not both). Each entry is a model spec or a mapping of model settings (those it leaves out come from "
                           "the default)")
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"

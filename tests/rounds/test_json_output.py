@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cabal.llm import ScriptedChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+
+from cabal.llm import FunctionChatModel, ModelRequest, ScriptedChatModel
 from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.control import OutputSwitch
 from cabal.rounds.events import MissionEvent, ModelOutputSwitched, ModelRetried
+from cabal.rounds.workspace import Workspace
 
 from .players import LAUNCH_MISSION, LAUNCH_SCRIPT
 
@@ -33,6 +36,34 @@ def test_the_launch_example_completes_in_json_mode(home: Path) -> None:
     first = model.calls[0]
     assert first.messages[0].content[-1]["text"].startswith("# How to answer\n\nYou have no tools")
     assert "NAME is one of: final_output, halt." in first.messages[0].content[-1]["text"]
+
+
+def test_a_reply_without_json_and_one_with_wrong_fields_are_rejected_with_every_problem(home: Path) -> None:
+    script = ScriptedChatModel.from_file(LAUNCH_SCRIPT)
+    wrong = {"tool": "final_output", "args": {"mission": 7}}
+
+    def answer(request: ModelRequest) -> AIMessage:
+        if (request.key.round, request.key.step, request.key.agent) == (1, "plan", "chair-1") and request.attempt < 3:
+            return AIMessage(content="Let me think about the plan first." if request.attempt == 1
+                             else f"Here it is: {json.dumps(wrong)}")
+        return script.invoke(list(request.messages), config={"metadata": dict(request.metadata)})
+
+    model = FunctionChatModel(answer)
+    result = run_mission(LAUNCH_MISSION, model=model, home=home, model_settings={"output": "json"})
+
+    assert (result.state, result.stop_reason, result.failed_turns) == ("done", "concluded", 0)
+    plan = [call for call in model.calls if (call.key.round, call.key.step) == (1, "plan")]
+    assert [call.attempt for call in plan] == [1, 2, 3]
+    first_feedback, second_feedback = plan[1].messages[-1], plan[2].messages[-1]
+    assert isinstance(first_feedback, HumanMessage) and isinstance(second_feedback, HumanMessage)
+    assert first_feedback.content == (
+        "Your answer was rejected (1 problem(s)); fix each:\n- no JSON object in the answer; answer with one JSON "
+        'object {"tool": NAME, "args": {...}} (NAME one of final_output, request_context, halt)')
+    assert plan[2].messages[-2].content == f"Here it is: {json.dumps(wrong)}"  # the reply, as the model wrote it
+    problems = second_feedback.content.splitlines()[1:]
+    assert len(problems) > 1 and all(line.startswith("- ") for line in problems)  # every problem, listed
+    with Workspace.at(home).graph(result.mission_id) as graph:
+        assert graph.get("r1.plan.chair-1")["attempts"] == 3
 
 
 def test_a_provider_that_refuses_tools_switches_the_model_to_json_once_and_resume_keeps_it(home: Path) -> None:
