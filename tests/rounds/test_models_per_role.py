@@ -81,6 +81,25 @@ def test_the_chair_calls_its_model_and_the_others_the_default_each_priced_on_its
     markdown = capsys.readouterr().out
     assert "| model | turns | input tokens | output tokens | cached | cost (USD) |" in markdown
     assert f"| {OPUS} | {expected[OPUS][2]} |" in markdown
+    page = home / f"{result.mission_id}.html"
+    assert main(["export", result.mission_id, "--home", str(home), "--format", "html", "-o", str(page)]) == 0
+    assert '<h3>By model</h3>' in page.read_text()
+    assert f'<tr><td class="mono">{OPUS}</td><td class="n">{expected[OPUS][2]}</td>' in page.read_text()
+
+
+def test_a_cost_budget_counts_every_model_at_its_own_price(home: Path) -> None:
+    data = launch_with_models({"default": f"{FACTORY}:haiku", "chair": f"{FACTORY}:opus"})
+    result = run_mission({**data, "budget": {"cost_usd": 0.2, "when_spent": "stop"}}, home=home)
+
+    assert (result.state, result.stop_reason) == ("done", "budget")
+    assert result.detail == f"the cost budget $0.20 spent: ${result.cost_usd:.4f} on {HAIKU}, {OPUS}"
+    with Workspace.at(home).graph(result.mission_id) as graph:
+        report = read_report(graph, result.mission_id)
+    by_model = {row.model: row.spend.cost_usd for row in report.usage.by_model}
+    assert set(by_model) == {HAIKU, OPUS} and result.cost_usd == round(sum(by_model.values()), 6) >= 0.2
+    # Priced on one model alone, the same tokens would be far off the budget's count.
+    alone = Usage(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens)
+    assert alone.cost_usd(HAIKU) < 0.2 < alone.cost_usd(OPUS)
 
 
 def test_an_agent_id_beats_its_role_and_a_role_beats_the_default() -> None:
