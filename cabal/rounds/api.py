@@ -155,9 +155,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         unpriced = [name for name in models.names().split(", ") if price_per_mtok(name) is None]
         if spec.budget.cost_usd is not None and unpriced:
             run.emit(Warned(mission_id, message=f"no prices are known for {', '.join(unpriced)}: the cost budget "
-                                                f"(${spec.budget.cost_usd}) cannot be enforced"
-                                                + (" on it" if len(unpriced) == 1 else " on them")
-                                                + "; the token budget still is"))
+                                                f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
+                                                "still is"))
         return _drive(workspace, run, {"round": 0})
     finally:
         graph.close()
