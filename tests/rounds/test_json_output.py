@@ -116,3 +116,29 @@ def test_cabal_status_shows_the_switch(home: Path, capsys: pytest.CaptureFixture
     assert main(["status", result.mission_id, "--home", str(home)]) == 0
     assert (f"model {spec} answers in JSON text since round 0 (its provider refused tools at chair-1's call: "
             f"{reason})") in capsys.readouterr().out
+
+
+def test_output_json_on_the_command_line_asks_without_tools_from_the_first_call(home: Path,
+                                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from cabal.cli import main
+
+    from tests.rounds.data import no_tools_factory
+
+    no_tools_factory.BUILT.clear()
+    spec = "py:tests.rounds.data.no_tools_factory:launch_model"
+    assert main(["run", str(LAUNCH_MISSION), "--model", spec, "--output", "json", "--quiet", "--home", str(home)]) == 0
+    assert "state: done (concluded), round 4" in capsys.readouterr().out
+    (model,) = no_tools_factory.BUILT
+    assert {call.tools for call in model.calls} == {()}  # never offered tools, so never refused
+
+
+def test_the_environment_sets_the_output_and_a_wrong_value_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cabal.errors import ConfigError
+    from cabal.llm import ModelSettings
+
+    monkeypatch.setenv("CABAL_MODEL_OUTPUT", "json")
+    assert ModelSettings().from_environment().output == "json"
+    monkeypatch.setenv("CABAL_MODEL_OUTPUT", "text")
+    with pytest.raises(ConfigError, match=r"model settings: output: Input should be 'tools' or 'json' "
+                                          r"\(from the CABAL_MODEL\* environment variables\)"):
+        ModelSettings().from_environment()

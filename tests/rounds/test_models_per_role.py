@@ -13,13 +13,16 @@ from cabal.cli import main
 from cabal.errors import ConfigError
 from cabal.llm.usage import Usage
 from cabal.report import read_report
-from cabal.rounds.api import run_mission
+from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.events import MissionEvent, ModelCalled
 from cabal.rounds.mission import load_mission, parse_mission
 from cabal.rounds.workspace import Workspace
 from tests.rounds.data import priced_factory
 
 from .players import LAUNCH_MISSION
+
+QUESTION_MISSION = Path(__file__).resolve().parent / "data" / "question.mission.yaml"
+QUESTION_SCRIPT = QUESTION_MISSION.parent / "question.script.yaml"
 
 OPUS, HAIKU = "claude-opus-4-1", "claude-haiku-4-5"
 FACTORY = "py:tests.rounds.data.priced_factory"
@@ -100,6 +103,25 @@ def test_a_cost_budget_counts_every_model_at_its_own_price(home: Path) -> None:
     # Priced on one model alone, the same tokens would be far off the budget's count.
     alone = Usage(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens)
     assert alone.cost_usd(HAIKU) < 0.2 < alone.cost_usd(OPUS)
+
+
+def test_resume_calls_each_agent_on_the_model_it_started_with(home: Path) -> None:
+    priced_factory.BUILT.clear()
+    spec, _ = load_mission(QUESTION_MISSION)
+    data = {**spec.model_dump(exclude_none=True, exclude={"model"}),
+            "models": {"default": f"scripted:{QUESTION_SCRIPT}", "chair": f"{FACTORY}:opus_question"}}
+    paused = run_mission(data, home=home)
+    assert (paused.state, paused.round) == ("halted", 0)
+
+    done = resume_mission(paused.mission_id, answer="People installing it.", home=home)
+
+    assert (done.state, done.stop_reason, done.failed_turns) == ("done", "concluded", 0)
+    first, again = priced_factory.BUILT[OPUS]  # built again by the resuming run, from what the mission stored
+    assert {call.key.agent for call in first.calls + again.calls} == {"chair-1"}
+    assert again.calls
+    with Workspace.at(home).graph(done.mission_id) as graph:
+        report = read_report(graph, done.mission_id)
+    assert {(turn.agent == "chair-1", turn.model) for turn in report.turns} == {(True, OPUS), (False, "cabal-scripted")}
 
 
 def test_an_agent_id_beats_its_role_and_a_role_beats_the_default() -> None:

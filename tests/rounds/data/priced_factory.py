@@ -2,8 +2,8 @@
 a cost per model to count (a fake model's own name, cabal-scripted, costs nothing).
 
 `py:tests.rounds.data.priced_factory:opus` and `...:haiku` answer from the launch example's
-script under the names claude-opus-4-1 and claude-haiku-4-5. Every model built is kept in
-``BUILT`` by that name.
+script under the names claude-opus-4-1 and claude-haiku-4-5 (`...:opus_question`: from
+question.script.yaml). Every model built is kept in ``BUILT`` by that name.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from cabal.llm import ScriptedChatModel
 
 LAUNCH_SCRIPT = Path(__file__).resolve().parents[3] / "examples" / "launch" / "launch.script.yaml"
+QUESTION_SCRIPT = Path(__file__).resolve().parent / "question.script.yaml"
 BUILT: dict[str, list[ScriptedChatModel]] = {}
 
 
@@ -29,7 +30,11 @@ def haiku(**options: Any) -> ScriptedChatModel:
     return _built("claude-haiku-4-5", options)
 
 
-def _built(name: str, options: dict[str, Any]) -> ScriptedChatModel:
-    model = PricedScript.from_file(LAUNCH_SCRIPT, model=name, **options)
+def opus_question(**options: Any) -> ScriptedChatModel:
+    return _built("claude-opus-4-1", options, QUESTION_SCRIPT)
+
+
+def _built(name: str, options: dict[str, Any], script: Path = LAUNCH_SCRIPT) -> ScriptedChatModel:
+    model = PricedScript.from_file(script, model=name, **options)
     BUILT.setdefault(name, []).append(model)
     return model
