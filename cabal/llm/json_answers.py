@@ -45,9 +45,9 @@ def answer_instructions(tools: Sequence[Mapping[str, Any]]) -> str:
     lines = [
         "# How to answer",
         "",
-        "You have no tools in this conversation. Answer with exactly one JSON object, in a ```json "
-        "fenced block, and nothing after it. The object names what you would have called and its "
-        "arguments:",
+        "You have no tools in this conversation: where these instructions say to call a tool, write "
+        "one JSON object instead, in a ```json fenced block, and nothing after it. The object names "
+        "the tool you would have called and its arguments:",
         "",
         '```json\n{"tool": "NAME", "args": {...}}\n```',
         "",
@@ -119,7 +119,10 @@ def answer_of(text: str, tool_names: Sequence[str]) -> tuple[dict[str, Any] | No
     if found is None:
         return None, (f"{NO_JSON_OBJECT}; answer with one JSON object "
                       f'{{"tool": NAME, "args": {{...}}}} (NAME one of {", ".join(tool_names)})')
-    if isinstance(found.get("tool"), str) and set(found) <= {"tool", "args"}:
+    if isinstance(found.get("tool"), str):
+        extra = sorted(set(found) - {"tool", "args"})
+        if extra:
+            return None, f'the JSON object holds "tool" and "args" only; put {", ".join(extra)} inside "args"'
         return {"name": found["tool"], "args": found.get("args", {}), "id": JSON_CALL_ID}, None
     if len(tool_names) == 1:
         return {"name": tool_names[0], "args": found, "id": JSON_CALL_ID}, None

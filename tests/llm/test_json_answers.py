@@ -51,6 +51,8 @@ def test_an_object_names_its_tool_or_is_the_only_tools_arguments() -> None:
     assert answer_of('{"text": "t"}', names) == (None, (
         'the JSON object must name its tool: {"tool": NAME, "args": {...}} with NAME one of final_output, '
         "request_context; got an object with keys text"))
+    assert answer_of('{"tool": "final_output", "text": "t", "args": {}}', names) == (
+        None, 'the JSON object holds "tool" and "args" only; put text inside "args"')
     assert answer_of("no idea", names) == (None, (
         'no JSON object in the answer; answer with one JSON object {"tool": NAME, "args": {...}} '
         "(NAME one of final_output, request_context)"))
