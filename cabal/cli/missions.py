@@ -142,7 +142,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """The model settings given on the command line (they override the mission file's and the
     environment's)."""
     return {"timeout_s": args.timeout, "max_retries": args.max_retries, "max_tokens": args.max_tokens,
-            "temperature": args.temperature}
+            "temperature": args.temperature, "output": args.output}
 
 
 def _interrupted(mission_id: str | None) -> int:
@@ -220,7 +220,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         if result.pending_halt else None,
         "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
                   "cache_read_tokens": result.usage.cache_read_tokens, "calls": result.usage.calls,
-                  "cost_usd": result.cost_usd},
+                  "cost_usd": result.cost_usd,
+                  "by_model": [{"model": row.model, **row.spend.model_dump()} for row in mission.usage.by_model]},
+        "output_switches": [{"model": switch.model, "agent": switch.agent, "round": switch.round, "output": "json",
+                             "reason": switch.reason} for switch in result.output_switches],
         "products": tree,
     }
     if args.json:
@@ -231,11 +234,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(line)
     if result.pending_halt:
         print(printable(f"waiting for you: {result.pending_halt.get('message')}"))
+    for switch in result.output_switches:
+        print(printable(f"model {switch.model} answers in JSON text since round {switch.round} "
+                        f"(its provider refused tools at {switch.agent}'s call: {switch.reason})"))
     for row in tree:
         print(printable(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
                         f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
+    if len(mission.usage.by_model) > 1:  # a model per role or agent: what each one spent
+        for row in mission.usage.by_model:
+            print(printable(f"  {row.model}: {row.spend.turns} turns, {row.spend.total_tokens:,} tokens, "
+                            f"${row.spend.cost_usd:.4f}"))
     print(f"read the products: cabal show {result.mission_id}")
     return 0
 
@@ -307,6 +317,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                                 help="retries of a failed model call (rate limit, overload, timeout) before pausing")
             parser.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer a call may give")
             parser.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (0 to 1)")
+            parser.add_argument("--output", choices=("tools", "json"),
+                                help="how the model answers: by calling tools (default), or with a JSON object in its "
+                                     "text, for models that call tools badly")
         if runs:  # the commands that drive a mission
             parser.add_argument("--quiet", action="store_true",
                                 help="no live progress and no conversation: only the outcome at the end")

@@ -26,7 +26,7 @@ from cabal.entities import HaltAnswer
 from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
-from cabal.llm import Budget, CallLimiter, ModelSettings, make_model, model_name
+from cabal.llm import Budget, CallLimiter, ModelSettings, model_name
 from cabal.llm.usage import Usage, price_per_mtok
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
@@ -34,11 +34,12 @@ from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, build_graph
+from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.events import (GraphRestarted, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
                                  MissionStopped, RunEnded, Warned, fan_out)
-from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
+from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, anchored_spec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
-from cabal.rounds.snapshot import mission_spend
+from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
@@ -57,23 +58,33 @@ def _new_mission_id(spec: MissionSpec) -> str:
     return f"{MISSION_PREFIX}{slug}-{secrets.token_hex(3)}"
 
 
-def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple[Any, ModelSettings, str]:
-    """The chat model to run, the settings it runs with, and the spec to store for resuming
-    (a script's relative path made absolute; ``object:NAME`` for a model passed in)."""
-    if model is not None and not isinstance(model, str):
-        return model, settings, f"object:{model_name(model)}"
+def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None,
+                  stored: dict[str, ModelSettings] | None = None,
+                  switched: list[str] = ()) -> tuple[AgentModels, ModelSettings, str]:
+    """Every agent's model, the default model's settings, and the default's spec to store for
+    resuming (``object:NAME`` for a model passed in).
+
+    Each agent's settings (``stored`` on resume, else the mission file's) take the
+    environment's ``CABAL_MODEL*`` and then ``overrides`` (the caller's; ``model`` as a spec
+    names the model of every agent); a relative ``scripted:`` path given here is found from
+    ``base``, the mission file's folder."""
     if isinstance(model, str):
-        settings = settings.with_overrides(name=model)
-    chosen = settings.name
-    if chosen.startswith("scripted:") and base is not None:
-        path = Path(chosen.removeprefix("scripted:"))
-        chosen = f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
-        settings = settings.with_overrides(name=chosen)
-    return make_model(chosen, settings), settings, chosen
+        overrides = {**overrides, "name": model}
+
+    def resolved(settings: ModelSettings) -> ModelSettings:
+        settings = settings.from_environment().with_overrides(**overrides)
+        return settings.with_overrides(name=anchored_spec(settings.name, base)) if base is not None else settings
+
+    chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings()}
+    default = resolved(chosen[DEFAULT_KEY])
+    in_process = model if model is not None and not isinstance(model, str) else None
+    models = build_agent_models({agent_id: resolved(settings) for agent_id, settings in chosen.items()
+                                 if agent_id != DEFAULT_KEY}, model=in_process, switched=switched)
+    return models, default, f"{OBJECT_PREFIX}{model_name(in_process)}" if in_process is not None else default.name
 
 
-def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
-                 settings: ModelSettings, on_event: Callable[[MissionEvent], None] | None,
+def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, models: AgentModels,
+                 on_event: Callable[[MissionEvent], None] | None,
                  answers: list[str], limiter: CallLimiter | None = None, *,
                  starting: Budget | None = None) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
@@ -86,9 +97,9 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
     return MissionRun(
         mission_id=mission_id, spec=spec, graph=graph,
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
-        model=model, team=team,
+        models=models, team=team,
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
-        budget=budget, settings=settings, answers=list(answers),
+        budget=budget, answers=list(answers),
         on_event=fan_out(on_event, recorder_from_environment()) or (lambda event: None),  # traces if OTEL_* asks
         limiter=limiter,
     )
@@ -122,8 +133,9 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     starting = spec.starting_budget(budget_usd)
-    settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
-    chat_model, settings, model_spec = _chat_model(model, settings, base)
+    if base is not None:
+        spec = spec.anchored(base)
+    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base)
     workspace = Workspace.at(home, url)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
         raise MissionError(f"invalid mission id {mission_id!r}: use m- then up to 100 letters, digits, "
@@ -135,8 +147,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     try:
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
-        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers,
-                           call_limiter, starting=starting.budget)
+        run = _mission_run(workspace, graph, mission_id, spec, models, on_event, spec.answers, call_limiter,
+                           starting=starting.budget)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
@@ -145,6 +157,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         run.write("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
+            "agent_models": json.dumps({a: s.model_dump(mode="json") for a, s in models.settings().items()}),
             "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
         }, {}, session_id=f"{mission_id}.start")
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
@@ -154,8 +167,9 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         # A default budget on a model without prices costs nothing and needs no warning; one the
         # user set there cannot do what they meant.
         chosen = starting.source in ("mission file", "--budget-usd")
-        if chosen and run.budget.max_cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
-            run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
+        unpriced = [name for name in models.names().split(", ") if price_per_mtok(name) is None]
+        if chosen and run.budget.max_cost_usd is not None and unpriced:
+            run.emit(Warned(mission_id, message=f"no prices are known for {', '.join(unpriced)}: the cost budget "
                                                 f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "
                                                 "still is"))
         return _drive(workspace, run, {"round": 0})
@@ -189,13 +203,10 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         stored = node.get("model") or ""
         if model is None and stored.startswith("object:"):
             raise MissionError(f"mission {mission_id} ran with an in-process model; pass model= to resume it")
-        settings = ModelSettings.model_validate_json(node["model_settings"]) if node.get("model_settings") \
-            else spec.model_settings()
-        settings = settings.from_environment().with_overrides(**(model_settings or {}))
-        chat_model, settings, _ = _chat_model(model if model is not None else stored, settings, None)
+        models, settings, _ = _agent_models(spec, model, model_settings or {}, None, _stored_models(node, spec),
+                                            [switch["model"] for switch in model_output_switches(graph)])
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
-        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers[used:],
-                           call_limiter)
+        run = _mission_run(workspace, graph, mission_id, spec, models, on_event, spec.answers[used:], call_limiter)
         pending = status.pending_halt
         # A run killed between asking the Chair's question and taking the mission file's answer
         # left it pending: the file's next answer is still there to take, as a clean run would.
@@ -216,7 +227,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         spend = mission_spend(graph)
         run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=int(node.get("round") or 0),
                                 answer=answer, model=settings.name if model is None or isinstance(model, str)
-                                else model_name(chat_model),
+                                else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
         if extend is not None:
@@ -226,6 +237,18 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         return _drive(workspace, run, Command(resume=answer) if answer is not None else None)
     finally:
         graph.close()
+
+
+def _stored_models(node: dict, spec: MissionSpec) -> dict[str, ModelSettings]:
+    """The settings a mission ran with: the default's (key ``default``) and each agent's; a
+    mission from before models per agent ran every agent with the default's."""
+    default = ModelSettings.model_validate_json(node["model_settings"]) if node.get("model_settings") \
+        else spec.model_settings()
+    if node.get("model") and not str(node["model"]).startswith(OBJECT_PREFIX):
+        default = default.with_overrides(name=node["model"])
+    agents = {agent_id: ModelSettings.model_validate(settings)
+              for agent_id, settings in json.loads(node.get("agent_models") or "{}").items()}
+    return {DEFAULT_KEY: default, **{agent_id: agents.get(agent_id, default) for agent_id in spec.agent_model_settings()}}
 
 
 def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:
@@ -332,11 +355,9 @@ def _invoke_restarting_the_graph(app: Any, payload: Any, config: dict, run: Miss
 
 
 def _fresh_model(run: MissionRun) -> None:
-    """A model built from the mission's stored spec again, as a resume in a new process would
-    build it (a script's cursor starts afresh); a model object the caller passed is kept."""
-    stored = str((run.graph.get(run.mission_id) or {}).get("model") or "")
-    if stored and not stored.startswith("object:"):
-        run.model = _chat_model(stored, run.settings, None)[0]
+    """Every agent's model built again, as a resume in a new process would build them (a
+    script's cursor starts afresh); a model object the caller passed is kept."""
+    run.models = run.models.rebuilt()
 
 
 def _unreachable(run: MissionRun, detail: str) -> MissionResult:

@@ -184,6 +184,21 @@ class ModelRetried(MissionEvent):
 
 
 @dataclass(frozen=True)
+class ModelOutputSwitched(MissionEvent):
+    """The provider said a model cannot be offered tools (an HTTP 400): from now on that model
+    answers with a JSON object in its text (``output: json``), for every agent on it, and the
+    call is made again at once. Recorded once per model; ``cabal resume`` keeps it."""
+
+    kind: ClassVar[str] = "model_output_switched"
+    round: int
+    step: Step
+    agent: str
+    model: str
+    output: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class SpokenLine:
     """One line of the conversation: who speaks, and what they say."""
 

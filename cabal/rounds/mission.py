@@ -13,6 +13,7 @@ rounds: 4
 budget: {tokens: 400000, cost_usd: 5}   # default: $2, asking before more; `budget: none`: no budget
 model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
+models: {chair: claude-opus-4-1, operative-2: {name: scripted:brook.yaml, output: json}}  # optional
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
 ```
 """
@@ -24,13 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_serializer
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_serializer)
 
-from cabal.errors import ConfigError
+from cabal.errors import ConfigError, closest
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
-from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
+from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
 from cabal.yaml_reader import line_at, read_settings_file
 
 
@@ -136,8 +138,13 @@ class MissionSpec(BaseModel):
         description=f"the mission's limits; without cost_usd, ${DEFAULT_BUDGET_USD:.2f} (or {BUDGET_USD_VARIABLE}); "
                     f"`{NO_BUDGET}`: no budget at all")
     model: str | ModelSettings | None = Field(
-        None, description="model name, scripted:PATH or py:module:factory; or a mapping with name, timeout_s, "
-                          "max_retries, max_tokens and temperature")
+        None, description="the default model: its name, scripted:PATH or py:module:factory; or a mapping with "
+                          "name, timeout_s, max_retries, max_tokens, temperature and output")
+    models: dict[str, str | ModelSettings] | None = Field(
+        None, description="a model per role or agent: keys default, chair, watchdog, operative, envoy and agent ids "
+                          "(operative-2); an agent's id beats its role, its role beats the default (`models.default` or "
+                          "`model`, not both). Each entry is a model spec or a mapping of model settings (those it leaves out come from "
+                          "the default)")
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
@@ -174,6 +181,21 @@ class MissionSpec(BaseModel):
             return MissionBudget(Budget(tokens, cost), BUDGET_USD_VARIABLE if cost is not None else NO_BUDGET)
         return MissionBudget(Budget(tokens, DEFAULT_BUDGET_USD), "default")
 
+    @field_validator("models")
+    @classmethod
+    def _known_model_keys(cls, value: dict | None, info: ValidationInfo) -> dict | None:
+        if value and info.data.get("model") is not None and DEFAULT_KEY in value:
+            raise ValueError("both `model` and `models.default` name the default model: keep one")
+        team = info.data.get("team")
+        if not value or team is None:
+            return value
+        known = model_keys(team.operatives)
+        for key in value:
+            if key not in known:
+                raise ValueError(f"unknown role or agent {key!r}; closest: {', '.join(closest(key, known)[:3])} "
+                                 f"(known: {', '.join(known)})")
+        return value
+
     @field_validator("request", "name", "answers")
     @classmethod
     def _plain_text(cls, value: str | list[str] | None) -> str | list[str] | None:
@@ -185,10 +207,56 @@ class MissionSpec(BaseModel):
         return value
 
     def model_settings(self) -> ModelSettings:
-        """The model settings the mission file gives (defaults for what it leaves out)."""
-        if isinstance(self.model, ModelSettings):
-            return self.model
-        return ModelSettings(name=self.model) if self.model else ModelSettings()
+        """The default model's settings the mission file gives (defaults for what it leaves out)."""
+        default = (self.models or {}).get(DEFAULT_KEY, self.model)
+        if isinstance(default, ModelSettings):
+            return default
+        return ModelSettings(name=default) if default else ModelSettings()
+
+    def agent_model_settings(self) -> dict[str, ModelSettings]:
+        """Each agent's model settings: its own entry in ``models``, else its role's, else the
+        default; an entry's settings are the default's with those it gives replaced."""
+        default, entries = self.model_settings(), self.models or {}
+        chosen = {}
+        for role in Role:
+            for agent_id in role_ids(role, self.team.operatives):
+                entry = entries.get(agent_id, entries.get(role.value))
+                if entry is None:
+                    chosen[agent_id] = default
+                elif isinstance(entry, str):
+                    chosen[agent_id] = default.with_overrides(name=entry)
+                else:
+                    chosen[agent_id] = default.with_overrides(**entry.model_dump(include=entry.model_fields_set))
+        return chosen
+
+    def anchored(self, base: Path) -> MissionSpec:
+        """This spec with every relative ``scripted:`` path (``model`` and ``models``) made
+        absolute against ``base``, so a run anywhere finds the scripts."""
+        def anchor(entry: str | ModelSettings | None) -> str | ModelSettings | None:
+            if isinstance(entry, ModelSettings):  # a copy keeps which settings the entry gives
+                return entry.model_copy(update={"name": anchored_spec(entry.name, base)}) \
+                    if "name" in entry.model_fields_set else entry
+            return anchored_spec(entry, base) if entry else entry
+
+        models = {key: anchor(entry) for key, entry in self.models.items()} if self.models else self.models
+        return self.model_copy(update={"model": anchor(self.model), "models": models})
+
+
+DEFAULT_KEY = "default"
+
+
+def model_keys(operatives: int) -> list[str]:
+    """The keys a mission file's ``models`` may use: default, the roles, the agents' ids."""
+    return [DEFAULT_KEY, *(role.value for role in Role),
+            *(agent_id for role in Role for agent_id in role_ids(role, operatives))]
+
+
+def anchored_spec(spec: str, base: Path) -> str:
+    """``spec`` with a relative ``scripted:`` path made absolute against ``base``."""
+    if not spec.startswith("scripted:"):
+        return spec
+    path = Path(spec.removeprefix("scripted:"))
+    return f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
 
 
 def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
