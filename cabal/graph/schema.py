@@ -138,22 +138,22 @@ LINK_TYPES: dict[str, LinkType] = _links(
 ALWAYS_INDEXED: tuple[str, ...] = ("id",)
 
 
-def node_type(name: str) -> NodeType:
-    try:
+def node_type(name: object) -> NodeType:
+    """The node type called ``name``; anything else (a missing or non-text value) is a ``SchemaError``."""
+    if isinstance(name, str) and name in NODE_TYPES:
         return NODE_TYPES[name]
-    except (KeyError, TypeError):
-        raise SchemaError(
-            f"unknown node type {name!r}; known: {', '.join(sorted(NODE_TYPES))}", item=str(name), field="node_type"
-        ) from None
+    raise SchemaError(
+        f"unknown node type {name!r}; known: {', '.join(sorted(NODE_TYPES))}", item=str(name), field="node_type"
+    )
 
 
-def link_type(name: str) -> LinkType:
-    try:
+def link_type(name: object) -> LinkType:
+    """The link type called ``name``; anything else (a missing or non-text value) is a ``SchemaError``."""
+    if isinstance(name, str) and name in LINK_TYPES:
         return LINK_TYPES[name]
-    except (KeyError, TypeError):
-        raise SchemaError(
-            f"unknown link type {name!r}; known: {', '.join(sorted(LINK_TYPES))}", item=str(name), field="type"
-        ) from None
+    raise SchemaError(
+        f"unknown link type {name!r}; known: {', '.join(sorted(LINK_TYPES))}", item=str(name), field="type"
+    )
 
 
 def field_name(name: str) -> str:

@@ -45,11 +45,11 @@ def build_cluster_query(
     nodes: list[dict], links: list[dict], updates: list[dict] | None = None, unlinks: list[dict] | None = None
 ) -> ClusterQuery:
     checked = [schema.check_node(node) for node in nodes]
-    created_ids = {node.id for node in checked}
-    if len(created_ids) != len(checked):
-        seen: set[str] = set()
-        duplicate = next(n.id for n in checked if n.id in seen or seen.add(n.id))
-        raise SchemaError(f"node id {duplicate!r} appears twice in one cluster", item=duplicate, field="id")
+    created_ids: set[str] = set()
+    for node in checked:
+        if node.id in created_ids:
+            raise SchemaError(f"node id {node.id!r} appears twice in one cluster", item=node.id, field="id")
+        created_ids.add(node.id)
 
     by_label: dict[str, list[dict]] = {}
     for node in checked:

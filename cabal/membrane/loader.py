@@ -229,8 +229,8 @@ class _Builder:
                 self.fail(f"a step must be a mapping, got {type(body).__name__}", step=step_id, at=data)
                 continue
             found[step_id] = body
-            if isinstance(raw, LineDict) and raw.line_of(step_id) is not None:
-                self.step_lines[step_id] = raw.line_of(step_id)
+            if isinstance(raw, LineDict) and (line := raw.line_of(step_id)) is not None:
+                self.step_lines[step_id] = line
         if not found and not self.problems.found:
             self.fail("a protocol needs at least one step", field="steps", at=data)
         return list(found), found
@@ -538,7 +538,7 @@ class _Builder:
         self._templates(dict(context), step_id, "context", raw)
         on_complete = self._target(raw, "on_complete", step_id) or base["next"]
         store = self._name(raw, "store_created_as", step_id)
-        if not _text(name):
+        if not isinstance(name, str) or not _text(name):
             self.fail("a call_protocol step needs 'protocol'", step=step_id, field="protocol", at=raw)
             return None
         if name != self.name and not self.protocol_exists(name):

@@ -115,7 +115,9 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
         Route("/static/{name}", static),
     ]
     return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, security=security)],
-                     exception_handlers={HTTPException: http_error, CabalError: cabal_error, Exception: server_error},
+                     # Starlette calls each handler with its own class only; its Mapping type cannot say so.
+                     exception_handlers={HTTPException: http_error, CabalError: cabal_error,  # type: ignore[dict-item]
+                                         Exception: server_error},
                      max_body_size=MAX_BODY)
 
 
