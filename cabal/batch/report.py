@@ -148,6 +148,8 @@ def _row(workspace: Workspace, mission: PlannedMission, attempts: list[MissionOu
     spec = mission.spec
     status, (accepted, products) = read_status(workspace, mission.mission_id) if spec else (None, (0, 0))
     last = attempts[-1] if attempts else None
+    state: MissionState | NotStarted
+    detail: str | None
     if mission.error is not None:
         state, detail = NotStarted.INVALID, mission.error
     elif status is not None:
