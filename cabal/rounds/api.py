@@ -15,7 +15,7 @@ import json
 import os
 import secrets
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
+from cabal.rounds.workspace import mission_node
 from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
@@ -60,7 +61,7 @@ def _new_mission_id(spec: MissionSpec) -> str:
 
 def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None,
                   stored: dict[str, ModelSettings] | None = None,
-                  switched: list[str] = ()) -> tuple[AgentModels, ModelSettings, str]:
+                  switched: Sequence[str] = ()) -> tuple[AgentModels, ModelSettings, str]:
     """Every agent's model, the default model's settings, and the default's spec to store for
     resuming (``object:NAME`` for a model passed in).
 
@@ -188,7 +189,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
     workspace = Workspace.at(home, url, reading=True)
     graph = _mission_graph(workspace, mission_id)
     try:
-        node = graph.get(mission_id)
+        node = mission_node(graph, mission_id)
         spec = parse_mission(json.loads(node["spec"]), source=mission_id)
         status = status_of(workspace, graph, mission_id)
         if status.state == MissionState.RUNNING:

@@ -20,6 +20,7 @@ from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
+from cabal.rounds.workspace import mission_node
 from cabal.vocabulary import USER_COLLAB_TYPE, USER_ID, MissionState, StopReason
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def say(mission_id: str, text: str, *, product: str | None = None, home: str | P
     """Leave a user message between rounds; it becomes a collab the team reads next round."""
     workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
-        node = graph.get(mission_id)
+        node = mission_node(graph, mission_id)
         notes = len(graph.find("collab", {"author": "user"}))
         note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
         from cabal.membrane import Membrane  # here: status and transcript need no membrane (start-up)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
@@ -96,7 +97,7 @@ class Snapshot:
                 self.products[node["id"]] = dict(node)
                 touched.add("products")
             elif kind == "version":
-                meta = {k: node.get(k) for k in ("id", *VERSION_META)}
+                meta: dict[str, Any] = {k: node.get(k) for k in ("id", *VERSION_META)}
                 self.versions.append(meta)
                 touched.add("versions")
                 latest = self._latest.get(meta["product_id"])
@@ -198,7 +199,7 @@ class Snapshot:
         wanted = self.round if round_number is None else round_number
         # Products in the order of their first version: deterministic whatever order parallel
         # commits arrive in, and the short ids a model sees follow it.
-        first = {}
+        first: dict[str, tuple[int, str]] = {}
         for version in self.versions:
             key = (version["number"], version["id"])
             first[version["product_id"]] = min(first.get(version["product_id"], key), key)

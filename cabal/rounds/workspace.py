@@ -166,6 +166,14 @@ def mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
     return graph
 
 
+def mission_node(graph: ContextGraph, mission_id: str) -> dict:
+    """The mission's own node, in the graph ``mission_graph`` opened (not found: it went since)."""
+    node = graph.get(mission_id)
+    if node is None:
+        raise ResourceNotFound("mission", mission_id)
+    return node
+
+
 def mission_report(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionReport:
     """Everything about a mission, read from its graph: request, charter, the product tree with
     every version, reviews, inspections and collabs, the conversation, questions, turns and usage."""
