@@ -60,7 +60,7 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Reflection:
-    author: str
+    author: str | None  # None: a reflection the graph holds without an author
     product: str
     dod_status: str
 
@@ -81,9 +81,9 @@ class Candidate:
 class Event:
     """Something that happened this round, for the Envoy: who did it, what kind, and the line shown."""
 
-    agent: str
+    agent: str | None  # None: a record the graph holds without an author
     kind: str  # wrote, accepted, rejected, assigned, told_user, asked, concluded
-    subject: str  # the product's name, or the text
+    subject: str | None  # the product's name, or the text (None: a product the graph no longer names)
     text: str
 
 

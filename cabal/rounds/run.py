@@ -60,7 +60,7 @@ class MissionRun:
     _view: Snapshot | None = field(default=None, repr=False)
     _committed: list[Cluster] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _pool: ThreadPoolExecutor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # One pool for the run: operatives of every parallel step, without starting threads anew.
@@ -70,8 +70,7 @@ class MissionRun:
     def close(self, *, wait: bool = True) -> None:
         """Stop the run's thread pool; ``wait=False`` leaves turns in flight to finish (or die
         with the process) on their own."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=not wait)
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
     def emit(self, event: MissionEvent) -> None:
         self.on_event(event)
@@ -237,6 +236,7 @@ class MissionRun:
         writes: list[Cluster] = list(result.prepared or ())
         if result.outcome == TurnOutcome.HALT:
             halt = result.halt
+            assert halt is not None, "a turn that halts carries its halt"
             # A schema-valid halt always prepares; a failure here is the engine's, not the model's.
             writes = [writer.prepare_one("raise_halt", halt, {
                 "status": "pending" if halt.type == "question" else "done",
@@ -342,8 +342,9 @@ def _reasoning_of(result: TurnResult) -> str:
     """The agent's prose about its answer (pattern P6): a step's ``reasoning``, or the Chair's
     ``thinking``, or the message of a halt."""
     answer = result.answer
-    if getattr(answer, "reasoning", None):
-        return answer.reasoning
+    reasoning = getattr(answer, "reasoning", None)
+    if reasoning:
+        return reasoning
     thinking = getattr(answer, "thinking", None)
     if thinking is not None:
         return " ".join(str(value) for _, value in thinking)

@@ -32,7 +32,7 @@ of its turns had committed reads the mission as of the step's start (``load_snap
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,7 @@ class Snapshot:
 
     # ------------------------------------------------------------------- keeping current
 
-    def apply(self, nodes: list[dict], updates: list[dict]) -> None:
+    def apply(self, nodes: Iterable[Mapping[str, Any]], updates: Iterable[Mapping[str, Any]]) -> None:
         """Bring the snapshot up to date with a committed cluster (the exact nodes and field
         updates written), so the engine does not read the whole mission again every step.
 
