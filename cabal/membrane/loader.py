@@ -56,7 +56,7 @@ from cabal.membrane.protocol import (
     case_key,
 )
 from cabal.membrane.queries import ENRICHMENT_KINDS, parse_query
-from cabal.membrane.validation import ExpectsField, has_from, object_of, parse_expects
+from cabal.membrane.validation import Expects, ExpectsField, has_from, object_of, parse_expects
 from cabal.yaml_reader import LineDict, Problems, read_yaml
 
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -306,6 +306,7 @@ class _Builder:
     def _ask(self, step_id: str, raw: Mapping, base: dict, _: str) -> Step | None:
         question = raw.get("question")
         questions = self._questions(raw, step_id)
+        expects: Expects | None
         if questions:
             expects = object_of([ExpectsField(q.name, q.expects, q.required, _question_text(q), *_default(q))
                                  for q in questions])  # fmt: skip
@@ -357,7 +358,7 @@ class _Builder:
             return None
         return value
 
-    def _expects(self, raw_expects: Any, step_id: str, at: Mapping, prefix: str):
+    def _expects(self, raw_expects: Any, step_id: str, at: Mapping, prefix: str) -> Expects | None:
         expects, problems = parse_expects(raw_expects)
         for field, message in problems:
             self.fail(message, step=step_id, field=prefix + field, at=at)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from pydantic import ValidationError
 
@@ -33,7 +34,7 @@ from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, status_of
-from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, build_graph
+from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build_graph
 from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.events import (GraphRestarted, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
                                  MissionStopped, RunEnded, Warned, fan_out)
@@ -279,7 +280,7 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
     go on from the last checkpoint) until the mission ends or pauses; every way it stops is
     recorded honestly: a model outage or Ctrl-C pauses it ``interrupted``, any other error
     fails it with the message (and the traceback in the mission's error.log)."""
-    config = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
+    config: RunnableConfig = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
     with workspace.driving(run.mission_id), workspace.checkpointer() as saver:
         app = build_graph(saver)
         try:
@@ -328,7 +329,7 @@ def graph_restarts() -> int:
     return value
 
 
-def _invoke_restarting_the_graph(app: Any, payload: Any, config: dict, run: MissionRun) -> None:
+def _invoke_restarting_the_graph(app: RoundGraph, payload: Any, config: RunnableConfig, run: MissionRun) -> None:
     """Run the round graph. When the embedded graph server dies under it (killed, out of memory),
     start it again and replay from the last checkpoint, up to ``graph_restarts()`` times: the
     turns already committed are skipped by their ids, the others run again on the mission as

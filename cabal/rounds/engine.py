@@ -24,9 +24,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Any, Final, TypedDict
+from typing import Any, Final, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
@@ -61,6 +62,15 @@ class RoundState(TypedDict, total=False):
 
 
 Context = Runtime[MissionRun]
+
+
+class Node(Protocol):
+    """A node of the round graph: LangGraph passes the run's context as ``runtime``."""
+
+    def __call__(self, state: RoundState, runtime: Context) -> RoundState: ...
+
+
+RoundGraph = CompiledStateGraph[RoundState, MissionRun, RoundState, RoundState]
 
 
 # ----------------------------------------------------------------------------- the nodes
@@ -152,7 +162,7 @@ def _peer_reviewers(run: MissionRun, snapshot: Snapshot) -> list[str]:
             if any(snapshot.products[v["product_id"]].get("owner") != a.id and v.get("author") != a.id for v in new)]
 
 
-def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str]]):
+def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str]]) -> Node:
     """The node of a step whose agents act at the same time, on one view of the mission: the
     view as of the step's start, even when the step runs again after a crash."""
 
@@ -246,7 +256,7 @@ ROUTES: dict[str, tuple[Callable[..., str], list[str]]] = {
 }
 
 
-def build_graph(checkpointer: Any):
+def build_graph(checkpointer: Any) -> RoundGraph:
     """The compiled round graph; run it with ``invoke(..., context=MissionRun(...))``.
 
     Compiled once per process (about 10 ms) and copied with each run's checkpointer."""
@@ -254,7 +264,7 @@ def build_graph(checkpointer: Any):
 
 
 @functools.cache
-def _compiled():
+def _compiled() -> RoundGraph:
     builder = StateGraph(RoundState, context_schema=MissionRun)
     for name, node in NODES.items():
         builder.add_node(name, node)

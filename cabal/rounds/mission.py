@@ -23,9 +23,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError,
+                      ValidationInfo, field_validator,
                       model_serializer)
 
 from cabal.errors import ConfigError, closest
@@ -80,7 +81,7 @@ class BudgetSpec(BaseModel):
         return self._unlimited
 
     @model_serializer(mode="wrap")
-    def _dump(self, handler):  # noqa: ANN001, ANN202 - pydantic's serializer protocol
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
         return NO_BUDGET if self._unlimited else handler(self)
 
     def to_budget(self) -> Budget:

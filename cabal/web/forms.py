@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from cabal.errors import CabalError, ConfigError
 from cabal.llm.settings import DEFAULT_MODEL
@@ -27,6 +28,7 @@ SIMULATED = "py:cabal.rounds.simulated:team"
 MODEL_CHOICES = {"simulated": SIMULATED, DEFAULT_MODEL: DEFAULT_MODEL}  # the form's list; any Claude name may be typed
 CLAUDE_MODEL = re.compile(r"claude-[a-z0-9][a-z0-9.-]{0,60}")
 MAX_UPLOAD = 64 * 1024  # a mission file is a request and a few settings: 64 KiB is plenty
+Number = TypeVar("Number", int, float)
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ def checked_model(model: str) -> str:
                       "import code from this machine run only from the command line (cabal run).")
 
 
-def _number(fields: Mapping[str, str], key: str, label: str, kind: type, default):
+def _number(fields: Mapping[str, str], key: str, label: str, kind: type[Number], default: Number | None) -> Number | None:
     text = fields.get(key, "").strip()
     if not text:
         return default

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jinja2 import Environment
 from markupsafe import Markup
 
 from cabal import __version__
@@ -30,7 +31,7 @@ LIST_PARTS = ("missions",)
 ENDED = ("done", "failed")
 
 
-def _environment():
+def _environment() -> Environment:
     return template_environment(TEMPLATES)
 
 
