@@ -35,7 +35,6 @@ def home(graph_server) -> str:
 
 def test_every_kind_is_a_frozen_dataclass_whose_json_has_kind_mission_and_at() -> None:
     assert list(EVENT_TYPES) == ["mission_start", "mission_resume", "round_start", "step_start", "turn_start",
-    assert list(EVENT_TYPES) == ["mission_start", "mission_resume", "round_start", "step_start", "turn_start",
                                  "model_call", "turn_done", "model_retry", "model_output_switched", "presentation",
                                  "halt", "answer", "user_message", "stop", "graph_restart", "interrupted", "warning",
                                  "run_end"]
