@@ -160,7 +160,7 @@ def _row(workspace: Workspace, mission: PlannedMission, attempts: list[MissionOu
     pending = status.pending_halt if status is not None else None
     return MissionRow(
         key=mission.key, mission_id=mission.mission_id, request=mission.request, model=mission.model,
-        operatives=spec.team.operatives if spec else None, repeat=mission.repeat, state=str(state),
+        operatives=spec.team.counted_operatives if spec else None, repeat=mission.repeat, state=str(state),
         stop_reason=str(status.stop_reason) if status is not None and status.stop_reason else None,
         round=status.round if status is not None else 0, rounds_limit=spec.rounds if spec else None,
         products_accepted=accepted, products_total=products,

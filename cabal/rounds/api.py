@@ -43,7 +43,7 @@ from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.tracing import recorder_from_environment
-from cabal.vocabulary import USER_ID, MissionState, StopReason
+from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
 
 
 
@@ -70,8 +70,8 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
                  settings: ModelSettings, on_event: Callable[[MissionEvent], None] | None,
                  answers: list[str], limiter: CallLimiter | None = None) -> MissionRun:
-    cards = load_role_cards(workspace.extra_dirs.get("agents", []))
-    team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
+    card_dirs = [*workspace.extra_dirs.get("agents", []), *([spec.team.cards] if spec.team.cards else [])]
+    team = Team.build(spec.team.operatives, load_role_cards(card_dirs), spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
     # The mission node keeps the budget once it exists (a user may have raised it since).
     budget = (Budget(max_tokens=mission.get("budget_tokens"), max_cost_usd=mission.get("budget_cost_usd"))
@@ -112,6 +112,9 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         spec = mission
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
+    if spec.team.cards and not Path(spec.team.cards).is_absolute():  # stored absolute, for resuming from anywhere
+        folder = (base or Path.cwd()) / spec.team.cards
+        spec = spec.model_copy(update={"team": spec.team.model_copy(update={"cards": str(folder.resolve())})})
     settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
     chat_model, settings, model_spec = _chat_model(model, settings, base)
     workspace = Workspace.at(home, url)
@@ -130,7 +133,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
-        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": run.team.cards[a.role].persona,
+        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": a.persona or run.team.cards[a.role].persona,
                    "skills": list(a.skills)} for a in run.team.agents]
         run.write("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
@@ -138,7 +141,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
             "agents": agents, "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
         }, {}, session_id=f"{mission_id}.start")
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
-                                operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
+                                operatives=len(run.team.ids(Role.OPERATIVE)), rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
         if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
             run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "

@@ -9,6 +9,7 @@ team:
   operatives: 2
   names: {operative-1: Ada, operative-2: Brook}
   skills: {operative-1: [module_design]}
+  cards: cards/                         # optional: role cards declaring the team's members
 rounds: 4
 budget: {tokens: 400000, cost_usd: 5}
 model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
@@ -28,27 +29,38 @@ from cabal.errors import ConfigError
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
-from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
+from cabal.vocabulary import CHAIR_ID, DEFAULT_OPERATIVES, ENVOY_ID, WATCHDOG_ID, is_agent_id
 from cabal.yaml_reader import line_at, read_settings_file
 
 
 
 class TeamSpec(BaseModel):
-    """Who is on the team. The Chair, the Watchdog and the Envoy are always there."""
+    """Who is on the team. The Chair, a Watchdog and the Envoy are always there; the role cards
+    (``agents/*.yaml``, or the folder ``cards`` names) may declare more Watchdogs and named
+    Operatives."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    operatives: int = Field(2, ge=1, le=12, description="how many operatives (operative-1 .. operative-N)")
+    operatives: int | None = Field(None, ge=1, le=12, description="how many operatives (operative-1 .. operative-N); "
+                                   "default: the operative card's members or count, else 2")
+    cards: str | None = Field(None, min_length=1, description="a folder of role cards for this mission, relative to "
+                              "the mission file; its cards override the project's and the built-in ones by kind")
     names: dict[str, str] = Field(default_factory=dict, description="display names by agent id")
     skills: dict[str, list[str]] = Field(default_factory=dict, description="skill names by agent id")
+
+    @property
+    def counted_operatives(self) -> int:
+        """The operatives a reader of the file alone can tell: the count given, else the default
+        (role cards that name their operatives decide when the mission runs)."""
+        return self.operatives or DEFAULT_OPERATIVES
 
     @field_validator("names", "skills")
     @classmethod
     def _known_agents(cls, value: dict) -> dict:
         for agent_id in value:
             if not is_agent_id(agent_id):
-                raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID} "
-                                 "or operative-N")
+                raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID}, "
+                                 "operative-N or an id the role cards declare (KIND-NAME)")
         return value
 
 
