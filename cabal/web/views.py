@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from cabal import __version__
 from cabal.report.html import report_context, template_environment
+from cabal.exports import formats as export_formats
 from cabal.vocabulary import Step
 from cabal.web.forms import MODEL_CHOICES, SIMULATED, examples
 from cabal.web.live import Parts
@@ -77,6 +78,7 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
         # ending) come after the graph says it stopped.
         "activity": activity if status.state == "running" else None,
         "view": view, "status": status, "csrf": csrf, "workspace": workspace,
+        "exports": export_formats("mission"),  # the download links: one per format of the registry
         "question": question, "who": who, "step_heading": _step_heading,
         "can_answer": question is not None and view.driver is None,
         "can_stop": status.state not in ENDED,

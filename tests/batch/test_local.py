@@ -18,7 +18,7 @@ from cabal.batch.events import BatchEnded, BatchStarted, MissionAssigned, Missio
 from cabal.rounds.events import (Answered, MissionEvent, MissionStarted, MissionStopped, RunEnded, StepStarted,
                                  TurnDone, TurnStarted)
 from cabal.batch.plan import load_plan
-from cabal.batch.render import render
+from cabal.exports import render_batch as render
 
 from .conftest import ANSWER, INPUT, OUTPUT, QUESTION_SCRIPT, TOKENS, WorkerKiller, batch_file, cabal, cli, mission_facts, readme_requests
 

@@ -15,7 +15,7 @@ import yaml
 from starlette.testclient import TestClient
 
 from cabal import mission_status, run_mission
-from cabal.report.formats import render_report
+from cabal.exports import render_mission as render_report
 from cabal.batch.store import BatchMembers
 from cabal.rounds.workspace import Workspace, mission_graph, mission_report
 from cabal.web.forms import MAX_UPLOAD, SIMULATED
