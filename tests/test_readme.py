@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from cabal.graph import ContextGraph
-from cabal.report.schema import event_fields
+from cabal.rounds.event_schema import event_fields
 from cabal.rounds.events import EVENT_TYPES
 from cabal.rounds.mission import parse_mission
 

@@ -275,7 +275,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     if args.what == "export":
         from cabal.report.schema import report_schema as schema
     elif args.what == "events":
-        from cabal.report.schema import events_schema as schema
+        from cabal.rounds.event_schema import events_schema as schema
     elif args.what == "batch":
         from cabal.batch.plan import BatchSpec
 

@@ -42,7 +42,7 @@ from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
-from cabal.tracing import recorder_from_environment
+from cabal.rounds.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
 
 
