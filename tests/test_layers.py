@@ -1,4 +1,5 @@
-"""The layers of docs/architecture.md hold: `lint-imports` checks the contracts of pyproject.toml.
+"""Rules of the house a check holds: the layers of docs/architecture.md (`lint-imports` checks the
+contracts of pyproject.toml) and the size of functions.
 
 CI runs the README's test command (pytest) and nothing else, so the check runs here."""
 
@@ -32,3 +33,19 @@ def test_the_architecture_page_names_every_layer():
     for layer in layers:
         for name in layer.replace("|", ":").split(":"):
             assert f"cabal.{name.strip()}" in page, name
+
+
+MAX_FUNCTION_LINES = 80  # the developer guide's "keep functions under ~80 lines", held
+
+
+def test_no_function_is_over_80_lines():
+    import ast
+
+    long = []
+    for path in sorted((ROOT / "cabal").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
