@@ -17,13 +17,13 @@ from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BatchBudget, BatchPlan, PlannedMission
 from cabal.batch.store import BatchStore
 from cabal.rounds.control import MissionResult, status_of
+from cabal.rounds.transitions import ENDED, Action, allows
 from cabal.rounds.workspace import Workspace
 from cabal.vocabulary import MissionState, NotStarted
 
 MISSION_REPORT = "report.html"  # a mission's own report, in its folder, where one was written
 # The states a batch has nothing more to do for, unless someone answers or raises a limit.
-FINISHED = frozenset({MissionState.DONE, MissionState.FAILED, NotStarted.INVALID})
-TO_RUN = frozenset({NotStarted.PENDING, NotStarted.REFUSED, MissionState.INTERRUPTED})
+FINISHED = ENDED | {NotStarted.INVALID}
 STATE_ORDER = (MissionState.DONE, MissionState.HALTED, MissionState.INTERRUPTED, MissionState.FAILED,
                MissionState.RUNNING, NotStarted.PENDING, NotStarted.REFUSED, NotStarted.INVALID)
 
@@ -31,7 +31,7 @@ STATE_ORDER = (MissionState.DONE, MissionState.HALTED, MissionState.INTERRUPTED,
 def needs_run(state: str, answered: bool) -> bool:
     """Whether a batch runs a mission in ``state``: one not started or interrupted, or one halted
     that has been given its answer."""
-    return state in TO_RUN or (state == MissionState.HALTED and answered)
+    return allows(Action.RUN, state) or allows(Action.RESUME, state) or (answered and allows(Action.ANSWER, state))
 
 
 @dataclass(frozen=True)

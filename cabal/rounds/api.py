@@ -40,6 +40,7 @@ from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
+from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.tracing import recorder_from_environment
@@ -224,19 +225,17 @@ def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int 
     only with more rounds; one that concluded, failed or ran out of budget does not."""
     if rounds is not None and rounds <= status.round:
         raise MissionError(f"--rounds {rounds} is not more than the {status.round} round(s) already run")
-    if status.state != MissionState.DONE:
-        if rounds is not None:
+    if not allows(Action.CONTINUE, status.state, status.stop_reason):
+        if rounds is None:
+            return None
+        if status.state != MissionState.DONE:
             raise MissionError(f"mission {status.mission_id} is {status.state}; --rounds continues a mission "
                                "that ended (stopped by the user or out of rounds)")
-        return None
-    if status.stop_reason == StopReason.USER_HALT:
-        return rounds or limit
-    if status.stop_reason == StopReason.NO_MORE_ROUNDS and rounds is not None:
-        return rounds
-    if rounds is not None:
         raise MissionError(f"mission {status.mission_id} ended ({status.stop_reason}); only a mission the user "
                            "stopped or one out of rounds can go on")
-    return None
+    if status.stop_reason == StopReason.USER_HALT:
+        return rounds or limit
+    return rounds  # out of rounds: it goes on only when given more
 
 
 def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool = False) -> MissionResult:
