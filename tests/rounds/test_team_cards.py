@@ -163,3 +163,11 @@ def test_the_team_example_runs_offline_and_shows_each_member_at_work(graph_serve
     assert "inspection by watchdog-security: needs_revision" in transcript
     assert transcript.count("inspection by watchdog-quality: approved") == 3
     assert transcript.count("inspection by watchdog-security: approved") == 2
+
+
+def test_the_web_pages_team_example_finds_its_cards_next_to_it():
+    from cabal.web.forms import example_launch
+
+    launch = example_launch("team", answer_myself=False)
+    assert launch.mission["team"]["cards"] == str(TEAM_EXAMPLE.parent / "cards")
+    assert launch.model == f"scripted:{TEAM_EXAMPLE.parent / 'team.script.yaml'}"
