@@ -165,6 +165,17 @@ def test_the_team_example_runs_offline_and_shows_each_member_at_work(graph_serve
     assert transcript.count("inspection by watchdog-security: approved") == 2
 
 
+
+def test_the_team_example_runs_with_the_simulated_team_too(graph_server):
+    result = run_mission(TEAM_EXAMPLE, model="py:cabal.rounds.simulated:team", rounds=1, home=graph_server.home)
+    assert result.state == "done"
+    transcript = (Path(graph_server.home) / "missions" / result.mission_id / "transcript.md").read_text()
+    for agent in ("operative-research", "operative-pricing"):
+        assert f"Written in round 1 by {agent}." in transcript
+    products = transcript.count("inspection by watchdog-security: approved")
+    assert products > 0 and transcript.count("inspection by watchdog-quality: approved") == products
+    assert "- r1 inspect watchdog-security: final" in transcript and "- r1 inspect watchdog-quality: final" in transcript
+
 def test_the_web_pages_team_example_finds_its_cards_next_to_it():
     from cabal.web.forms import example_launch
 
