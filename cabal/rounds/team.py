@@ -140,6 +140,10 @@ def _parse_card(path: Path, problems: Problems) -> RoleCard | None:
     if not isinstance(data, dict):
         problems.add("a role card is a mapping with `role:` (one of chair, operative, watchdog, envoy)", field="role")
         return None
+    if "role" not in data:
+        problems.add("a role card needs `role:`, its kind (one of chair, operative, watchdog, envoy)", at=data,
+                     field="role")
+        return None
     kind = str(data.get("role"))
     if kind not in tuple(Role):
         problems.add(f"unknown kind {kind!r} (closest: {', '.join(closest(kind, list(Role))[:3])})",
@@ -161,12 +165,22 @@ def _parse_card(path: Path, problems: Problems) -> RoleCard | None:
         title=str(data.get("title", kind.title())),
         persona=" ".join(str(data.get("persona", "")).split()),
         steps=steps,
-        speaks_as=tuple(data.get("speaks_as") or ()),
+        speaks_as=_speakers(data, problems),
         source=source,
         members=members,
         count=count,
         given=frozenset(key for key in CARD_FIELDS if key in data and key != "role"),
     )
+
+
+def _speakers(data: dict, problems: Problems) -> tuple[str, ...]:
+    """Whom the role may speak as: agent ids, or ``operatives`` for every operative."""
+    speakers = tuple(str(entry) for entry in _listed(data, "speaks_as", problems))
+    for entry in speakers:
+        if entry != "operatives" and role_of(entry) is None:
+            problems.add(f"speaks_as names {entry!r}: an agent id ({AGENT_ID_CHARS} characters at most) or "
+                         "`operatives`", at=data, field="speaks_as")
+    return speakers
 
 
 def _listed(data: dict, key: str, problems: Problems) -> list:
