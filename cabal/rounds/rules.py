@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cabal.entities import (
     AddProduct,
@@ -30,8 +30,10 @@ from cabal.entities import (
     VersionWrite,
 )
 from cabal.rounds.snapshot import Snapshot
-from cabal.rounds.team import Team
 from cabal.vocabulary import USER_ID, Role, Step
+
+if TYPE_CHECKING:  # the team's cards name these rules, so team.py imports this module
+    from cabal.rounds.team import Team
 
 CLOSED_STATUSES = ("accepted", "removed")
 

@@ -20,6 +20,7 @@ from cabal.entities import STEP_OUTPUTS, Finding
 from cabal.errors import ConfigError, ProtocolLoadError, ProtocolProblem, ResourceNotFound, closest
 from cabal.limits import unprintable
 from cabal.resources import parsed_once, search_path
+from cabal.rounds.rules import ABOUT_RULES
 from cabal.vocabulary import AGENT_ID_CHARS, DEFAULT_OPERATIVES, FIXED_IDS, Role, Step, role_ids, role_of
 from cabal.yaml_reader import LineDict, Problems, read_text_file, read_yaml
 
@@ -207,9 +208,14 @@ def _parse_steps(spec: dict, source: str, problems: Problems) -> dict[Step, tupl
             if not write.get("protocol") or (field is not None and field not in aliases):
                 problems.add(f"writes[{index}] needs `protocol`, and a `field` naming an answer field "
                              f"({', '.join(sorted(aliases))}) or none for the whole answer; got field {field!r}",
-                             step=step, field="writes")
+                             step=step.value, field="writes")
                 continue
-            rules.append(WriteRule(protocol=write["protocol"], field=field, about=write.get("about")))
+            about = write.get("about")
+            if about is not None and about not in ABOUT_RULES:
+                problems.add(f"writes[{index}]: unknown rule {about!r} in `about` (closest: "
+                             f"{', '.join(closest(str(about), list(ABOUT_RULES))[:3])})", step=step.value, field="writes")
+                continue
+            rules.append(WriteRule(protocol=write["protocol"], field=field, about=about))
         steps[step] = tuple(rules)
     return steps
 

@@ -80,6 +80,10 @@ def test_a_counted_team_keeps_its_ids():
     ({"researcher": "role: researcher\n"}, "researcher.yaml:1 field 'role': unknown kind 'researcher' (closest: "),
     ({"envoy": "role: envoy\nspeaks_as: [chair-1, everyone]\n"},
      "envoy.yaml:2 field 'speaks_as': speaks_as names 'everyone': an agent id"),
+    ({"watchdog": "role: watchdog\nsteps:\n  inspect:\n    writes:\n      - {field: inspections, protocol: "
+                  "inspect_version, about: new_versions}\n"},
+     "watchdog.yaml step 'inspect' field 'writes': writes[0]: unknown rule 'new_versions' in `about` (closest: "
+     "new_version"),
     ({"helper": "title: Helper\n"}, "helper.yaml:1 field 'role': a role card needs `role:`, its kind"),
     ({"watchdog": "role: watchdog\nmembers:\n  - {id: watchdog-a}\n  - {id: watchdog-a}\n"},
      "watchdog.yaml field 'members': duplicate id 'watchdog-a' (also in "),
