@@ -295,7 +295,7 @@ def schema_of(what: str) -> dict:
     if what == "export":
         from cabal.report.schema import report_schema as schema
     elif what == "events":
-        from cabal.report.schema import events_schema as schema
+        from cabal.rounds.event_schema import events_schema as schema
     elif what == "batch":
         from cabal.batch.plan import BatchSpec
 

@@ -42,10 +42,11 @@ from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
+from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
-from cabal.tracing import recorder_from_environment
-from cabal.vocabulary import USER_ID, MissionState, StopReason
+from cabal.rounds.tracing import recorder_from_environment
+from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
 
 
 
@@ -58,7 +59,7 @@ def _new_mission_id(spec: MissionSpec) -> str:
     return f"{MISSION_PREFIX}{slug}-{secrets.token_hex(3)}"
 
 
-def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None,
+def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None, team: Team,
                   stored: dict[str, ModelSettings] | None = None,
                   switched: list[str] = ()) -> tuple[AgentModels, ModelSettings, str]:
     """Every agent's model, the default model's settings, and the default's spec to store for
@@ -75,7 +76,7 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
         settings = settings.from_environment().with_overrides(**overrides)
         return settings.with_overrides(name=anchored_spec(settings.name, base)) if base is not None else settings
 
-    chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings()}
+    chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings(_roster(team))}
     default = resolved(chosen[DEFAULT_KEY])
     in_process = model if model is not None and not isinstance(model, str) else None
     models = build_agent_models({agent_id: resolved(settings) for agent_id, settings in chosen.items()
@@ -83,12 +84,21 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
     return models, default, f"{OBJECT_PREFIX}{model_name(in_process)}" if in_process is not None else default.name
 
 
-def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, models: AgentModels,
-                 on_event: Callable[[MissionEvent], None] | None,
+def _team(workspace: Workspace, spec: MissionSpec) -> Team:
+    """The mission's team: the built-in role cards, the project's, then the mission's own folder."""
+    card_dirs = [*workspace.extra_dirs.get("agents", []), *([spec.team.cards] if spec.team.cards else [])]
+    return Team.build(spec.team.operatives, load_role_cards(card_dirs), spec.team.names, spec.team.skills)
+
+
+def _roster(team: Team) -> dict[str, tuple[Role, str | None]]:
+    """The team's agents as the mission's model settings read them: id, role, the card's model."""
+    return {agent.id: (Role(agent.role), agent.model) for agent in team.agents}
+
+
+def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, team: Team,
+                 models: AgentModels, on_event: Callable[[MissionEvent], None] | None,
                  answers: list[str], limiter: CallLimiter | None = None, *,
                  starting: Budget | None = None) -> MissionRun:
-    cards = load_role_cards(workspace.extra_dirs.get("agents", []))
-    team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
     # The mission node keeps the budget once it exists (a user may have raised it since);
     # ``starting`` is a new mission's (MissionSpec.starting_budget).
@@ -133,10 +143,14 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     starting = spec.starting_budget(budget_usd)
+    if spec.team.cards and not Path(spec.team.cards).is_absolute():  # stored absolute, for resuming from anywhere
+        folder = (base or Path.cwd()) / spec.team.cards
+        spec = spec.model_copy(update={"team": spec.team.model_copy(update={"cards": str(folder.resolve())})})
     if base is not None:
         spec = spec.anchored(base)
-    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base)
     workspace = Workspace.at(home, url)
+    team = _team(workspace, spec)
+    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
         raise MissionError(f"invalid mission id {mission_id!r}: use m- then up to 100 letters, digits, "
                            "underscores and hyphens")
@@ -147,12 +161,12 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     try:
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
-        run = _mission_run(workspace, graph, mission_id, spec, models, on_event, spec.answers, call_limiter,
+        run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers, call_limiter,
                            starting=starting.budget)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
-        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": run.team.cards[a.role].persona,
+        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": a.persona or run.team.cards[a.role].persona,
                    "skills": list(a.skills)} for a in run.team.agents]
         run.write("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
@@ -161,7 +175,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
             "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
         }, {}, session_id=f"{mission_id}.start")
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
-                                operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
+                                operatives=len(run.team.ids(Role.OPERATIVE)), rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 budget_source=starting.source))
         # A default budget on a model without prices costs nothing and needs no warning; one the
@@ -203,10 +217,13 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         stored = node.get("model") or ""
         if model is None and stored.startswith("object:"):
             raise MissionError(f"mission {mission_id} ran with an in-process model; pass model= to resume it")
-        models, settings, _ = _agent_models(spec, model, model_settings or {}, None, _stored_models(node, spec),
+        team = _team(workspace, spec)
+        models, settings, _ = _agent_models(spec, model, model_settings or {}, None, team,
+                                            _stored_models(node, spec, team),
                                             [switch["model"] for switch in model_output_switches(graph)])
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
-        run = _mission_run(workspace, graph, mission_id, spec, models, on_event, spec.answers[used:], call_limiter)
+        run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers[used:],
+                           call_limiter)
         pending = status.pending_halt
         # A run killed between asking the Chair's question and taking the mission file's answer
         # left it pending: the file's next answer is still there to take, as a clean run would.
@@ -239,7 +256,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         graph.close()
 
 
-def _stored_models(node: dict, spec: MissionSpec) -> dict[str, ModelSettings]:
+def _stored_models(node: dict, spec: MissionSpec, team: Team) -> dict[str, ModelSettings]:
     """The settings a mission ran with: the default's (key ``default``) and each agent's; a
     mission from before models per agent ran every agent with the default's."""
     default = ModelSettings.model_validate_json(node["model_settings"]) if node.get("model_settings") \
@@ -248,7 +265,7 @@ def _stored_models(node: dict, spec: MissionSpec) -> dict[str, ModelSettings]:
         default = default.with_overrides(name=node["model"])
     agents = {agent_id: ModelSettings.model_validate(settings)
               for agent_id, settings in json.loads(node.get("agent_models") or "{}").items()}
-    return {DEFAULT_KEY: default, **{agent_id: agents.get(agent_id, default) for agent_id in spec.agent_model_settings()}}
+    return {DEFAULT_KEY: default, **{agent_id: agents.get(agent_id, default) for agent_id in team.ids()}}
 
 
 def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:
@@ -258,19 +275,17 @@ def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int 
     only with more rounds; one that concluded, failed or ran out of budget does not."""
     if rounds is not None and rounds <= status.round:
         raise MissionError(f"--rounds {rounds} is not more than the {status.round} round(s) already run")
-    if status.state != MissionState.DONE:
-        if rounds is not None:
+    if not allows(Action.CONTINUE, status.state, status.stop_reason):
+        if rounds is None:
+            return None
+        if status.state != MissionState.DONE:
             raise MissionError(f"mission {status.mission_id} is {status.state}; --rounds continues a mission "
                                "that ended (stopped by the user or out of rounds)")
-        return None
-    if status.stop_reason == StopReason.USER_HALT:
-        return rounds or limit
-    if status.stop_reason == StopReason.NO_MORE_ROUNDS and rounds is not None:
-        return rounds
-    if rounds is not None:
         raise MissionError(f"mission {status.mission_id} ended ({status.stop_reason}); only a mission the user "
                            "stopped or one out of rounds can go on")
-    return None
+    if status.stop_reason == StopReason.USER_HALT:
+        return rounds or limit
+    return rounds  # out of rounds: it goes on only when given more
 
 
 def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool = False) -> MissionResult:

@@ -127,15 +127,22 @@ class ContextBuilder:
 
     # ------------------------------------------------------------------------------ api
 
+    @property
+    def _watchdogs(self) -> list[str]:
+        return self.team.ids(Role.WATCHDOG)
+
     def build(self, agent_id: str, step: str, *, extra: list[str] | None = None) -> Prompt:
         agent = self.team.get(agent_id)
         card = self.team.cards[agent.role]
         # The Chair writes personas and domains at bootstrap (and may change them later): they
         # replace the role card's persona and tell each operative what it is responsible for.
-        persona = (_charter_map(self.snapshot.mission, "personas").get(agent_id)
-                   or self.snapshot.agents.get(agent_id, {}).get("persona") or card.persona)
+        persona = str(_charter_map(self.snapshot.mission, "personas").get(agent_id)
+                      or self.snapshot.agents.get(agent_id, {}).get("persona") or agent.persona or card.persona)
+        if agent.focus:  # several watchdogs share the inspection: each knows its part
+            persona += (f"\n\nYour focus: {', '.join(agent.focus)} findings only; "
+                        "the team's other watchdogs inspect the rest.")
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
-                                            persona=str(persona), step=step, skills=agent.skills)
+                                            persona=persona, step=step, skills=agent.skills)
         ids = TempIds(agents=frozenset(self.team.ids()))
         self._facts = FactsDraft()
         limit = self.snapshot.mission.get("rounds")
@@ -151,7 +158,7 @@ class ContextBuilder:
                         if step == Step.PLAN else f"## Valid ids\n{ids.summary()}")
         facts = self._facts.freeze(round=self.snapshot.round, step=step, agent=agent_id,
                                    request=str(self.snapshot.mission.get("request") or ""),
-                                   team=tuple((a.id, a.role) for a in self.team.agents))
+                                   team=tuple((a.id, a.role) for a in self.team.agents), focus=agent.focus)
         return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts,
                       charter=self._charter(agent_id))
 
@@ -169,6 +176,9 @@ class ContextBuilder:
         else:
             lines += ["## The user's request", clip(mission.get("request"), 4000)]
         domain = _charter_map(mission, "domains").get(agent_id)
+        agent = self.team.get(agent_id)
+        if not domain and agent is not None and agent.domain:  # the card's, until the Chair gives one
+            domain = {"responsibility": agent.domain}
         if isinstance(domain, dict) and domain.get("responsibility"):
             lines.append(f"## Your domain\n{clip(domain['responsibility'], ITEM_CHARS)}"
                          + (f" (area: {clip(domain.get('area'), 80)})" if domain.get("area") else ""))
@@ -262,12 +272,12 @@ class ContextBuilder:
     def _product_fact(self, product: dict, ids: TempIds) -> ProductDetail:
         """The facts ``_product_detail`` shows: its latest version, the verdict, the open feedback."""
         latest = self.snapshot.latest_version(product["id"])
-        inspection = self.snapshot.inspection_of(latest["id"]) if latest else None
+        verdict = self.snapshot.verdict_of(latest["id"], self._watchdogs) if latest else None
         return ProductDetail(
             ids.short("p", product["id"]), product["name"], product["type"], str(product.get("dod") or ""),
             VersionRef(ids.short("v", latest["id"]), ids.short("p", product["id"]), latest["number"],
                        latest.get("author")) if latest else None,
-            inspection["assessment"] if inspection else None,
+            verdict,
             tuple(ids.short("c", c["id"]) for c in self.snapshot.open_collabs(product["id"])[-OPEN_FEEDBACK_SHOWN:]),
         )
 
@@ -279,9 +289,10 @@ class ContextBuilder:
         if latest:
             contents = self._contents([latest]) if with_content else {}
             lines.append(self._version_block(latest, ids, content=contents.get(latest["id"]) if with_content else None))
-            inspection = snapshot.inspection_of(latest["id"])
-            if inspection:
-                lines.append(f"Inspection: {inspection['assessment']}")
+            several = len(self._watchdogs) > 1
+            for inspection in snapshot.inspections_of(latest["id"], self._watchdogs):
+                by = f" by {inspection.get('author')}" if several else ""
+                lines.append(f"Inspection{by}: {inspection['assessment']}")
                 for finding in snapshot.findings_of(inspection["id"])[:6]:
                     lines.append(f"- [{finding['category']} {finding['severity']}] {clip(finding.get('issue'), ITEM_CHARS)}")
         feedback = snapshot.open_collabs(product["id"])
@@ -336,8 +347,7 @@ class ContextBuilder:
         for product in snapshot.live_products():
             latest = snapshot.latest_version(product["id"])
             if product.get("status") == "open" and latest:
-                inspection = snapshot.inspection_of(latest["id"])
-                verdict = inspection["assessment"] if inspection else "not inspected"
+                verdict = snapshot.verdict_of(latest["id"], self._watchdogs) or "not inspected"
                 blocking = len(snapshot.blocking_collabs(product["id"]))
                 candidate = Candidate(ids.short("p", product["id"]), product["name"], ids.short("v", latest["id"]),
                                       latest["number"], verdict, blocking)
@@ -422,12 +432,12 @@ class ContextBuilder:
         snapshot = self.snapshot
         events = []
         for version in snapshot.new_versions():
-            inspection = snapshot.inspection_of(version["id"])
+            verdict = snapshot.verdict_of(version["id"], self._watchdogs)
             name = snapshot.products[version["product_id"]]["name"]
             events.append(Event(version.get("author"), "wrote", name,
                                 f"- {version.get('author')} wrote v{version['number']} of {name}: "
                                 f"{clip(version.get('change_summary'), 200)}"
-                                + (f" (inspection: {inspection['assessment']})" if inspection else "")))
+                                + (f" (inspection: {verdict})" if verdict else "")))
         for acceptance in snapshot.acceptances:
             if acceptance.get("round") == snapshot.round:
                 name = snapshot.products.get(acceptance["product_id"], {}).get("name")

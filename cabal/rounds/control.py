@@ -18,6 +18,7 @@ from cabal.llm.usage import Usage
 from cabal.rounds.ids import item_id
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.transcript import render_transcript
+from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.vocabulary import USER_COLLAB_TYPE, USER_ID, MissionState, StopReason
@@ -124,7 +125,7 @@ def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | 
     workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
         status = status_of(workspace, graph, mission_id)
-        if status.state in (MissionState.DONE, MissionState.FAILED):
+        if not allows(Action.STOP, status.state):
             raise MissionError(f"mission {mission_id} has already ended ({status.state}"
                                + (f", {status.stop_reason}" if status.stop_reason else "") + ")")
         from cabal.membrane import Membrane

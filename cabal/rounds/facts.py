@@ -102,6 +102,7 @@ class TurnFacts:
     candidates: tuple[Candidate, ...] = ()  # Plan: versions awaiting a decision
     events: tuple[Event, ...] = ()  # Presentation: what happened this round
     speakers: tuple[str, ...] = ()  # Presentation: whom the agent may speak as
+    focus: tuple[str, ...] = ()  # a watchdog's finding categories (none: every category)
 
     def operatives(self) -> list[str]:
         return [agent for agent, role in self.team if role == Role.OPERATIVE]
@@ -121,6 +122,6 @@ class FactsDraft:
     speakers: list[str] = field(default_factory=list)
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
-               team: tuple[tuple[str, Role], ...]) -> TurnFacts:
-        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team,
+               team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:
+        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus,
                          **{name: tuple(value) for name, value in vars(self).items()})

@@ -9,6 +9,7 @@ team:
   operatives: 2
   names: {operative-1: Ada, operative-2: Brook}
   skills: {operative-1: [module_design]}
+  cards: cards/                         # optional: role cards declaring the team's members
 rounds: 4
 budget: {tokens: 400000, cost_usd: 5}   # default: $2, asking before more; `budget: none`: no budget
 model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
@@ -21,6 +22,7 @@ answers: ["Students first; teachers later."]   # optional: replies to the Chair'
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -32,27 +34,38 @@ from cabal.errors import ConfigError, closest
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
-from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
+from cabal.vocabulary import CHAIR_ID, DEFAULT_OPERATIVES, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
 from cabal.yaml_reader import line_at, read_settings_file
 
 
 
 class TeamSpec(BaseModel):
-    """Who is on the team. The Chair, the Watchdog and the Envoy are always there."""
+    """Who is on the team. The Chair, a Watchdog and the Envoy are always there; the role cards
+    (``agents/*.yaml``, or the folder ``cards`` names) may declare more Watchdogs and named
+    Operatives."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    operatives: int = Field(2, ge=1, le=12, description="how many operatives (operative-1 .. operative-N)")
+    operatives: int | None = Field(None, ge=1, le=12, description="how many operatives (operative-1 .. operative-N); "
+                                   "default: the operative card's members or count, else 2")
+    cards: str | None = Field(None, min_length=1, description="a folder of role cards for this mission, relative to "
+                              "the mission file; its cards override the project's and the built-in ones by kind")
     names: dict[str, str] = Field(default_factory=dict, description="display names by agent id")
     skills: dict[str, list[str]] = Field(default_factory=dict, description="skill names by agent id")
+
+    @property
+    def counted_operatives(self) -> int:
+        """The operatives a reader of the file alone can tell: the count given, else the default
+        (role cards that name their operatives decide when the mission runs)."""
+        return self.operatives or DEFAULT_OPERATIVES
 
     @field_validator("names", "skills")
     @classmethod
     def _known_agents(cls, value: dict) -> dict:
         for agent_id in value:
             if not is_agent_id(agent_id):
-                raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID} "
-                                 "or operative-N")
+                raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID}, "
+                                 "operative-N or an id the role cards declare (KIND-NAME)")
         return value
 
 
@@ -189,9 +202,11 @@ class MissionSpec(BaseModel):
         team = info.data.get("team")
         if not value or team is None:
             return value
-        known = model_keys(team.operatives)
+        # Role cards may name agents the file alone does not know: any agent id passes here,
+        # and the team checks it when it is built (``agent_model_settings``).
+        known = model_keys(role_ids_of(team.counted_operatives))
         for key in value:
-            if key not in known:
+            if key not in known and not is_agent_id(key):
                 raise ValueError(f"unknown role or agent {key!r}; closest: {', '.join(closest(key, known)[:3])} "
                                  f"(known: {', '.join(known)})")
         return value
@@ -213,20 +228,30 @@ class MissionSpec(BaseModel):
             return default
         return ModelSettings(name=default) if default else ModelSettings()
 
-    def agent_model_settings(self) -> dict[str, ModelSettings]:
-        """Each agent's model settings: its own entry in ``models``, else its role's, else the
-        default; an entry's settings are the default's with those it gives replaced."""
+    def agent_model_settings(self, roster: Mapping[str, tuple[Role, str | None]] | None = None,
+                             ) -> dict[str, ModelSettings]:
+        """Each agent's model settings: its own entry in ``models``, else the model its role card
+        gives it, else its role's entry, else the default; an entry's settings are the default's
+        with those it gives replaced. ``roster``: the team's agents (id: role, card model);
+        default: the agents the file alone names (counted operatives, no cards)."""
+        if roster is None:
+            roster = {agent_id: (role, None) for role in Role
+                      for agent_id in role_ids(role, self.team.counted_operatives)}
         default, entries = self.model_settings(), self.models or {}
+        strangers = [key for key in entries if key not in model_keys(list(roster))]
+        if strangers:
+            known = model_keys(list(roster))
+            raise ConfigError(f"models: unknown role or agent {strangers[0]!r}; closest: "
+                              f"{', '.join(closest(strangers[0], known)[:3])} (known: {', '.join(known)})")
         chosen = {}
-        for role in Role:
-            for agent_id in role_ids(role, self.team.operatives):
-                entry = entries.get(agent_id, entries.get(role.value))
-                if entry is None:
-                    chosen[agent_id] = default
-                elif isinstance(entry, str):
-                    chosen[agent_id] = default.with_overrides(name=entry)
-                else:
-                    chosen[agent_id] = default.with_overrides(**entry.model_dump(include=entry.model_fields_set))
+        for agent_id, (role, card_model) in roster.items():
+            entry = entries.get(agent_id, card_model if card_model else entries.get(role.value))
+            if entry is None:
+                chosen[agent_id] = default
+            elif isinstance(entry, str):
+                chosen[agent_id] = default.with_overrides(name=entry)
+            else:
+                chosen[agent_id] = default.with_overrides(**entry.model_dump(include=entry.model_fields_set))
         return chosen
 
     def anchored(self, base: Path) -> MissionSpec:
@@ -245,10 +270,14 @@ class MissionSpec(BaseModel):
 DEFAULT_KEY = "default"
 
 
-def model_keys(operatives: int) -> list[str]:
+def model_keys(agent_ids: list[str]) -> list[str]:
     """The keys a mission file's ``models`` may use: default, the roles, the agents' ids."""
-    return [DEFAULT_KEY, *(role.value for role in Role),
-            *(agent_id for role in Role for agent_id in role_ids(role, operatives))]
+    return [DEFAULT_KEY, *(role.value for role in Role), *agent_ids]
+
+
+def role_ids_of(operatives: int) -> list[str]:
+    """The agents' ids of a team of ``operatives`` counted operatives and no cards."""
+    return [agent_id for role in Role for agent_id in role_ids(role, operatives)]
 
 
 def anchored_spec(spec: str, base: Path) -> str:

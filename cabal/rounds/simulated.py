@@ -20,7 +20,8 @@ What each role does:
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
   answering every open collab they are shown; Write a 300-600 character version of each
   assignment; Peer Review approves every version shown, with a suggestion now and then.
-- Watchdog: inspects every new version: ``approved``, with one minor finding.
+- Watchdog: inspects every new version: ``approved``, with one minor finding (of its focus's
+  first category, when its card gives it a focus).
 - Envoy: one message per speaker who did something this round.
 """
 
@@ -41,6 +42,13 @@ WORK_TYPES = ("Content", "Decision")  # get versions; Collection/Orchestration o
 TOPICS = ("overview", "audience", "requirements", "risks", "timeline", "budget", "operations",
           "support", "metrics", "communication", "security", "rollout")
 MESSAGE_CHARS = 400
+FINDINGS = {  # category: (issue, recommendation) of the one minor finding a watchdog reports
+    "quality": ("One sentence could be shorter.", "Tighten it in a later version."),
+    "security": ("It does not say who may read the data it mentions.", "Name who has access in a later version."),
+    "completeness": ("One point of the definition of done is thin.", "Give it one more concrete detail."),
+    "coherence": ("Two sentences say nearly the same thing.", "Merge them in a later version."),
+    "integration": ("It does not link to the products it depends on.", "Add the links in a later version."),
+}
 
 
 def _stable(*parts: Any) -> int:
@@ -202,10 +210,12 @@ class SimulatedTeam:
     # -------------------------------------------------------------------- Watchdog
 
     def _inspect(self, facts: TurnFacts) -> dict:
-        return {"reasoning": f"{len(facts.new_versions)} new version(s); no finding is serious.", "inspections": [
+        category = facts.focus[0] if facts.focus else "quality"  # a watchdog with a focus finds only its kind
+        issue, recommendation = FINDINGS.get(category, FINDINGS["quality"])
+        return {"reasoning": f"{len(facts.new_versions)} new version(s); no {category} finding is serious.",
+                "inspections": [
             {"productId": version.product, "versionId": version.id, "assessment": "approved",
-             "findings": [{"category": "quality", "severity": 2, "issue": "One sentence could be shorter.",
-                           "recommendation": "Tighten it in a later version."}]}
+             "findings": [{"category": category, "severity": 2, "issue": issue, "recommendation": recommendation}]}
             for version in facts.new_versions
         ]}
 
@@ -217,7 +227,8 @@ class SimulatedTeam:
             if event.agent in facts.speakers:
                 events.setdefault(event.agent, []).append(event)
         messages = []
-        for speaker in sorted(events, key=_agent_order)[:10]:
+        roster = [agent for agent, _ in facts.team]
+        for speaker in sorted(events, key=lambda agent: roster.index(agent) if agent in roster else len(roster))[:10]:
             done = events[speaker]
             if speaker == CHAIR_ID:
                 accepted = sum(e.kind == "accepted" for e in done)
@@ -250,13 +261,6 @@ def _assignment(product_id: str, assignee: str, name: str, version: int | None, 
         "why": f"It is open work for round {round_number}.",
         "importance": 6,
     }}
-
-
-def _agent_order(agent_id: str) -> tuple[int, int]:
-    if agent_id == CHAIR_ID:
-        return (0, 0)
-    number = agent_id.rsplit("-", 1)[-1]
-    return (1, int(number) if number.isdigit() else 0)
 
 
 # ------------------------------------------------------------------------------ factories

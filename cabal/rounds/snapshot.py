@@ -32,12 +32,15 @@ of its turns had committed reads the mission as of the step's start (``load_snap
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
 from cabal.rounds.ids import step_prefix
+
+VERDICTS = ("approved", "needs_revision", "blocked")
+"""An inspection's assessments, the most lenient first."""
 from cabal.vocabulary import BLOCKING_IMPORTANCE, USER_ID
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
@@ -247,10 +250,28 @@ class Snapshot:
 
     # ------------------------------------------------------------------------ verdicts
 
-    def inspection_of(self, version_id: str) -> dict | None:
-        """The latest inspection of a version (inspections live until the next version)."""
-        found = [i for i in self.inspections if i.get("version_id") == version_id]
+    def inspection_of(self, version_id: str, author: str | None = None) -> dict | None:
+        """The latest inspection of a version (by ``author``, if given; inspections live until
+        the next version)."""
+        found = [i for i in self.inspections if i.get("version_id") == version_id
+                 and (author is None or i.get("author") == author)]
         return max(found, key=lambda i: i.get("round", 0)) if found else None
+
+    def inspections_of(self, version_id: str, inspectors: Sequence[str] = ()) -> list[dict]:
+        """The latest inspection of a version by each of several ``inspectors`` who gave one;
+        with one inspector or none named, the latest by anyone."""
+        if len(inspectors) <= 1:
+            return [found] if (found := self.inspection_of(version_id)) else []
+        return [found for who in inspectors if (found := self.inspection_of(version_id, who))]
+
+    def verdict_of(self, version_id: str, inspectors: Sequence[str] = ()) -> str | None:
+        """The team's verdict on a version: the strictest of its inspectors' (a version is
+        accepted only when every one allows it); None while an approval is still missing."""
+        found = self.inspections_of(version_id, inspectors)
+        worst = max((i["assessment"] for i in found), key=VERDICTS.index, default=None)
+        if worst == "approved" and len(found) < len(inspectors):
+            return None
+        return worst
 
     def findings_of(self, inspection_id: str) -> list[dict]:
         return [f for f in self.findings if f.get("inspection_id") == inspection_id]

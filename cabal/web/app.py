@@ -10,7 +10,7 @@
     POST /missions/{id}/say             leave the team a message
     POST /missions/{id}/stop            ask the team to stop at its next round
     POST /missions/{id}/resume          go on after an interruption (a kill, a model outage)
-    GET  /missions/{id}/report.{fmt}    the export: html, md or json
+    GET  /missions/{id}/report.{fmt}    the export: a mission format of ``cabal.exports``
     GET  /live, /live/missions/{id}     the event streams of the two pages
     GET  /static/{name}                 the stylesheets and the script
 
@@ -41,7 +41,7 @@ from starlette.routing import Route
 
 from cabal.errors import CabalError, GraphUnavailable, MissionError, ResourceNotFound
 from cabal.limits import answer_problems
-from cabal.report.formats import MEDIA_TYPES, render_report
+from cabal.exports import export_format, names, render_mission
 from cabal.rounds.control import say, stop_mission
 from cabal.rounds.workspace import Workspace
 from cabal.web import forms, views
@@ -58,7 +58,6 @@ STATIC = {  # every file the server hands out, by name: nothing else on the disk
 MAX_BODY = 256 * 1024  # any request; an upload is checked again against forms.MAX_UPLOAD
 MAX_TEXT = 20_000  # an answer or a message, as the mission file's request
 START_TIMEOUT_S = 60  # how long a start or an answer may take to reach the mission's first event
-EXPORTS = {"html": "html", "md": "md", "json": "json"}
 
 
 @dataclass
@@ -160,11 +159,12 @@ def _new_page(request: Request, *, status: int = 200, **context) -> Response:
 
 async def export(request: Request) -> Response:
     mission_id = await _known(request)
-    chosen = EXPORTS.get(request.path_params["fmt"])
-    if chosen is None:
-        raise HTTPException(404, "There is no such export: the report comes as report.html, report.md or report.json.")
-    text = await run_in_threadpool(lambda: render_report(_room(request).reader.view(mission_id).report, chosen))
-    return Response(text, media_type=MEDIA_TYPES[chosen],
+    chosen = request.path_params["fmt"]
+    if chosen not in names("mission"):
+        raise HTTPException(404, "There is no such export: the report comes as "
+                                 + ", ".join(f"report.{name}" for name in names("mission")) + ".")
+    text = await run_in_threadpool(lambda: render_mission(_room(request).reader.view(mission_id).report, chosen))
+    return Response(text, media_type=export_format(chosen, "mission").media_type,
                     headers={"content-disposition": f'attachment; filename="{mission_id}.{chosen}"'})
 
 

@@ -72,6 +72,8 @@ def example_launch(name: str, *, answer_myself: bool) -> Launch:
     if model.startswith("scripted:"):  # its script lies next to it; the spec alone would look in the current folder
         model = "scripted:" + str((example.path.parent / model.removeprefix("scripted:")).resolve())
     data = example.spec.model_dump(exclude_none=True)
+    if example.spec.team.cards:  # its role cards lie next to it too
+        data["team"]["cards"] = str((example.path.parent / example.spec.team.cards).resolve())
     if answer_myself:
         data["answers"] = []
     return Launch(data, model)
@@ -122,6 +124,10 @@ def upload_launch(filename: str, data: bytes) -> Launch:
         except CabalError as error:  # say where the user knows the file as, not where it was read
             raise ConfigError(str(error).replace(str(path), shown)) from None
     checked_model(spec.model_settings().name)
+    if spec.team.cards:  # as for a script: the page may not make the server read a folder of its disk
+        raise ConfigError("A mission started from this page cannot name a folder of role cards (team.cards): the "
+                          "cards would be read from this machine. Run it with `cabal run`, or put the cards in "
+                          "the project's agents/ folder.")
     return Launch(spec.model_dump(exclude_none=True))
 
 

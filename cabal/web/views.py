@@ -18,6 +18,8 @@ from markupsafe import Markup
 
 from cabal import __version__
 from cabal.report.html import report_context, template_environment
+from cabal.exports import formats as export_formats
+from cabal.rounds.transitions import ENDED, Action, allows
 from cabal.vocabulary import Step
 from cabal.web.forms import MODEL_CHOICES, SIMULATED, examples
 from cabal.web.live import Parts
@@ -27,7 +29,6 @@ from cabal.web.state import MissionGroup, MissionView
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MISSION_PARTS = ("head", "question", "actions", "conversation", "request", "tree", "products", "timeline", "usage")
 LIST_PARTS = ("missions",)
-ENDED = ("done", "failed")
 
 
 def _environment():
@@ -77,10 +78,11 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
         # ending) come after the graph says it stopped.
         "activity": activity if status.state == "running" else None,
         "view": view, "status": status, "csrf": csrf, "workspace": workspace,
+        "exports": export_formats("mission"),  # the download links: one per format of the registry
         "question": question, "who": who, "step_heading": _step_heading,
         "can_answer": question is not None and view.driver is None,
-        "can_stop": status.state not in ENDED,
-        "can_resume": status.state == "interrupted" and view.driver is None,
+        "can_stop": allows(Action.STOP, status.state),
+        "can_resume": allows(Action.RESUME, status.state) and view.driver is None,
         "stop_asked": report.mission.stop_requested and status.state not in ENDED,
     }
 

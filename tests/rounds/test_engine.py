@@ -281,7 +281,7 @@ def test_envoy_speaking_as_the_watchdog_is_refused_and_retried(deviated: Deviate
     assert "You may speak as: chair-1, operative-1, operative-2." in first.prompt
     assert tool_feedback(retry.last) == (
         "Your answer was rejected (1 problem(s)); fix each:\n"
-        "- messages.0.asAgent: String should match pattern '^(chair-1|operative-\\d+)$' (got str 'watchdog-1')")
+        "- messages.0.asAgent: String should match pattern '^(chair-1|operative-[a-z0-9]+(?:-[a-z0-9]+)*)$' (got str 'watchdog-1')")
     with deviated.graph() as graph:
         assert [(r, speaker) for r, speaker, _ in spoken(graph) if r == 1] == [
             (1, "chair-1"), (1, "operative-1"), (1, "operative-2")]

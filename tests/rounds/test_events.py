@@ -12,7 +12,7 @@ import pytest
 
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
-from cabal.report.schema import events_schema
+from cabal.rounds.event_schema import events_schema
 from cabal.rounds.api import run_mission
 from cabal.rounds.control import say
 from cabal.rounds.events import (

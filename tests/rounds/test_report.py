@@ -12,7 +12,8 @@ import pytest
 
 from cabal.report.html import render_html
 from cabal.report.markdown import render_markdown
-from cabal.report.schema import events_schema, report_schema
+from cabal.report.schema import report_schema
+from cabal.rounds.event_schema import events_schema
 from cabal.rounds.api import run_mission
 from cabal.rounds.workspace import mission_report
 

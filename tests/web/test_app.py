@@ -15,7 +15,7 @@ import yaml
 from starlette.testclient import TestClient
 
 from cabal import mission_status, run_mission
-from cabal.report.formats import render_report
+from cabal.exports import render_mission as render_report
 from cabal.batch.store import BatchMembers
 from cabal.rounds.workspace import Workspace, mission_graph, mission_report
 from cabal.web.forms import MAX_UPLOAD, SIMULATED
@@ -291,6 +291,7 @@ def test_an_uploaded_mission_file_starts_as_cabal_run_reads_it(client: TestClien
     (b"request: hi\nmodel: scripted:../../secret.yaml\n",
      "The model 'scripted:../../secret.yaml' cannot be chosen here"),
     (b"request: hi\nmodel: {name: 'py:os:system'}\n", "The model 'py:os:system' cannot be chosen here"),
+    (b"request: hi\nteam: {cards: /etc}\n", "A mission started from this page cannot name a folder of role cards"),
     (b"\xff\xfe", "The mission file is not UTF-8 text."),
     (b'request: &r "hi"\nanswers: [*r, *r]\n',
      "picnic.yaml:2: invalid YAML: an alias (*r) is not allowed here; write the value out"),
