@@ -152,7 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with watching(args) as watch:
         try:
             result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
-                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener())
+                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener(),
+                                        sources=args.source)
         except KeyboardInterrupt:
             return _interrupted(watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
@@ -309,6 +310,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     run = common(commands.add_parser("run", help="run a mission file"), model=True, runs=True)
     run.add_argument("mission", help="mission file (YAML)")
     run.add_argument("--rounds", type=int, help="override the mission's round limit")
+    run.add_argument("--source", action="append", default=[], metavar="PATH",
+                     help="a file or folder the team reads and cites, beside the mission file's sources "
+                          "(repeatable)")
     run.set_defaults(func=cmd_run)
 
     resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"),
