@@ -38,6 +38,7 @@ CONTENT_CHARS = 2400  # one version's content, beyond which it is cut (full_cont
 SECTION_CHARS = 6000  # any one detail section
 ITEM_CHARS = 400  # one collab comment, remark or finding
 OPEN_FEEDBACK_SHOWN = 8  # a product's latest open collabs shown with it
+REQUESTED_CONTEXT = "REQUESTED CONTEXT"  # how the answer to request_context starts
 
 
 def clip(text: str | None, limit: int) -> str:
@@ -531,7 +532,7 @@ class ContextBuilder:
                 contents = self._contents(latest)
                 body = "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in latest) or "no peer content"
             parts.append(f"{title}\n{clip(body, 4 * CONTENT_CHARS)}")
-        return "REQUESTED CONTEXT\n\n" + "\n\n".join(parts)
+        return f"{REQUESTED_CONTEXT}\n\n" + "\n\n".join(parts)
 
 
 def _charter_map(mission: dict, key: str) -> dict:
