@@ -219,6 +219,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                   "cache_read_tokens": result.usage.cache_read_tokens, "calls": result.usage.calls,
                   "cost_usd": result.cost_usd},
         "products": tree,
+        "sources": [{"id": s.source_id, "version": s.version, "name": s.name, "round": s.round, "cited": s.cited}
+                    for s in mission.sources if not s.superseded],
     }
     if args.json:
         print(json.dumps(data, indent=2))
@@ -231,6 +233,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in tree:
         print(printable(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
                         f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
+    current = [s for s in mission.sources if not s.superseded]
+    if current:
+        print(f"sources: {len(current)}, {len({s.source_id for s in mission.sources if s.cited})} cited")
+    for source in (s for s in current if s.version > 1):
+        print(printable(f"  {source.source_id} {source.name} changed: now version {source.version} "
+                        f"(read again at round {source.round}; what cited version {source.version - 1} still does)"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
     print(f"read the products: cabal show {result.mission_id}")

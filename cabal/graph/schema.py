@@ -92,8 +92,10 @@ NODE_TYPES: dict[str, NodeType] = _nodes(
     NodeType("session", "a membrane session: a protocol run in progress", ("protocol", "state")),
     NodeType("source", "a file of the user's, one version of it, read into the mission", ("name", "sha256"),
              ("source_id",)),
-    NodeType("chunk", "a section of a source's text", ("source_id", "position", "text"), ("source_id",),
-             fulltext=("text",)),
+    # The index reads ``words`` (the text on one line): the server's tokenizer does not split at
+    # line ends, so the first word of every line of ``text`` could not be found.
+    NodeType("chunk", "a section of a source's text", ("source_id", "position", "text", "words"), ("source_id",),
+             fulltext=("words",)),
 )
 
 LINK_TYPES: dict[str, LinkType] = _links(

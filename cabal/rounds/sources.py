@@ -43,7 +43,7 @@ def _source_cluster(membrane: Membrane, mission_id: str, text: SourceText, sourc
                    "path": text.path, "note": text.note or "", "size": text.size, "sha256": text.sha256,
                    "format": text.format, "first_heading": text.first_heading, "chunk_count": len(text.chunks)},
         "chunks": [{"id": chunk_node_id(node_id, c.position), "position": c.position, "heading": c.heading,
-                    "text": c.text} for c in text.chunks],
+                    "text": c.text, "words": " ".join(c.text.split())} for c in text.chunks],
     }
     return membrane.prepare("add_source", context, {}, session_id=f"{mission_id}.source.{node_id}")
 

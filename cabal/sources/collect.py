@@ -38,9 +38,9 @@ def collect(wanted: list[Wanted], limits: SourceLimits) -> Collected:
             if path not in seen:
                 seen.add(path)
                 paths.append((path, entry, name))
-    if len(paths) > limits.files:
-        raise ConfigError(f"{wanted[0].where if len(wanted) == 1 else 'sources'}: {len(paths)} files, beyond the "
-                          f"limit of {limits.files} (source_limits.files)")
+            if len(paths) > limits.files:
+                raise ConfigError(f"{entry.where}: more than {limits.files} files at {name}, beyond the limit "
+                                  f"(source_limits.files)")
     total = 0
     for path, entry, name in paths:
         size = path.stat().st_size
