@@ -16,7 +16,6 @@ from cabal.report import read_report
 from cabal.report.html import render_html
 from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.events import MissionEvent, Warned
-from cabal.rounds.mission import load_mission
 from tests.rounds.players import ScriptPlayer, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
