@@ -43,7 +43,7 @@ from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
-from cabal.sources import collect, latest_versions, typed_wanted
+from cabal.sources import Wanted, collect, latest_versions, typed_wanted
 from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
@@ -92,7 +92,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None, sources: list[str] | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, sources: list[str | Wanted] | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -105,7 +105,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
     ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
-    relative to the current folder.
+    relative to the current folder, or entries already made (``cabal.sources.folder_wanted``).
     """
     base = None
     if isinstance(mission, (str, Path)):
