@@ -133,20 +133,19 @@ def test_a_symlinked_folder_leaving_the_mission_folder_is_refused(tmp_path: Path
     (inner / "docs").symlink_to(tmp_path / "elsewhere")
     path = mission_file(inner, "  - docs\n")
 
-    with pytest.raises(ConfigError, match=rf"^{path}:2: sources\[0\]: {inner / 'docs'} leads outside {inner} "):
+    with pytest.raises(ConfigError, match=rf"^{path}:3: sources\[0\]: {inner / 'docs'} leads outside {inner} "):
         collected(path)
 
 
 @pytest.mark.parametrize(("limits", "files", "message"), [
-    ("source_limits: {files: 2}\n", 3, "{path}:3: sources[0]: more than 2 files at docs/f2.txt, beyond the "
+    ("source_limits: {files: 2}\n", 3, "{path}:4: sources[0]: more than 2 files at docs/f2.txt, beyond the "
                                         "limit (source_limits.files)"),
-    ("source_limits: {file_mb: 0.001}\n", 1, "{path}:3: sources[0]: docs/f0.txt is 0.00 MB, beyond the limit of "
+    ("source_limits: {file_mb: 0.001}\n", 1, "{path}:4: sources[0]: docs/f0.txt is 0.00 MB, beyond the limit of "
                                              "0.001 MB per file (source_limits.file_mb)"),
-    ("source_limits: {total_mb: 0.0015}\n", 3, "{path}:3: sources[0]: the sources reach 0.00 MB at docs/f1.txt, "
+    ("source_limits: {total_mb: 0.0015}\n", 3, "{path}:4: sources[0]: the sources reach 0.00 MB at docs/f1.txt, "
                                                "beyond the limit of 0.0015 MB in all (source_limits.total_mb)"),
 ])
-def test_limits_refuse_the_mission_in_one_located_line(  # a plain entry is located at its sources: line
-tmp_path: Path, limits: str, files: int, message: str) -> None:
+def test_limits_refuse_the_mission_in_one_located_line(tmp_path: Path, limits: str, files: int, message: str) -> None:
     (tmp_path / "docs").mkdir()
     for n in range(files):
         (tmp_path / "docs" / f"f{n}.txt").write_text("x" * 1200)

@@ -195,3 +195,26 @@ def _acceptance(script: list[dict], *, both: bool) -> dict:
     entry = next(e for e in script if (e["round"], e["step"]) == (2, "plan"))
     accepted = entry["args"]["acceptance"] if both else entry["args"]["acceptance"][1:]
     return {"tool": "final_output", "args": {**entry["args"], "acceptance": accepted}}
+
+
+def test_cabal_run_reads_source_paths_and_refuses_an_escape_in_one_located_line(tmp_path: Path, home: Path) -> None:
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "extra.md").write_text("# Extra\n\nSeats are sold by the classroom.\n")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "x.mission.yaml").write_text("request: Read.\nrounds: 1\nsources:\n  - ../outside/extra.md\n")
+    env = {**os.environ, "CABAL_HOME": str(home)}
+
+    refused = subprocess.run([str(CABAL), "run", "m/x.mission.yaml"], capture_output=True, text=True, timeout=60,
+                             cwd=tmp_path, env=env)
+    ran = subprocess.run([str(CABAL), "run", str(EXAMPLE / "sources.mission.yaml"), "--source", "outside", "--quiet",
+                          "--rounds", "1"], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == ("cabal: m/x.mission.yaml:4: sources[0]: '../outside/extra.md' leaves its folder ('..' "
+                              "is not allowed in a source path)\n")
+    assert ran.returncode == 0, ran.stderr
+    mission_id = next(line.split()[1] for line in ran.stdout.splitlines() if line.startswith("mission: "))
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        assert [(s["source_id"], s["name"]) for s in sorted(graph.find("source"), key=lambda s: s["source_id"])] == [
+            ("s1", "docs/product-brief.md"), ("s2", "docs/interview-notes.md"), ("s3", "docs/competitor-prices.csv"),
+            ("s4", "outside/extra.md")]
