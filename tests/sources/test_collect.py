@@ -87,6 +87,8 @@ def test_long_text_is_cut_into_bounded_chunks_under_their_heading() -> None:
     assert all(len(c.text) <= CHUNK_MAX_CHARS for c in chunks)
     assert [c.position for c in chunks] == list(range(1, len(chunks) + 1))
     assert "".join(c.text for c in chunks[1:]).count("Paragraph") == 20  # nothing lost
+    # One line longer than a chunk may be is cut hard; lines around it stay whole.
+    assert [len(c.text) for c in chunk_text("a\n" + "x" * 4500 + "\nb", "text")] == [1, 2000, 2000, 502]
 
 
 def test_a_csv_chunk_repeats_the_header_and_holds_40_rows_at_most() -> None:
