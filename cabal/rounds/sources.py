@@ -138,8 +138,8 @@ def read_source_text(graph: ContextGraph, cited: str, current: dict[str, dict], 
             break
         body.append(block)
         used += len(block)
-    more = (f"\n(cut: {len(chunks) - len(body)} more section(s); request s{source['source_id'][1:]}#N for "
-            "section N)") if cut else ""
+    more = (f"\n(cut: {len(chunks) - len(body)} more section(s); request {source['source_id']}#N for section N)"
+            if cut else "")
     return f"{cited} {source['name']} {QUOTE_NOTE}\n" + "\n".join(body) + more
 
 
