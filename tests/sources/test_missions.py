@@ -222,19 +222,21 @@ def _acceptance(script: list[dict], *, both: bool) -> dict:
 def test_cabal_run_reads_source_paths_and_refuses_an_escape_in_one_located_line(tmp_path: Path, home: Path) -> None:
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "extra.md").write_text("# Extra\n\nSeats are sold by the classroom.\n")
+    (tmp_path / "outside" / "logo.png").write_bytes(b"\x89PNG\x00\x00")
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "x.mission.yaml").write_text("request: Read.\nrounds: 1\nsources:\n  - ../outside/extra.md\n")
     env = {**os.environ, "CABAL_HOME": str(home)}
 
     refused = subprocess.run([str(CABAL), "run", "m/x.mission.yaml"], capture_output=True, text=True, timeout=60,
                              cwd=tmp_path, env=env)
-    ran = subprocess.run([str(CABAL), "run", str(EXAMPLE / "sources.mission.yaml"), "--source", "outside", "--quiet",
+    ran = subprocess.run([str(CABAL), "run", str(EXAMPLE / "sources.mission.yaml"), "--source", "outside",
                           "--rounds", "1"], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
 
     assert (refused.returncode, refused.stdout) == (2, "")
     assert refused.stderr == ("cabal: m/x.mission.yaml:4: sources[0]: '../outside/extra.md' leaves its folder ('..' "
                               "is not allowed in a source path)\n")
     assert ran.returncode == 0, ran.stderr
+    assert "warning: source outside/logo.png skipped: binary: it holds NUL bytes" in ran.stdout.splitlines()
     mission_id = next(line.split()[1] for line in ran.stdout.splitlines() if line.startswith("mission: "))
     with ContextGraph.open(name=mission_id, home=home) as graph:
         assert [(s["source_id"], s["name"]) for s in sorted(graph.find("source"), key=lambda s: s["source_id"])] == [
