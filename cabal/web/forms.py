@@ -79,9 +79,12 @@ def example_launch(name: str, *, answer_myself: bool) -> Launch:
     if model.startswith("scripted:"):  # its script lies next to it; the spec alone would look in the current folder
         model = "scripted:" + str((example.path.parent / model.removeprefix("scripted:")).resolve())
     data = example.spec.model_dump(exclude_none=True)
+    # Its sources lie next to it too: read from its folder and named from it, as `cabal run` does.
+    sources = tuple(example.spec.wanted_sources(example.path.parent))
+    data.pop("sources", None)
     if answer_myself:
         data["answers"] = []
-    return Launch(data, model)
+    return Launch(data, model, sources)
 
 
 def form_launch(fields: Mapping[str, str]) -> Launch:

@@ -70,3 +70,18 @@ def test_an_upload_without_the_csrf_token_is_refused(client: TestClient, workspa
     assert refused.status_code == 403
     after = sorted((workspace.home / UPLOADS).glob("*")) if (workspace.home / UPLOADS).exists() else []
     assert after == before  # nothing kept
+
+
+def test_the_sources_example_starts_from_the_page_with_its_own_files(client: TestClient, security, graph_server,
+                                                                    workspace) -> None:
+    started = client.post("/missions/example", data={"csrf": security.csrf, "example": "sources"},
+                          follow_redirects=False)
+
+    assert started.status_code == 303, text(started)
+    mission_id = started.headers["location"].removeprefix("/missions/")
+    assert (done(graph_server, mission_id).state, done(graph_server, mission_id).stop_reason) == ("done", "concluded")
+    report = mission_report(mission_id, home=graph_server.home)
+    assert [(s.source_id, s.name, s.note, s.cited) for s in report.sources] == [
+        ("s1", "docs/product-brief.md", "What we promise and the price ceiling", True),
+        ("s2", "docs/interview-notes.md", "Twelve student interviews from October", True),
+        ("s3", "docs/competitor-prices.csv", "Monthly prices of the apps students use today", True)]
