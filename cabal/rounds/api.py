@@ -230,7 +230,8 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
 def _recheck_sources(run: MissionRun, round_number: int) -> None:
     """The hash check of a resume: a source whose file changed gets its new version now."""
     current = latest_versions(run.graph.find("source"))
-    clusters, lines = changed_sources(run.membrane, run.mission_id, current, round_number)
+    clusters, lines = changed_sources(run.membrane, run.mission_id, current, round_number,
+                                      max_bytes=run.spec.source_limits.file_bytes)
     if clusters:
         run.membrane.commit(clusters)
         run.committed(clusters)

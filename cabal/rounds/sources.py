@@ -52,16 +52,21 @@ def skipped_lines(collected: Collected) -> list[str]:
     return [f"source {text.name} skipped: {text.skipped}" for text in collected.skipped]
 
 
-def changed_sources(membrane: Membrane, mission_id: str, current: list[dict], round_number: int
-                    ) -> tuple[list[Cluster], list[str]]:
+def changed_sources(membrane: Membrane, mission_id: str, current: list[dict], round_number: int, *,
+                    max_bytes: int) -> tuple[list[Cluster], list[str]]:
     """The hash check of a resume: a new version's cluster for each source whose file changed,
-    and one line for each change or file gone."""
+    and one line for each change, file gone, or file grown past ``max_bytes`` (the mission's
+    limit per file; the team keeps the version it has)."""
     clusters, lines = [], []
     for source in current:
         path = Path(str(source.get("path") or ""))
         if not path.is_file():
             lines.append(f"source {source['source_id']} ({source['name']}) is gone from {path}; the team keeps "
                          f"version {source['version']}")
+            continue
+        if path.stat().st_size > max_bytes:
+            lines.append(f"source {source['source_id']} ({source['name']}) is now {path.stat().st_size:,} bytes, "
+                         f"beyond the limit of {max_bytes:,} per file; the team keeps version {source['version']}")
             continue
         text = read_source(path, str(source["name"]), source.get("note") or None)
         if text.sha256 == source.get("sha256"):

@@ -170,12 +170,15 @@ def test_a_changed_file_on_resume_is_a_new_version_of_its_source_and_status_says
     assert (first.state, first.stop_reason) == ("done", "noMoreRounds")
     notes = mission.parent / "docs" / "interview-notes.md"
     notes.write_text(notes.read_text().replace("about 4 USD", "about 3 USD").replace("coffee", "bus ticket"))
+    (mission.parent / "docs" / "competitor-prices.csv").unlink()
 
     resumed = resume_mission(first.mission_id, rounds=3, home=home, on_event=events.append)
 
     assert (resumed.state, resumed.stop_reason) == ("done", "concluded")
     assert [e.message for e in events if isinstance(e, Warned)] == [
-        "source s2 (docs/interview-notes.md) changed: now version 2"]
+        "source s2 (docs/interview-notes.md) changed: now version 2",
+        f"source s3 (docs/competitor-prices.csv) is gone from {mission.parent / 'docs' / 'competitor-prices.csv'}; "
+        "the team keeps version 1"]
     with ContextGraph.open(name=first.mission_id, home=home) as graph:
         versions = sorted((s["id"], s["version"], s["round"]) for s in graph.find("source", {"source_id": "s2"}))
         assert versions == [("s2", 1, 0), ("s2.v2", 2, 1)]
@@ -242,3 +245,14 @@ def test_cabal_run_reads_source_paths_and_refuses_an_escape_in_one_located_line(
         assert [(s["source_id"], s["name"]) for s in sorted(graph.find("source"), key=lambda s: s["source_id"])] == [
             ("s1", "docs/product-brief.md"), ("s2", "docs/interview-notes.md"), ("s3", "docs/competitor-prices.csv"),
             ("s4", "outside/extra.md")]
+
+
+def test_a_file_grown_past_its_limit_is_not_read_again_on_resume(tmp_path: Path) -> None:
+    from cabal.rounds.sources import changed_sources
+
+    grown = tmp_path / "a.md"
+    grown.write_text("x" * 20)
+    source = {"id": "s1", "source_id": "s1", "version": 1, "name": "a.md", "path": str(grown), "sha256": "old"}
+
+    assert changed_sources(None, "m-x", [source], 2, max_bytes=10) == (  # nothing to prepare: no membrane needed
+        [], ["source s1 (a.md) is now 20 bytes, beyond the limit of 10 per file; the team keeps version 1"])
