@@ -166,3 +166,23 @@ def test_a_typed_source_is_relative_to_the_current_folder(tmp_path: Path, monkey
     assert (text.name, text.path, text.first_heading) == ("notes.md", str(tmp_path / "notes.md"), "Notes")
     with pytest.raises(ConfigError, match="^--source: 'nothing.md' does not exist$"):
         collect(typed_wanted(["nothing.md"]), SourceLimits())
+
+
+def test_a_batch_reads_each_missions_sources_from_the_missions_folder(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from cabal.batch.plan import load_plan
+
+    folder = tmp_path / "missions"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "brief.md").write_text("# Brief\n\nhello")
+    (folder / "a.mission.yaml").write_text("request: Read.\nsources:\n  - docs/brief.md\n  - {path: ../x.md}\n")
+    (folder / "b.mission.yaml").write_text("request: Read.\nsources: [docs]\n")
+    monkeypatch.chdir(tmp_path)  # a worker's folder is not the mission's
+
+    first, second = (m.spec for m in load_plan(folder).missions)
+
+    assert second.sources == [str(folder / "docs")]
+    (text,) = collect(second.wanted_sources(None), second.source_limits).files
+    assert (text.path, text.first_heading) == (str((folder / "docs" / "brief.md").resolve()), "Brief")
+    with pytest.raises(ConfigError, match=r"'.*/missions/\.\./x\.md' leaves its folder"):  # still refused
+        collect(first.wanted_sources(None), first.source_limits)
