@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import ToolMessage
 
 from cabal.graph import ContextGraph
 from cabal.report import read_report
@@ -129,6 +130,24 @@ def test_the_simulated_team_requests_searches_and_cites_the_sources(home: Path) 
         (version,) = graph.find("version")
         cited = sorted(link["to"] for link in graph.links_from(version["id"], "cites"))
     assert cited[0] == "s1" and len(cited) == 2 and cited[1].startswith("s")  # the source read, the section found
+
+
+def test_the_chair_sees_the_sources_at_bootstrap_and_in_every_plan_and_writers_in_write(home: Path) -> None:
+    player = ScriptPlayer(load_script(EXAMPLE / "sources.script.yaml"))
+    run_mission(EXAMPLE / "sources.mission.yaml", model=player.model(), home=home)
+    listing = ("- s1: docs/product-brief.md · 483 B · 4 section(s) · first heading: Margin Study: product brief\n"
+               "  note: What we promise and the price ceiling\n"
+               "- s2: docs/interview-notes.md · 547 B · 4 section(s) · first heading: User interviews, October\n"
+               "  note: Twelve student interviews from October\n"
+               "- s3: docs/competitor-prices.csv · 185 B · 1 section(s) · first heading: columns: competitor, plan, "
+               "price_usd_per_month, seats\n"
+               "  note: Monthly prices of the apps students use today")
+
+    shown = {(call.key[0], call.key[1], call.key[2]): listing in call.prompt for call in player.calls
+             if not isinstance(call.last, ToolMessage)}
+    assert {key for key, seen in shown.items() if seen} == {
+        (0, "bootstrap", "chair-1"), (1, "plan", "chair-1"), (2, "plan", "chair-1"), (3, "plan", "chair-1"),
+        (1, "write", "operative-1"), (1, "write", "operative-2")}
 
 
 def test_text_in_a_source_is_quoted_data_and_cannot_talk_the_rules_around(tmp_path: Path, home: Path) -> None:
