@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -105,11 +106,17 @@ def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _shown(path: Path, base: Path) -> str:
+    """The name a source is shown by: relative to ``base`` where it can, on one line (a file name
+    may hold a newline, which would otherwise pose as a line of the prompt's own)."""
     try:
-        return str(path.relative_to(base))
+        name = str(path.relative_to(base))
     except ValueError:
-        return str(path)
+        name = str(path)
+    return _CONTROL.sub("?", name)
 
 
 def read_source(path: Path, name: str, note: str | None) -> SourceText:
