@@ -333,9 +333,8 @@ def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
     """``spec`` with a relative ``scripted:`` path and relative source paths made absolute
     against ``base``, so a worker anywhere finds the script and the sources. A source path is
     joined, not resolved: a '..' in it is still refused when the sources are read."""
-    sources = [entry if Path(entry if isinstance(entry, str) else entry.path).is_absolute()
-               else str(base / entry) if isinstance(entry, str)
-               else entry.model_copy(update={"path": str(base / entry.path)}) for entry in spec.sources]
+    sources = [entry if Path(entry.path).is_absolute() else entry.model_copy(update={"path": str(base / entry.path)})
+               for entry in spec.sources]
     if sources != spec.sources:
         spec = spec.model_copy(update={"sources": sources})
     settings = spec.model_settings()

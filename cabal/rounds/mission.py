@@ -86,7 +86,7 @@ class MissionSpec(BaseModel):
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
-    sources: list[SourceEntry | str] = Field(
+    sources: list[SourceEntry] = Field(
         default_factory=list, max_length=200,
         description="the user's files the team reads and cites: files, folders or globs relative to the mission "
                     "file, each a path or a mapping with path and note")
@@ -95,6 +95,13 @@ class MissionSpec(BaseModel):
     # Where the file named each source (its line), for located errors; set by load_mission.
     _source_lines: dict[int, int] = PrivateAttr(default_factory=dict)
     _origin: str = PrivateAttr("<mission>")
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _paths_alone(cls, value: object) -> object:
+        """A plain path is an entry without a note."""
+        return [{"path": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) \
+            else value
 
     @field_validator("request", "name", "answers")
     @classmethod

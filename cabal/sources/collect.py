@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cabal.errors import ConfigError
 from cabal.sources.chunks import chunk_text
-from cabal.sources.model import MB, Collected, SourceLimits, SourceText, Wanted
+from cabal.sources.model import MB, Collected, SourceEntry, SourceLimits, SourceText, Wanted
 
 FORMATS: dict[str, str] = {
     ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text", ".rst": "text", ".log": "text",
@@ -202,13 +202,12 @@ def _pdf_text(data: bytes) -> tuple[str, str | None]:
     return "\n\n".join(f"## Page {n}\n\n{text}" for n, text in enumerate(pages, start=1) if text), None
 
 
-def mission_wanted(entries: list, base: Path, origin: str, lines: dict[int, int]) -> list[Wanted]:
+def mission_wanted(entries: list[SourceEntry], base: Path, origin: str, lines: dict[int, int]) -> list[Wanted]:
     """A mission file's ``sources:`` as entries to collect, each located ``FILE:LINE: sources[i]``."""
     wanted = []
     for index, entry in enumerate(entries):
-        path, note = (entry, None) if isinstance(entry, str) else (entry.path, entry.note)
         line = lines.get(index)
-        wanted.append(Wanted(path, note, str(base), f"{origin}:{line}: sources[{index}]" if line
+        wanted.append(Wanted(entry.path, entry.note, str(base), f"{origin}:{line}: sources[{index}]" if line
                              else f"{origin}: sources[{index}]"))
     return wanted
 
