@@ -372,8 +372,13 @@ def read_requests(path: Path, column: str, name_column: str | None = None) -> li
 
 
 def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
-    """``spec`` with its relative ``scripted:`` paths made absolute against ``base``, so a
-    worker anywhere finds the scripts."""
+    """``spec`` with its relative ``scripted:`` paths and source paths made absolute against
+    ``base``, so a worker anywhere finds the scripts and the sources. A source path is joined,
+    not resolved: a '..' in it is still refused when the sources are read."""
+    sources = [entry if Path(entry.path).is_absolute() else entry.model_copy(update={"path": str(base / entry.path)})
+               for entry in spec.sources]
+    if sources != spec.sources:
+        spec = spec.model_copy(update={"sources": sources})
     return spec.anchored(base)
 
 

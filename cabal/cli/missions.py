@@ -156,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
                                         rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener(),
-                                        budget_usd=args.budget_usd)
+                                        budget_usd=args.budget_usd, sources=args.source)
         except KeyboardInterrupt:
             return _interrupted(watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
@@ -225,6 +225,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         "output_switches": [{"model": switch.model, "agent": switch.agent, "round": switch.round, "output": "json",
                              "reason": switch.reason} for switch in result.output_switches],
         "products": tree,
+        "sources": [{"id": s.source_id, "version": s.version, "name": s.name, "round": s.round, "cited": s.cited}
+                    for s in mission.sources if not s.superseded],
     }
     if args.json:
         print(json.dumps(data, indent=2))
@@ -240,6 +242,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in tree:
         print(printable(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
                         f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
+    current = [s for s in mission.sources if not s.superseded]
+    if current:
+        print(f"sources: {len(current)}, {len({s.source_id for s in mission.sources if s.cited})} cited")
+    for source in (s for s in current if s.version > 1):
+        print(printable(f"  {source.source_id} {source.name} changed: now version {source.version} "
+                        f"(read again at round {source.round}; what cited version {source.version - 1} still does)"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
     if len(mission.usage.by_model) > 1:  # a model per role or agent: what each one spent
@@ -333,6 +341,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--rounds", type=int, help="override the mission's round limit")
     run.add_argument("--budget-usd", metavar="USD", help="the mission's cost budget in dollars, or 'none' for no budget "
                                                          "(default: the mission file's, else CABAL_BUDGET_USD, else 2)")
+    run.add_argument("--source", action="append", default=[], metavar="PATH",
+                     help="a file or folder the team reads and cites, beside the mission file's sources "
+                          "(repeatable)")
     run.set_defaults(func=cmd_run)
 
     resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"),

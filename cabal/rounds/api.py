@@ -40,12 +40,14 @@ from cabal.rounds.events import (GraphRestarted, MissionEvent, MissionInterrupte
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, anchored_spec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend, model_output_switches
+from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.tracing import recorder_from_environment
+from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
 from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
 
 
@@ -118,7 +120,8 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
+                sources: list[str | Wanted] | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -132,6 +135,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
     ``budget_usd``: the mission's cost budget in dollars, or ``"none"`` for no budget at all,
     over the mission file's; without either, ``CABAL_BUDGET_USD``, else $2.
+    ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
+    relative to the current folder, or entries already made (``cabal.sources.folder_wanted``).
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -140,6 +145,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         spec = parse_mission(mission)
     else:
         spec = mission
+    wanted = spec.wanted_sources(base) + typed_wanted(list(sources or []))
+    collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     starting = spec.starting_budget(budget_usd)
@@ -168,27 +175,39 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 run.prompts.skill_text(skill)
         agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": a.persona or run.team.cards[a.role].persona,
                    "skills": list(a.skills)} for a in run.team.agents]
-        run.write("start_mission", {
+        start = run.membrane.prepare("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
             "agent_models": json.dumps({a: s.model_dump(mode="json") for a, s in models.settings().items()}),
             "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
         }, {}, session_id=f"{mission_id}.start")
+        # One write: the mission exists with all its sources, or not at all.
+        clusters = [start, *(ingest_clusters(run.membrane, mission_id, collected) if collected else [])]
+        run.membrane.commit(clusters)
+        run.committed(clusters)
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
                                 operatives=len(run.team.ids(Role.OPERATIVE)), rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 budget_source=starting.source))
-        # A default budget on a model without prices costs nothing and needs no warning; one the
-        # user set there cannot do what they meant.
-        chosen = starting.source in ("mission file", "--budget-usd")
-        unpriced = [name for name in models.names().split(", ") if price_per_mtok(name) is None]
-        if chosen and run.budget.max_cost_usd is not None and unpriced:
-            run.emit(Warned(mission_id, message=f"no prices are known for {', '.join(unpriced)}: the cost budget "
-                                                f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "
-                                                "still is"))
+        _warn_at_start(run, starting.source, collected)
         return _drive(workspace, run, {"round": 0})
     finally:
         graph.close()
+
+
+def _warn_at_start(run: MissionRun, budget_source: str, collected: Collected | None) -> None:
+    """What a new mission's user should know before round 1: sources skipped, a cost budget
+    that cannot be enforced."""
+    for line in skipped_lines(collected) if collected else []:
+        run.emit(Warned(run.mission_id, message=line))
+    # A default budget on a model without prices costs nothing and needs no warning; one the
+    # user set there cannot do what they meant.
+    chosen = budget_source in ("mission file", "--budget-usd")
+    unpriced = [name for name in run.models.names().split(", ") if price_per_mtok(name) is None]
+    if chosen and run.budget.max_cost_usd is not None and unpriced:
+        run.emit(Warned(run.mission_id, message=f"no prices are known for {', '.join(unpriced)}: the cost budget "
+                                                f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "
+                                                "still is"))
 
 
 def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
@@ -247,6 +266,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                 else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
+        _recheck_sources(run, int(node.get("round") or 0))
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
                       {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
@@ -266,6 +286,18 @@ def _stored_models(node: dict, spec: MissionSpec, team: Team) -> dict[str, Model
     agents = {agent_id: ModelSettings.model_validate(settings)
               for agent_id, settings in json.loads(node.get("agent_models") or "{}").items()}
     return {DEFAULT_KEY: default, **{agent_id: agents.get(agent_id, default) for agent_id in team.ids()}}
+
+
+def _recheck_sources(run: MissionRun, round_number: int) -> None:
+    """The hash check of a resume: a source whose file changed gets its new version now."""
+    current = latest_versions(run.graph.find("source"))
+    clusters, lines = changed_sources(run.membrane, run.mission_id, current, round_number,
+                                      max_bytes=run.spec.source_limits.file_bytes)
+    if clusters:
+        run.membrane.commit(clusters)
+        run.committed(clusters)
+    for line in lines:
+        run.emit(Warned(run.mission_id, message=line))
 
 
 def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:

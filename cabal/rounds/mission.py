@@ -16,6 +16,9 @@ model: scripted:launch.script.yaml      # or a Claude model name, or py:module:f
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
 models: {chair: claude-opus-4-1, operative-2: {name: scripted:brook.yaml, output: json}}  # optional
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
+sources:                                # optional: the user's files (docs/guide/sources.md)
+  - docs/                               # a folder, a file or a glob, relative to this file
+  - {path: data/prices.csv, note: Competitor prices, checked in May}
 ```
 """
 
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
                       model_serializer)
 
@@ -34,8 +38,9 @@ from cabal.errors import ConfigError, closest
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
+from cabal.sources import SourceEntry, SourceLimits, Wanted, mission_wanted
 from cabal.vocabulary import CHAIR_ID, DEFAULT_OPERATIVES, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
-from cabal.yaml_reader import line_at, read_settings_file
+from cabal.yaml_reader import line_at, read_settings_file, read_text_file
 
 
 
@@ -161,6 +166,22 @@ class MissionSpec(BaseModel):
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
+    sources: list[SourceEntry] = Field(
+        default_factory=list, max_length=200,
+        description="the user's files the team reads and cites: files, folders or globs relative to the mission "
+                    "file, each a path or a mapping with path and note")
+    source_limits: SourceLimits = Field(default_factory=SourceLimits,
+                                        description="how much the sources may hold: files, MB per file, MB in all")
+    # Where the file named each source (its line), for located errors; set by load_mission.
+    _source_lines: dict[int, int] = PrivateAttr(default_factory=dict)
+    _origin: str = PrivateAttr("<mission>")
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _paths_alone(cls, value: object) -> object:
+        """A plain path is an entry without a note."""
+        return [{"path": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) \
+            else value
 
     @field_validator("budget", mode="before")
     @classmethod
@@ -266,6 +287,11 @@ class MissionSpec(BaseModel):
         models = {key: anchor(entry) for key, entry in self.models.items()} if self.models else self.models
         return self.model_copy(update={"model": anchor(self.model), "models": models})
 
+    def wanted_sources(self, base: Path | None) -> list[Wanted]:
+        """The ``sources:`` entries to collect, relative to the mission file's folder (``base``)
+        and located by its lines."""
+        return mission_wanted(self.sources, base or Path.cwd(), self._origin, self._source_lines)
+
 
 DEFAULT_KEY = "default"
 
@@ -295,7 +321,27 @@ def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     path = Path(path)
     data = read_settings_file(path, "mission file", "request")
     data.setdefault("name", path.stem.removesuffix(".mission"))
-    return parse_mission(data, source=str(path)), path.parent.resolve()
+    spec = parse_mission(data, source=str(path))
+    spec._origin = str(path)
+    if spec.sources:
+        spec._source_lines = _source_item_lines(path) or {
+            index: line for index in range(len(spec.sources)) if (line := line_at(data, ("sources", index)))}
+    return spec, path.parent.resolve()
+
+
+def _source_item_lines(path: Path) -> dict[int, int]:
+    """The line of each ``sources:`` item, plain paths included (the file's lines record mappings
+    only): from the YAML's node tree, which names every item's line. Composing expands no alias."""
+    try:
+        root = yaml.compose(read_text_file(path), Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    for key, value in root.value:
+        if getattr(key, "value", None) == "sources" and isinstance(value, yaml.SequenceNode):
+            return {index: item.start_mark.line + 1 for index, item in enumerate(value.value)}
+    return {}
 
 
 def parse_mission(data: dict, *, source: str = "<mission>") -> MissionSpec:

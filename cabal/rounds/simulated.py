@@ -20,6 +20,9 @@ What each role does:
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
   answering every open collab they are shown; Write a 300-600 character version of each
   assignment; Peer Review approves every version shown, with a suggestion now and then.
+  When the mission has sources, a writer first requests the first source and searches the
+  sources for its product's words, then cites the source and the best section found as
+  ``[[s:...]]`` in each version.
 - Watchdog: inspects every new version: ``approved``, with one minor finding (of its focus's
   first category, when its card gives it a focus).
 - Envoy: one message per speaker who did something this round.
@@ -32,8 +35,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
 from cabal.errors import ModelError
 from cabal.llm.scripted import FunctionChatModel, ModelRequest
+from cabal.refs import parse_refs
+from cabal.rounds.context import REQUESTED_CONTEXT
 from cabal.rounds.facts import TreeProduct, TurnFacts
 from cabal.vocabulary import CHAIR_ID
 
@@ -75,6 +82,13 @@ class SimulatedTeam:
         if not isinstance(facts, TurnFacts):
             raise ModelError("the simulated team plays Cabal missions: the call carries no turn facts "
                              "(it is only answered inside the round engine)", provider="simulated")
+        if facts.step == "write" and facts.sources and facts.assignments:
+            read = _requested_context(request.messages)
+            if read is None:
+                return {"tool": "request_context", "args": {"requests": _source_requests(facts)}}
+            searched = read.split("### search", 1)[-1]  # the search's best section, not the source read whole
+            found = [r.render() for r in parse_refs(searched) if r.kind == "s" and "#" in r.id]
+            return {"tool": "final_output", "args": self._write(facts, cited=(f"[[s:{facts.sources[0].id}]]", *found[:1]))}
         answer = getattr(self, f"_{facts.step}")(facts)
         return {"tool": answer[0], "args": answer[1]} if isinstance(answer, tuple) else {"tool": "final_output", "args": answer}
 
@@ -173,14 +187,15 @@ class SimulatedTeam:
         return {"reasoning": f"{len(reflections)} product(s) of mine to judge against their definitions of done.",
                 "reflections": reflections}
 
-    def _write(self, facts: TurnFacts) -> dict:
+    def _write(self, facts: TurnFacts, cited: tuple[str, ...] = ()) -> dict:
         versions = []
         for assignment in facts.assignments:
             product = assignment.product
             number = product.latest.number + 1 if product.latest else 1
             content = (
                 f"{product.name}, version {number}, written by {facts.agent} in round {facts.round} for "
-                f"[[p:{product.id}]]. Objective: {assignment.objective or 'the directive'} "
+                f"[[p:{product.id}]]. " + (f"From the user's material: {' and '.join(cited)}. " if cited else "")
+                + f"Objective: {assignment.objective or 'the directive'} "
                 f"What it covers: {product.dod or 'the definition of done'} "
                 f"Point one: the section states who it serves and what they get, in one concrete sentence. "
                 f"Point two: it lists the first action, its owner and the day it happens."
@@ -246,6 +261,22 @@ class SimulatedTeam:
             fallback = CHAIR_ID if CHAIR_ID in speakers else (speakers[0] if speakers else CHAIR_ID)
             messages.append({"asAgent": fallback, "content": "Nothing new was written this round."})
         return {"reasoning": "One message per agent who did something this round.", "messages": messages}
+
+
+def _requested_context(messages: tuple) -> str | None:
+    """The text of the context this turn already requested (a tool result), or None."""
+    for message in messages:
+        if isinstance(message, ToolMessage) and str(message.content).startswith(REQUESTED_CONTEXT):
+            return str(message.content)
+    return None
+
+
+def _source_requests(facts: TurnFacts) -> list[dict]:
+    """Read the first source, and search the sources for the first assignment's words."""
+    product = facts.assignments[0].product
+    return [{"need": "source", "sourceId": facts.sources[0].id, "reason": "The user's material comes first."},
+            {"need": "search_sources", "query": f"{product.name} {facts.request}"[:200],
+             "reason": f"What the sources say about {product.name}."}]
 
 
 def _container(tree: list[TreeProduct]) -> TreeProduct | None:

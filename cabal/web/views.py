@@ -21,7 +21,7 @@ from cabal.report.html import report_context, template_environment
 from cabal.exports import formats as export_formats
 from cabal.rounds.transitions import ENDED, Action, allows
 from cabal.vocabulary import Step
-from cabal.web.forms import MODEL_CHOICES, SIMULATED, examples
+from cabal.web.forms import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, MODEL_CHOICES, SIMULATED, examples
 from cabal.web.live import Parts
 from cabal.web.runner import Activity
 from cabal.web.state import MissionGroup, MissionView
@@ -95,4 +95,5 @@ def new_context(*, csrf: str, workspace: Path, values: dict[str, str] | None = N
                 where: str | None = None) -> dict[str, Any]:
     """The new-mission page; ``values`` refill the form after ``error`` (found in the form ``where``)."""
     return {"examples": examples(), "models": MODEL_CHOICES, "simulated": SIMULATED, "csrf": csrf,
-            "workspace": workspace, "values": values or {}, "error": error, "where": where}
+            "workspace": workspace, "values": values or {}, "error": error, "where": where,
+            "max_source_files": MAX_SOURCE_FILES, "max_source_mb": f"{MAX_SOURCE_BYTES / 1_000_000:g}"}
