@@ -42,6 +42,7 @@ from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
+from cabal.tools.host import ToolHost
 from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
 
@@ -67,9 +68,16 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
     return make_model(chosen, settings), settings, chosen
 
 
+def _tool_host(workspace: Workspace, mission_id: str, spec: MissionSpec) -> ToolHost:
+    """The mission's MCP servers, not yet connected (``start()``); a stdio server's stderr goes to
+    a private file in the mission's folder."""
+    log_dir = workspace.private_mission_dir(mission_id) if any(s.command for s in spec.tools) else None
+    return ToolHost(spec.tools, timeout_s=spec.tool_timeout_s, log_dir=log_dir)
+
+
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
                  settings: ModelSettings, on_event: Callable[[MissionEvent], None] | None,
-                 answers: list[str], limiter: CallLimiter | None = None) -> MissionRun:
+                 answers: list[str], limiter: CallLimiter | None = None, tools: ToolHost | None = None) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
@@ -83,7 +91,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
         budget=budget, settings=settings, answers=list(answers),
         on_event=fan_out(on_event, recorder_from_environment()) or (lambda event: None),  # traces if OTEL_* asks
-        limiter=limiter,
+        limiter=limiter, tools=tools,
     )
 
 
@@ -122,11 +130,13 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     with workspace.checkpointer():
         pass  # a checkpoint store that cannot be reached is an error now, before anything is written
     graph = workspace.graph(mission_id)
+    tools = None
     try:
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
+        tools = _tool_host(workspace, mission_id, spec).start()  # a required server that fails: nothing written
         run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers,
-                           call_limiter)
+                           call_limiter, tools)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
@@ -140,12 +150,15 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
                                 operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
+        _tell_tool_problems(run, tools)
         if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
             run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
                                                 f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
                                                 "still is"))
         return _drive(workspace, run, {"round": 0})
     finally:
+        if tools is not None:
+            tools.close()
         graph.close()
 
 
@@ -159,6 +172,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
     new round limit). The mission file's unattended answers not yet used are used again."""
     workspace = Workspace.at(home, url, reading=True)
     graph = _mission_graph(workspace, mission_id)
+    tools = None
     try:
         node = graph.get(mission_id)
         spec = parse_mission(json.loads(node["spec"]), source=mission_id)
@@ -180,8 +194,9 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         settings = settings.from_environment().with_overrides(**(model_settings or {}))
         chat_model, settings, _ = _chat_model(model if model is not None else stored, settings, None)
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
+        tools = _tool_host(workspace, mission_id, spec).start()  # connected again, as at the start
         run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers[used:],
-                           call_limiter)
+                           call_limiter, tools)
         pending = status.pending_halt
         # A run killed between asking the Chair's question and taking the mission file's answer
         # left it pending: the file's next answer is still there to take, as a clean run would.
@@ -205,13 +220,23 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                 else model_name(chat_model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
+        _tell_tool_problems(run, tools)
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
                       {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
             return _drive(workspace, run, None, reopen=True)
         return _drive(workspace, run, Command(resume=answer) if answer is not None else None)
     finally:
+        if tools is not None:
+            tools.close()
         graph.close()
+
+
+def _tell_tool_problems(run: MissionRun, tools: ToolHost) -> None:
+    """The servers left out at the start, then each later problem, as warnings of the run."""
+    for line in tools.problems:
+        run.emit(Warned(run.mission_id, message=line))
+    tools.on_problem = lambda line: run.emit(Warned(run.mission_id, message=line))
 
 
 def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:
