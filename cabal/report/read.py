@@ -17,12 +17,14 @@ from collections.abc import Iterable
 from cabal.graph import ContextGraph, reads
 from cabal.report.model import (
     Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, Product, Question,
-    Response, Review, RoundSpend, Spend, Turn, Usage, Version,
+    Response, Review, RoundSpend, Spend, ToolCall, Turn, Usage, Version,
 )
 from cabal.vocabulary import CHAIR_ID, USER_ID, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
                "cache_read_tokens", "cost_usd", "call_input_tokens"]
+
+TOOL_CALL_FIELDS = ["round", "step", "agent", "server", "tool", "arguments", "why", "outcome", "digest"]
 
 
 def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
@@ -32,6 +34,7 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
     found = graph.read_many({
         "mission": reads.node_by_id(mission_id),
         "turns": reads.find("moment", {"type": "turn"}, fields=TURN_FIELDS),
+        "tool_calls": reads.find("moment", {"type": "tool_call"}, fields=TOOL_CALL_FIELDS),
         "reflection": reads.find("reflection", fields=["author", "round", "responses"]),
         **{kind: reads.find(kind) for kind in ("agent", "product", "version", "review", "inspection", "finding",
                                                "collab", "acceptance", "message", "halt")},
@@ -51,6 +54,8 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
                         if h.get("type") == "question"),
         turns=tuple(turns),
         usage=_usage(turns),
+        tool_calls=tuple(sorted((_tool_call(c) for c in found["tool_calls"]),
+                                key=lambda c: (c.round, step_position(c.step), c.agent, natural_key(c.id)))),
     )
 
 
@@ -207,6 +212,13 @@ def _turn(node: dict) -> Turn:
         output_tokens=int(node.get("output_tokens") or 0), cache_read_tokens=int(node.get("cache_read_tokens") or 0),
         cost_usd=float(node.get("cost_usd") or 0),
     )
+
+
+def _tool_call(node: dict) -> ToolCall:
+    return ToolCall(id=node["id"], round=int(node.get("round") or 0), step=str(node.get("step")),
+                    agent=str(node.get("agent")), server=str(node.get("server")), tool=str(node.get("tool")),
+                    arguments=str(node.get("arguments") or "{}"), why=str(node.get("why") or ""),
+                    outcome=str(node.get("outcome")), digest=str(node.get("digest") or ""))
 
 
 def _usage(turns: list[Turn]) -> Usage:

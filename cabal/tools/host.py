@@ -48,6 +48,7 @@ WHY_SCHEMA = {"type": "string", "description": "why you call this tool now (reco
                                                "the tool)"}
 OFFERED_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CLOSE_WAIT_S = 10.0
+STARTUP_S = 30.0  # a server's start and first answers (an interpreter and its imports), whatever a call's timeout
 PYTHON_COMMANDS = ("python", "python3")
 
 # The SDK logs each unreadable line a server prints, with a traceback, at ERROR: without a
@@ -130,7 +131,7 @@ class ToolHost:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cabal-tools", daemon=True)
         self._thread.start()
-        started = self._run(self._start_all(list(self._servers.values())), timeout=self.timeout_s + CLOSE_WAIT_S)
+        started = self._run(self._start_all(list(self._servers.values())), timeout=self._startup_s + CLOSE_WAIT_S)
         for server, failure in zip(self._servers.values(), started):
             if failure is None:
                 continue
@@ -154,6 +155,10 @@ class ToolHost:
             self._thread.join(timeout=CLOSE_WAIT_S)
         for log in self._logs.values():
             log.close()
+
+    @property
+    def _startup_s(self) -> float:
+        return max(self.timeout_s, STARTUP_S)
 
     # --------------------------------------------------------------------------- offers
 
@@ -203,7 +208,7 @@ class ToolHost:
         with self._lock:
             server.restarted_in = round_number
         self._run(self._close(server), timeout=CLOSE_WAIT_S * 2)
-        failure = self._run(self._connect(server), timeout=self.timeout_s + CLOSE_WAIT_S)
+        failure = self._run(self._connect(server), timeout=self._startup_s + CLOSE_WAIT_S)
         if failure is None:
             with self._lock:
                 server.dead = None
@@ -223,10 +228,10 @@ class ToolHost:
         server.closing = asyncio.Event()
         server.task = self._loop.create_task(self._hold(server, ready))
         try:
-            listed = await asyncio.wait_for(asyncio.shield(ready), self.timeout_s)
+            listed = await asyncio.wait_for(asyncio.shield(ready), self._startup_s)
         except TimeoutError:
             await self._close(server)
-            return f"no answer to initialize within {self.timeout_s:g} s"
+            return f"no answer to initialize within {self._startup_s:g} s"
         except Exception as error:  # noqa: BLE001 - whatever the transport raised, told in one line
             await self._close(server)
             said = self._last_words(server.spec.name)
@@ -312,7 +317,7 @@ class ToolHost:
                 log.seek(0)
                 text = log.read()[-2000:]
             else:
-                text = Path(log.name).read_text(encoding="utf-8", errors="replace")[-2000:]
+                text = (self.log_dir / f"tool-{name}.log").read_text(encoding="utf-8", errors="replace")[-2000:]
         except (OSError, ValueError):
             return ""
         lines = [line.strip() for line in text.splitlines() if line.strip()]
