@@ -31,9 +31,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
 from cabal.errors import ModelError
 from cabal.llm.scripted import FunctionChatModel, ModelRequest
 from cabal.rounds.facts import TreeProduct, TurnFacts
+from cabal.tools.spec import SEPARATOR as TOOL_SEPARATOR
 from cabal.vocabulary import CHAIR_ID
 
 CONTAINER_TYPES = ("Collection", "Orchestration", "Decision")  # may hold Content
@@ -67,7 +70,14 @@ class SimulatedTeam:
         if not isinstance(facts, TurnFacts):
             raise ModelError("the simulated team plays Cabal missions: the call carries no turn facts "
                              "(it is only answered inside the round engine)", provider="simulated")
-        answer = getattr(self, f"_{facts.step}")(facts)
+        if facts.step == "write":
+            offered = _mcp_tool(request)
+            quoted = _tool_answer(request)
+            if offered is not None and quoted is None and facts.assignments:
+                return {"tool": offered["name"], "args": _tool_arguments(offered, facts.assignments[0].product.name)}
+            answer = self._write(facts, quoted)
+        else:
+            answer = getattr(self, f"_{facts.step}")(facts)
         return {"tool": answer[0], "args": answer[1]} if isinstance(answer, tuple) else {"tool": "final_output", "args": answer}
 
     # -------------------------------------------------------------------- the Chair
@@ -165,14 +175,16 @@ class SimulatedTeam:
         return {"reasoning": f"{len(reflections)} product(s) of mine to judge against their definitions of done.",
                 "reflections": reflections}
 
-    def _write(self, facts: TurnFacts) -> dict:
+    def _write(self, facts: TurnFacts, quoted: str | None = None) -> dict:
         versions = []
         for assignment in facts.assignments:
             product = assignment.product
             number = product.latest.number + 1 if product.latest else 1
             content = (
                 f"{product.name}, version {number}, written by {facts.agent} in round {facts.round} for "
-                f"[[p:{product.id}]]. Objective: {assignment.objective or 'the directive'} "
+                f"[[p:{product.id}]]. "
+                + (f"A tool answered: {quoted} " if quoted else "")
+                + f"Objective: {assignment.objective or 'the directive'} "
                 f"What it covers: {product.dod or 'the definition of done'} "
                 f"Point one: the section states who it serves and what they get, in one concrete sentence. "
                 f"Point two: it lists the first action, its owner and the day it happens."
@@ -235,6 +247,31 @@ class SimulatedTeam:
             fallback = CHAIR_ID if CHAIR_ID in speakers else (speakers[0] if speakers else CHAIR_ID)
             messages.append({"asAgent": fallback, "content": "Nothing new was written this round."})
         return {"reasoning": "One message per agent who did something this round.", "messages": messages}
+
+
+def _mcp_tool(request: ModelRequest) -> dict | None:
+    """The first tool of the mission's MCP servers the call offers (``server__tool``), if any."""
+    return next((tool for tool in request.tools if isinstance(tool, dict) and TOOL_SEPARATOR in tool.get("name", "")),
+                None)
+
+
+def _tool_answer(request: ModelRequest) -> str | None:
+    """What the turn's tool call answered (its first line of data, clipped), once it was made."""
+    for message in request.messages:
+        if isinstance(message, ToolMessage) and TOOL_SEPARATOR in str(message.content).split("\n", 1)[0]:
+            lines = str(message.content).split("\n")
+            data = lines[1] if message.status != "error" and len(lines) > 1 else "nothing usable"
+            return _plain(data, 120)
+    return None
+
+
+def _tool_arguments(tool: dict, subject: str) -> dict:
+    """Arguments for a tool from its schema: ``subject`` for each required text, 1 for a number, true for a flag."""
+    schema = tool.get("input_schema") or {}
+    samples = {"string": subject, "integer": 1, "number": 1, "boolean": True}
+    arguments = {name: samples[kind] for name in schema.get("required") or ()
+                 if (kind := (schema.get("properties") or {}).get(name, {}).get("type")) in samples}
+    return {**arguments, "why": f"To ground the version of {subject} in what the tool knows."}
 
 
 def _container(tree: list[TreeProduct]) -> TreeProduct | None:

@@ -307,3 +307,18 @@ def test_kill_9_in_the_middle_of_a_tool_call_then_resume_calls_it_again_and_leav
         assert facts(graph, mission_id) == expected
     assert [(m["id"], m["outcome"], m["digest"]) for m in tool_moments(mission_id, home)] == [
         ("r1.write.operative-1.tool1", "ok", QUOTE)]
+
+
+# ------------------------------------------------------------------------ the simulated team
+
+
+def test_the_simulated_team_calls_an_offered_tool_once_per_write_turn_and_quotes_its_answer(home, tmp_path) -> None:
+    from cabal.rounds.simulated import simulated_team
+
+    result = run_mission(mission(tmp_path, rounds=1), model=simulated_team(initial_products=2), home=home)
+
+    assert result.state == "done"
+    calls = tool_moments(result.mission_id, home)
+    assert [(c["id"], c["arguments"], c["digest"]) for c in calls] == [
+        ("r1.write.operative-1.tool1", '{"product": "Overview 1"}', "Overview 1: no price known")]
+    assert "A tool answered: Overview 1: no price known" in version_one(result.mission_id, home)
