@@ -328,8 +328,9 @@ class ToolHost:
         if session is None:
             return ConnectionError("the server is not connected")
         try:
-            return await asyncio.wait_for(session.call_tool(tool, arguments, read_timeout_seconds=self.timeout_s),
-                                          self.timeout_s + 1)
+            # The SDK's own read timeout bounds the call (an asyncio.wait_for around it would cost
+            # a task per call); the caller's thread waits a little longer, whatever happens here.
+            return await session.call_tool(tool, arguments, read_timeout_seconds=self.timeout_s)
         except Exception as error:  # noqa: BLE001 - returned, judged by the caller's thread
             return _leaf(error)
 
