@@ -152,7 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with watching(args) as watch:
         try:
             result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
-                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener())
+                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener(),
+                                        sources=args.source)
         except KeyboardInterrupt:
             return _interrupted(watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
@@ -218,6 +219,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                   "cache_read_tokens": result.usage.cache_read_tokens, "calls": result.usage.calls,
                   "cost_usd": result.cost_usd},
         "products": tree,
+        "sources": [{"id": s.source_id, "version": s.version, "name": s.name, "round": s.round, "cited": s.cited}
+                    for s in mission.sources if not s.superseded],
     }
     if args.json:
         print(json.dumps(data, indent=2))
@@ -230,6 +233,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in tree:
         print(printable(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
                         f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
+    current = [s for s in mission.sources if not s.superseded]
+    if current:
+        print(f"sources: {len(current)}, {len({s.source_id for s in mission.sources if s.cited})} cited")
+    for source in (s for s in current if s.version > 1):
+        print(printable(f"  {source.source_id} {source.name} changed: now version {source.version} "
+                        f"(read again at round {source.round}; what cited version {source.version - 1} still does)"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
     print(f"read the products: cabal show {result.mission_id}")
@@ -309,6 +318,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     run = common(commands.add_parser("run", help="run a mission file"), model=True, runs=True)
     run.add_argument("mission", help="mission file (YAML)")
     run.add_argument("--rounds", type=int, help="override the mission's round limit")
+    run.add_argument("--source", action="append", default=[], metavar="PATH",
+                     help="a file or folder the team reads and cites, beside the mission file's sources "
+                          "(repeatable)")
     run.set_defaults(func=cmd_run)
 
     resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"),

@@ -41,13 +41,23 @@ def report_context(report: MissionReport) -> dict[str, Any]:
         escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
         return f"[{escaped}](#{product_anchor(report, product)})"
 
+    def cited(cited_id: str, label: str) -> str:  # a citation in Markdown, to the cited text in the appendix
+        escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
+        return f"[{escaped}](#{cited_anchor(cited_id)})"
+
     return dict(
         report=report, mission=report.mission, tree=tree_svg(report), timeline=timeline_svg(report),
         anchor=lambda product: product_anchor(report, product), readable=report.readable,
-        content=lambda text: markdown_html(report.readable(text, link=linked)),
+        content=lambda text: markdown_html(report.readable(text, link=linked, cite=cited)),
+        cited_anchor=cited_anchor,
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),
         status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=__version__,
     )
+
+
+def cited_anchor(cited_id: str) -> str:
+    """The anchor of a cited source or section in the report's Sources section: ``cited-s2-v2-3``."""
+    return "cited-" + re.sub(r"[^A-Za-z0-9]+", "-", cited_id).strip("-")
 
 
 def markdown_html(text: str) -> Markup:

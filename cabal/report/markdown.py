@@ -37,6 +37,7 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
         lines += ["### Removed products", ""]
         lines += [f"- {p.name} [{p.type}], added in round {p.round}" for p in removed]
         lines.append("")
+    lines += sources_section(report)
     lines += ["## Conversation", ""]
     current = None
     for line in report.conversation:
@@ -75,10 +76,30 @@ def render_products(report: MissionReport, products: Iterable[Product], *, histo
         lines = header(report) + products_section(report, chosen, history=history, version=version)
         if history and report.tool_calls:  # --history: what the agents looked up, beside what they wrote
             lines += tool_calls_section(report)
+        lines += sources_section(report)
     else:
         lines = [line for product in chosen
                  for line in product_markdown(report, product, history=history, version=version)]
     return printable("\n".join(lines).rstrip() + "\n")
+
+
+def sources_section(report: MissionReport) -> list[str]:
+    """The user's sources, one line each, then the sections versions cite, quoted (what a
+    citation such as ``[s2 interview-notes.md §2]`` in a version stands for)."""
+    if not report.sources:
+        return []
+    lines = ["## Sources", ""]
+    for source in report.sources:
+        state = " (superseded by a later version)" if source.superseded else ""
+        lines.append(f"- {source.source_id}{f' v{source.version}' if source.version > 1 else ''} {source.name}: "
+                     f"{source.size} bytes, {source.sections} section(s){state}" + (f". {source.note}" if source.note else ""))
+    cited = [(source, section) for source in report.sources for section in source.cited_sections]
+    if cited:
+        lines += ["", "### Cited sections", ""]
+        for source, section in cited:
+            lines += [f"[{report.citation_label(section.id)}]", "",
+                      *(f"> {line}" for line in section.text.splitlines()), ""]
+    return [*lines, ""]
 
 
 def header(report: MissionReport) -> list[str]:

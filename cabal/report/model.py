@@ -253,6 +253,37 @@ class ToolCall(_Value):
         return f"{self.server}__{self.tool}"
 
 
+# ------------------------------------------------------------------------- the user's sources
+
+
+class SourceSection(_Value):
+    """A section of a source that a version cites, with its text."""
+
+    id: str = Field(description="its graph id: s2#3, or s2.v2#3 for the second version of s2")
+    position: int
+    heading: str | None = None
+    text: str
+
+
+class Source(_Value):
+    """One version of one of the user's files, read into the mission."""
+
+    id: str = Field(description="its graph id: s2, or s2.v2 for the second version of the file")
+    source_id: str = Field(description="the stable id the team cites: s2")
+    version: int
+    name: str
+    note: str | None = None
+    format: str
+    size: int
+    sha256: str
+    round: int = Field(0, description="the round it was read in (0: at the start; later: a changed file on resume)")
+    first_heading: str | None = None
+    sections: int
+    superseded: bool = Field(False, description="a later version of the file replaced it")
+    cited: bool = Field(False, description="a version cites it or one of its sections")
+    cited_sections: tuple[SourceSection, ...] = Field((), description="the sections versions cite, in order")
+
+
 # ---------------------------------------------------------------------------- the mission
 
 
@@ -300,6 +331,7 @@ class MissionReport(_Value):
     usage: Usage
     tool_calls: tuple[ToolCall, ...] = Field((), description="calls to the mission's MCP tools, in the order "
                                                              "of the turns that made them")
+    sources: tuple[Source, ...] = Field((), description="the user's files, every version, in ingest order")
 
     @property
     def live_products(self) -> tuple[Product, ...]:
@@ -322,16 +354,22 @@ class MissionReport(_Value):
         raise ResourceNotFound("product", reference, known=[p.name for p in starting or self.live_products],
                                closest_first=True)
 
-    def readable(self, text: str | None, link: Callable[[Product, str], str] | None = None) -> str:
+    def readable(self, text: str | None, link: Callable[[Product, str], str] | None = None,
+                 cite: Callable[[str, str], str] | None = None) -> str:
         """``text`` with its references written as names: ``[[p:id]]`` the product's name,
-        ``[[v:id]]`` the product's name and version number, ``[[u:user]]`` "you". ``link(product,
-        label)`` may wrap what names a product (the HTML report links it to the product's section)."""
+        ``[[v:id]]`` the product's name and version number, ``[[u:user]]`` "you", ``[[s:id]]`` the
+        source's name (and section). ``link(product, label)`` may wrap what names a product (the
+        HTML report links it to the product's section); ``cite(cited_id, label)`` what names a
+        source (the HTML report links it to the cited text in its appendix)."""
         if not text or "[[" not in text:
             return text or ""
         products = {p.id: p for p in self.products}
         versions = {v.id: (p, v) for p in self.products for v in p.versions}
 
         def name(ref: Ref) -> str | None:
+            if ref.kind == "s":
+                label = self.citation_label(ref.id)
+                return None if label is None else cite(ref.id, label) if cite is not None else f"[{label}]"
             if ref.kind == "p" and ref.id in products:
                 product, label = products[ref.id], products[ref.id].name
             elif ref.kind == "v" and ref.id in versions:
@@ -346,6 +384,18 @@ class MissionReport(_Value):
             return link(product, label) if link is not None else label
 
         return substitute_refs(text, name)
+
+    def citation_label(self, cited: str) -> str | None:
+        """How a citation reads: ``interview-notes.md §2 (What hurts)``; None for an unknown id."""
+        node_id, _, section = cited.partition("#")
+        source = next((s for s in self.sources if s.id == node_id), None)
+        if source is None:
+            return None
+        label = f"{source.source_id} {source.name}" + (f" v{source.version}" if source.version > 1 else "")
+        if not section:
+            return label
+        part = next((c for c in source.cited_sections if c.id == cited), None)
+        return f"{label} §{section}" + (f" ({part.heading})" if part is not None and part.heading else "")
 
     def subtree(self, product: Product) -> tuple[Product, ...]:
         """``product`` and every product below it, in tree order."""

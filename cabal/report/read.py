@@ -17,8 +17,10 @@ from collections.abc import Iterable
 from cabal.graph import ContextGraph, reads
 from cabal.report.model import (
     Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, Product, Question,
-    Response, Review, RoundSpend, Spend, ToolCall, Turn, Usage, Version,
+    Response, Review, RoundSpend, Source, SourceSection, Spend, ToolCall, Turn, Usage, Version,
 )
+from cabal.refs import parse_refs
+from cabal.sources.model import source_node_id
 from cabal.vocabulary import CHAIR_ID, USER_ID, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
@@ -37,7 +39,7 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         "tool_calls": reads.find("moment", {"type": "tool_call"}, fields=TOOL_CALL_FIELDS),
         "reflection": reads.find("reflection", fields=["author", "round", "responses"]),
         **{kind: reads.find(kind) for kind in ("agent", "product", "version", "review", "inspection", "finding",
-                                               "collab", "acceptance", "message", "halt")},
+                                               "collab", "acceptance", "message", "halt", "source")},
     })
     node = found["mission"][0] if found["mission"] else {}
     turns = sorted((_turn(t) for t in found["turns"]), key=lambda t: (t.round, step_position(t.step), t.agent, t.id))
@@ -54,9 +56,34 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
                         if h.get("type") == "question"),
         turns=tuple(turns),
         usage=_usage(turns),
+        sources=_sources(graph, found["source"], found["version"]),
         tool_calls=tuple(sorted((_tool_call(c) for c in found["tool_calls"]),
                                 key=lambda c: (c.round, step_position(c.step), c.agent, natural_key(c.id)))),
     )
+
+
+def _sources(graph: ContextGraph, nodes: list[dict], versions: list[dict]) -> tuple[Source, ...]:
+    """Every version of every source; with the sections versions cite (read by id: a report holds
+    the cited text, never whole files)."""
+    if not nodes:
+        return ()
+    cited = {ref.id for v in versions for ref in parse_refs(str(v.get("content") or "")) if ref.kind == "s"}
+    sections = {c["id"]: c for c in graph.get_many(sorted(c for c in cited if "#" in c))}
+    superseded = {source_node_id(str(n["source_id"]), int(n["version"]) - 1) for n in nodes
+                  if int(n.get("version") or 1) > 1}
+    rows = []
+    for node in sorted(nodes, key=lambda n: (natural_key(str(n["source_id"])), int(n.get("version") or 1))):
+        mine = sorted((c for c in sections.values() if c.get("source_id") == node["id"]), key=lambda c: c["position"])
+        rows.append(Source(
+            id=node["id"], source_id=str(node["source_id"]), version=int(node.get("version") or 1),
+            name=str(node.get("name")), note=node.get("note") or None, format=str(node.get("type")),
+            size=int(node.get("size") or 0), sha256=str(node.get("sha256")), round=int(node.get("round") or 0),
+            first_heading=node.get("first_heading") or None, sections=int(node.get("chunk_count") or 0),
+            superseded=node["id"] in superseded,
+            cited=node["id"] in cited or bool(mine),
+            cited_sections=tuple(SourceSection(id=c["id"], position=int(c["position"]), heading=c.get("heading") or None,
+                                               text=str(c.get("text") or "")) for c in mine)))
+    return tuple(rows)
 
 
 def natural_key(text: str) -> list:

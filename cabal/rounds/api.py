@@ -38,10 +38,12 @@ from cabal.rounds.events import (MissionEvent, MissionInterrupted, MissionResume
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend
+from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
+from cabal.sources import collect, latest_versions, typed_wanted
 from cabal.tools.host import ToolHost
 from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
@@ -98,7 +100,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, sources: list[str] | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -110,6 +112,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``mission_id``: the id to give it (``m-`` then letters, digits, ``_`` and ``-``), for a
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
+    ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
+    relative to the current folder.
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -118,6 +122,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         spec = parse_mission(mission)
     else:
         spec = mission
+    wanted = spec.wanted_sources(base) + typed_wanted(list(sources or []))
+    collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
@@ -142,15 +148,21 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 run.prompts.skill_text(skill)
         agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": run.team.cards[a.role].persona,
                    "skills": list(a.skills)} for a in run.team.agents]
-        run.write("start_mission", {
+        start = run.membrane.prepare("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
             "agents": agents, "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
         }, {}, session_id=f"{mission_id}.start")
+        # One write: the mission exists with all its sources, or not at all.
+        clusters = [start, *(ingest_clusters(run.membrane, mission_id, collected) if collected else [])]
+        run.membrane.commit(clusters)
+        run.committed(clusters)
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
                                 operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
         _tell_tool_problems(run, tools)
+        for line in skipped_lines(collected) if collected else []:
+            run.emit(Warned(mission_id, message=line))
         if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
             run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
                                                 f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
@@ -221,6 +233,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
         _tell_tool_problems(run, tools)
+        _recheck_sources(run, int(node.get("round") or 0))
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
                       {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
@@ -237,6 +250,17 @@ def _tell_tool_problems(run: MissionRun, tools: ToolHost) -> None:
     for line in tools.problems:
         run.emit(Warned(run.mission_id, message=line))
     tools.on_problem = lambda line: run.emit(Warned(run.mission_id, message=line))
+
+
+def _recheck_sources(run: MissionRun, round_number: int) -> None:
+    """The hash check of a resume: a source whose file changed gets its new version now."""
+    current = latest_versions(run.graph.find("source"))
+    clusters, lines = changed_sources(run.membrane, run.mission_id, current, round_number)
+    if clusters:
+        run.membrane.commit(clusters)
+        run.committed(clusters)
+    for line in lines:
+        run.emit(Warned(run.mission_id, message=line))
 
 
 def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:

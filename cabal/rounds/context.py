@@ -24,8 +24,10 @@ from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
 from cabal.rounds.facts import Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts, VersionRef
 from cabal.rounds.facts import Assignment as AssignmentFact
+from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.ids import TempIds
 from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.sources import read_source_text, search_text, source_line
 from cabal.rounds.team import Team
 from cabal.vocabulary import CHAIR_ID, USER_ID, Role, Step
 from cabal.yaml_reader import read_text_file
@@ -36,6 +38,7 @@ CONTENT_CHARS = 2400  # one version's content, beyond which it is cut (full_cont
 SECTION_CHARS = 6000  # any one detail section
 ITEM_CHARS = 400  # one collab comment, remark or finding
 OPEN_FEEDBACK_SHOWN = 8  # a product's latest open collabs shown with it
+REQUESTED_CONTEXT = "REQUESTED CONTEXT"  # how the answer to request_context starts
 
 
 def clip(text: str | None, limit: int) -> str:
@@ -136,7 +139,8 @@ class ContextBuilder:
                    or self.snapshot.agents.get(agent_id, {}).get("persona") or card.persona)
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
                                             persona=str(persona), step=step, skills=agent.skills)
-        ids = TempIds(agents=frozenset(self.team.ids()))
+        ids = TempIds(agents=frozenset(self.team.ids()),
+                      sources={s["source_id"]: s for s in self.snapshot.current_sources()})
         self._facts = FactsDraft()
         limit = self.snapshot.mission.get("rounds")
         sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
@@ -310,9 +314,22 @@ class ContextBuilder:
 
     # ---------------------------------------------------------------- per-step detail
 
+    def _sources(self) -> str:
+        """The user's sources, one line each: what to request (need source, search_sources) and cite."""
+        sources = self.snapshot.current_sources()
+        if not sources:
+            return ""
+        self._facts.sources += [SourceFact(s["source_id"], str(s["name"]), str(s.get("note") or ""),
+                                           int(s.get("chunk_count") or 0), str(s.get("first_heading") or ""))
+                                for s in sources]
+        lines = [source_line(s) for s in sources]
+        return self._section("The user's sources (read them with request_context: need source with sourceId s1 or "
+                             "a section s1#2, or need search_sources with a query; cite them as [[s:s1]] or "
+                             "[[s:s1#2]])", lines)
+
     def _detail_bootstrap(self, agent_id: str, ids: TempIds) -> list[str]:
         team = [f"- {a.id} ({a.role})" for a in self.team.agents]
-        return ["## The team\n" + "\n".join(team), self._answered_halts()]
+        return ["## The team\n" + "\n".join(team), self._sources(), self._answered_halts()]
 
     def _detail_reflect(self, agent_id: str, ids: TempIds) -> list[str]:
         mine = [p for p in self.snapshot.owned_by(agent_id) if p.get("status") == "open"]
@@ -357,6 +374,7 @@ class ContextBuilder:
             self._section("Open feedback (importance 5+ and from the user)", feedback),
             self._section("Active assignments", assignments),
             "## Operatives\n" + "\n".join(operatives),
+            self._sources(),
             self._answered_halts(),
         ]
 
@@ -382,7 +400,7 @@ class ContextBuilder:
                 if other:
                     blocks.append("Attached: " + self._product_detail(other, ids, with_content="content" in attached.get("include", [])))
                     compact.append(f"Attached: {ids.short('p', other['id'])} {other['name']}")
-        return [self._section("Your assignments this round", blocks, compact)]
+        return [self._section("Your assignments this round", blocks, compact), self._sources() if blocks else ""]
 
     def _detail_peer_review(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = [v for v in self.snapshot.new_versions()
@@ -487,6 +505,12 @@ class ContextBuilder:
         """Answer ``request_context``: each request resolved from the graph, ids kept short."""
         parts = []
         for request in requests:
+            if request.need == "source":
+                parts.append(f"### source {read_source_text(self.graph, request.source_id, ids.sources, 4 * CONTENT_CHARS)}")
+                continue
+            if request.need == "search_sources":
+                parts.append(f"### {search_text(self.graph, request.query, ITEM_CHARS * 2)}")
+                continue
             real = ids.real(request.product_id)
             product = self.snapshot.products.get(real or "")
             if product is None:
@@ -508,7 +532,7 @@ class ContextBuilder:
                 contents = self._contents(latest)
                 body = "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in latest) or "no peer content"
             parts.append(f"{title}\n{clip(body, 4 * CONTENT_CHARS)}")
-        return "REQUESTED CONTEXT\n\n" + "\n\n".join(parts)
+        return f"{REQUESTED_CONTEXT}\n\n" + "\n\n".join(parts)
 
 
 def _charter_map(mission: dict, key: str) -> dict:

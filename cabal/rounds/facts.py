@@ -88,6 +88,17 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Source:
+    """One of the user's sources as the turn lists it: the id to request and cite."""
+
+    id: str  # s2
+    name: str
+    note: str
+    sections: int
+    first_heading: str
+
+
+@dataclass(frozen=True)
 class TurnFacts:
     round: int
     step: Step
@@ -102,6 +113,7 @@ class TurnFacts:
     candidates: tuple[Candidate, ...] = ()  # Plan: versions awaiting a decision
     events: tuple[Event, ...] = ()  # Presentation: what happened this round
     speakers: tuple[str, ...] = ()  # Presentation: whom the agent may speak as
+    sources: tuple[Source, ...] = ()  # Bootstrap, Plan, Write: the user's sources listed
 
     def operatives(self) -> list[str]:
         return [agent for agent, role in self.team if role == Role.OPERATIVE]
@@ -119,6 +131,7 @@ class FactsDraft:
     candidates: list[Candidate] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     speakers: list[str] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...]) -> TurnFacts:

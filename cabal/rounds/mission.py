@@ -14,6 +14,9 @@ budget: {tokens: 400000, cost_usd: 5}
 model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
+sources:                                # optional: the user's files (docs/guide/sources.md)
+  - docs/                               # a folder, a file or a glob, relative to this file
+  - {path: data/prices.csv, note: Competitor prices, checked in May}
 ```
 """
 
@@ -22,13 +25,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from cabal.errors import ConfigError
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
 from cabal.tools.spec import DEFAULT_MAX_TOOL_CALLS, DEFAULT_TOOL_TIMEOUT_S, ToolServerSpec, unique_names
+from cabal.sources import SourceEntry, SourceLimits, Wanted, mission_wanted
 from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
 from cabal.yaml_reader import line_at, read_settings_file
 
@@ -87,6 +91,15 @@ class MissionSpec(BaseModel):
                                                                                 "one turn")
     tool_timeout_s: float = Field(DEFAULT_TOOL_TIMEOUT_S, gt=0, le=600, description="how long one tool call may "
                                                                                     "take, in seconds")
+    sources: list[SourceEntry | str] = Field(
+        default_factory=list, max_length=200,
+        description="the user's files the team reads and cites: files, folders or globs relative to the mission "
+                    "file, each a path or a mapping with path and note")
+    source_limits: SourceLimits = Field(default_factory=SourceLimits,
+                                        description="how much the sources may hold: files, MB per file, MB in all")
+    # Where the file named each source (its line), for located errors; set by load_mission.
+    _source_lines: dict[int, int] = PrivateAttr(default_factory=dict)
+    _origin: str = PrivateAttr("<mission>")
 
     @field_validator("request", "name", "answers")
     @classmethod
@@ -109,6 +122,11 @@ class MissionSpec(BaseModel):
             return self.model
         return ModelSettings(name=self.model) if self.model else ModelSettings()
 
+    def wanted_sources(self, base: Path | None) -> list[Wanted]:
+        """The ``sources:`` entries to collect, relative to the mission file's folder (``base``)
+        and located by its lines."""
+        return mission_wanted(self.sources, base or Path.cwd(), self._origin, self._source_lines)
+
 
 def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     """Read a mission file; returns the spec and the file's folder (for relative paths).
@@ -118,6 +136,9 @@ def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     data = read_settings_file(path, "mission file", "request")
     data.setdefault("name", path.stem.removesuffix(".mission"))
     spec = parse_mission(data, source=str(path))
+    spec._origin = str(path)
+    spec._source_lines = {index: line for index in range(len(spec.sources))
+                          if (line := line_at(data, ("sources", index)))}
     return with_tool_folders(spec, path.parent.resolve()), path.parent.resolve()
 
 

@@ -20,6 +20,11 @@ What each role does:
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
   answering every open collab they are shown; Write a 300-600 character version of each
   assignment; Peer Review approves every version shown, with a suggestion now and then.
+  When the mission has sources, a writer first requests the first source and searches the
+  sources for its product's words, then cites the source and the best section found as
+  ``[[s:...]]`` in each version. When a tool of the mission's MCP servers is offered, a writer
+  calls the first one once (the assignment's name for each required text argument) and quotes
+  its answer in each version.
 - Watchdog: inspects every new version: ``approved``, with one minor finding.
 - Envoy: one message per speaker who did something this round.
 """
@@ -35,6 +40,8 @@ from langchain_core.messages import ToolMessage
 
 from cabal.errors import ModelError
 from cabal.llm.scripted import FunctionChatModel, ModelRequest
+from cabal.refs import parse_refs
+from cabal.rounds.context import REQUESTED_CONTEXT
 from cabal.rounds.facts import TreeProduct, TurnFacts
 from cabal.tools.spec import SEPARATOR as TOOL_SEPARATOR
 from cabal.vocabulary import CHAIR_ID
@@ -70,14 +77,20 @@ class SimulatedTeam:
         if not isinstance(facts, TurnFacts):
             raise ModelError("the simulated team plays Cabal missions: the call carries no turn facts "
                              "(it is only answered inside the round engine)", provider="simulated")
-        if facts.step == "write":
-            offered = _mcp_tool(request)
-            quoted = _tool_answer(request)
-            if offered is not None and quoted is None and facts.assignments:
+        if facts.step == "write" and facts.assignments:
+            cited: tuple[str, ...] = ()
+            if facts.sources:
+                read = _requested_context(request.messages)
+                if read is None:
+                    return {"tool": "request_context", "args": {"requests": _source_requests(facts)}}
+                searched = read.split("### search", 1)[-1]  # the search's best section, not the source read whole
+                found = [r.render() for r in parse_refs(searched) if r.kind == "s" and "#" in r.id]
+                cited = (f"[[s:{facts.sources[0].id}]]", *found[:1])
+            offered, quoted = _mcp_tool(request), _tool_answer(request)
+            if offered is not None and quoted is None:
                 return {"tool": offered["name"], "args": _tool_arguments(offered, facts.assignments[0].product.name)}
-            answer = self._write(facts, quoted)
-        else:
-            answer = getattr(self, f"_{facts.step}")(facts)
+            return {"tool": "final_output", "args": self._write(facts, cited=cited, quoted=quoted)}
+        answer = getattr(self, f"_{facts.step}")(facts)
         return {"tool": answer[0], "args": answer[1]} if isinstance(answer, tuple) else {"tool": "final_output", "args": answer}
 
     # -------------------------------------------------------------------- the Chair
@@ -175,14 +188,14 @@ class SimulatedTeam:
         return {"reasoning": f"{len(reflections)} product(s) of mine to judge against their definitions of done.",
                 "reflections": reflections}
 
-    def _write(self, facts: TurnFacts, quoted: str | None = None) -> dict:
+    def _write(self, facts: TurnFacts, cited: tuple[str, ...] = (), quoted: str | None = None) -> dict:
         versions = []
         for assignment in facts.assignments:
             product = assignment.product
             number = product.latest.number + 1 if product.latest else 1
             content = (
                 f"{product.name}, version {number}, written by {facts.agent} in round {facts.round} for "
-                f"[[p:{product.id}]]. "
+                f"[[p:{product.id}]]. " + (f"From the user's material: {' and '.join(cited)}. " if cited else "")
                 + (f"A tool answered: {quoted} " if quoted else "")
                 + f"Objective: {assignment.objective or 'the directive'} "
                 f"What it covers: {product.dod or 'the definition of done'} "
@@ -272,6 +285,22 @@ def _tool_arguments(tool: dict, subject: str) -> dict:
     arguments = {name: samples[kind] for name in schema.get("required") or ()
                  if (kind := (schema.get("properties") or {}).get(name, {}).get("type")) in samples}
     return {**arguments, "why": f"To ground the version of {subject} in what the tool knows."}
+
+
+def _requested_context(messages: tuple) -> str | None:
+    """The text of the context this turn already requested (a tool result), or None."""
+    for message in messages:
+        if isinstance(message, ToolMessage) and str(message.content).startswith(REQUESTED_CONTEXT):
+            return str(message.content)
+    return None
+
+
+def _source_requests(facts: TurnFacts) -> list[dict]:
+    """Read the first source, and search the sources for the first assignment's words."""
+    product = facts.assignments[0].product
+    return [{"need": "source", "sourceId": facts.sources[0].id, "reason": "The user's material comes first."},
+            {"need": "search_sources", "query": f"{product.name} {facts.request}"[:200],
+             "reason": f"What the sources say about {product.name}."}]
 
 
 def _container(tree: list[TreeProduct]) -> TreeProduct | None:
