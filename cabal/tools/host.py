@@ -179,7 +179,7 @@ class ToolHost:
         if server is None or tool not in server.tools or self._loop is None:
             return _failed(f"no tool {name!r} is offered", started)
         if server.dead is not None:
-            if server.restarted_in == round_number or server.spec.command is None and server.restarted_in is not None:
+            if server.restarted_in == round_number:
                 return _failed(f"tool server {server_name!r} is unavailable: {server.dead}", started)
             failure = self._restart(server, round_number)
             if failure is not None:

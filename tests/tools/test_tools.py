@@ -322,3 +322,32 @@ def test_the_simulated_team_calls_an_offered_tool_once_per_write_turn_and_quotes
     assert [(c["id"], c["arguments"], c["digest"]) for c in calls] == [
         ("r1.write.operative-1.tool1", '{"product": "Overview 1"}', "Overview 1: no price known")]
     assert "A tool answered: Overview 1: no price known" in version_one(result.mission_id, home)
+
+
+def test_a_dead_stdio_server_is_started_again_at_most_once_a_round() -> None:
+    spec = ToolServerSpec(name="crash", command="python", args=(str(SERVERS), "stdio", "crashing"))
+    reported = []
+
+    with ToolHost([spec], timeout_s=10, on_problem=reported.append).start() as host:
+        answers = [host.call("crash__lookup", {"product": "notely"}, round_number=round_number).text
+                   for round_number in (1, 1, 1, 2)]
+
+    died = "tool server 'crash' stopped during the call: MCPError: Connection closed"
+    assert answers == [died,  # round 1: it dies in the call
+                       died,  # started again (round 1's one restart), and dies again
+                       "tool server 'crash' is unavailable: MCPError: Connection closed",  # no second restart
+                       died]  # round 2: started again
+    assert len(reported) == 3
+
+
+def test_cabals_own_mcp_server_is_never_offered_to_the_team(graph_server) -> None:
+    spec = ToolServerSpec(name="cabal", command="python", args=("-m", "cabal.cli", "mcp", "--home",
+                                                                 str(graph_server.home)),
+                          env={"PYTHONPATH": str(HERE.parents[1])})
+    reported = []
+
+    with ToolHost([spec], timeout_s=10, on_problem=reported.append).start() as host:
+        assert host.tools_for("operative-1", Role.OPERATIVE, Step.WRITE) == []
+
+    assert reported == ["tool server 'cabal' is left out: ValueError: it is Cabal's own MCP server, whose "
+                        "protocols are never offered to the team"]
