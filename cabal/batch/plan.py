@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cabal.errors import CabalError, ConfigError, ProtocolLoadError
 from cabal.llm.settings import ModelSettings
-from cabal.rounds.mission import MissionSpec, load_mission, located_problems, parse_mission
+from cabal.rounds.mission import MissionSpec, load_mission, located_problems, parse_mission, with_tool_folders
 from cabal.yaml_reader import read_settings_file, read_text_file
 
 BATCH_PREFIX = "b-"
@@ -330,8 +330,16 @@ def read_requests(path: Path, column: str, name_column: str | None = None) -> li
 
 
 def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
-    """``spec`` with a relative ``scripted:`` path made absolute against ``base``, so a worker
-    anywhere finds the script."""
+    """``spec`` with a relative ``scripted:`` path and relative source paths made absolute
+    against ``base``, so a worker anywhere finds the script and the sources. A source path is
+    joined, not resolved: a '..' in it is still refused when the sources are read. A stdio tool
+    server runs in ``base`` too (``with_tool_folders``)."""
+    spec = with_tool_folders(spec, base)
+    sources = [entry if Path(entry if isinstance(entry, str) else entry.path).is_absolute()
+               else str(base / entry) if isinstance(entry, str)
+               else entry.model_copy(update={"path": str(base / entry.path)}) for entry in spec.sources]
+    if sources != spec.sources:
+        spec = spec.model_copy(update={"sources": sources})
     settings = spec.model_settings()
     if not settings.name.startswith("scripted:") or Path(settings.name.removeprefix("scripted:")).is_absolute():
         return spec

@@ -43,7 +43,7 @@ from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
-from cabal.sources import collect, latest_versions, typed_wanted
+from cabal.sources import Wanted, collect, latest_versions, typed_wanted
 from cabal.tools.host import ToolHost
 from cabal.tracing import recorder_from_environment
 from cabal.vocabulary import USER_ID, MissionState, StopReason
@@ -100,7 +100,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None, sources: list[str] | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, sources: list[str | Wanted] | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -113,7 +113,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
     ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
-    relative to the current folder.
+    relative to the current folder, or entries already made (``cabal.sources.folder_wanted``).
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -255,7 +255,8 @@ def _tell_tool_problems(run: MissionRun, tools: ToolHost) -> None:
 def _recheck_sources(run: MissionRun, round_number: int) -> None:
     """The hash check of a resume: a source whose file changed gets its new version now."""
     current = latest_versions(run.graph.find("source"))
-    clusters, lines = changed_sources(run.membrane, run.mission_id, current, round_number)
+    clusters, lines = changed_sources(run.membrane, run.mission_id, current, round_number,
+                                      max_bytes=run.spec.source_limits.file_bytes)
     if clusters:
         run.membrane.commit(clusters)
         run.committed(clusters)

@@ -25,16 +25,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+import yaml
+
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from cabal.errors import ConfigError
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
-from cabal.tools.spec import DEFAULT_MAX_TOOL_CALLS, DEFAULT_TOOL_TIMEOUT_S, ToolServerSpec, unique_names
 from cabal.sources import SourceEntry, SourceLimits, Wanted, mission_wanted
+from cabal.tools.spec import DEFAULT_MAX_TOOL_CALLS, DEFAULT_TOOL_TIMEOUT_S, ToolServerSpec, unique_names
 from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
-from cabal.yaml_reader import line_at, read_settings_file
+from cabal.yaml_reader import line_at, read_settings_file, read_text_file
 
 
 
@@ -137,8 +139,9 @@ def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     data.setdefault("name", path.stem.removesuffix(".mission"))
     spec = parse_mission(data, source=str(path))
     spec._origin = str(path)
-    spec._source_lines = {index: line for index in range(len(spec.sources))
-                          if (line := line_at(data, ("sources", index)))}
+    if spec.sources:
+        spec._source_lines = _source_item_lines(path) or {
+            index: line for index in range(len(spec.sources)) if (line := line_at(data, ("sources", index)))}
     return with_tool_folders(spec, path.parent.resolve()), path.parent.resolve()
 
 
@@ -150,6 +153,21 @@ def with_tool_folders(spec: MissionSpec, base: Path) -> MissionSpec:
     servers = [server.model_copy(update={"cwd": str(base / (server.cwd or "."))}) if server.command else server
                for server in spec.tools]
     return spec.model_copy(update={"tools": servers})
+
+
+def _source_item_lines(path: Path) -> dict[int, int]:
+    """The line of each ``sources:`` item, plain paths included (the file's lines record mappings
+    only): from the YAML's node tree, which names every item's line. Composing expands no alias."""
+    try:
+        root = yaml.compose(read_text_file(path), Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    for key, value in root.value:
+        if getattr(key, "value", None) == "sources" and isinstance(value, yaml.SequenceNode):
+            return {index: item.start_mark.line + 1 for index, item in enumerate(value.value)}
+    return {}
 
 
 def parse_mission(data: dict, *, source: str = "<mission>") -> MissionSpec:

@@ -52,16 +52,21 @@ def skipped_lines(collected: Collected) -> list[str]:
     return [f"source {text.name} skipped: {text.skipped}" for text in collected.skipped]
 
 
-def changed_sources(membrane: Membrane, mission_id: str, current: list[dict], round_number: int
-                    ) -> tuple[list[Cluster], list[str]]:
+def changed_sources(membrane: Membrane, mission_id: str, current: list[dict], round_number: int, *,
+                    max_bytes: int) -> tuple[list[Cluster], list[str]]:
     """The hash check of a resume: a new version's cluster for each source whose file changed,
-    and one line for each change or file gone."""
+    and one line for each change, file gone, or file grown past ``max_bytes`` (the mission's
+    limit per file; the team keeps the version it has)."""
     clusters, lines = [], []
     for source in current:
         path = Path(str(source.get("path") or ""))
         if not path.is_file():
             lines.append(f"source {source['source_id']} ({source['name']}) is gone from {path}; the team keeps "
                          f"version {source['version']}")
+            continue
+        if path.stat().st_size > max_bytes:
+            lines.append(f"source {source['source_id']} ({source['name']}) is now {path.stat().st_size:,} bytes, "
+                         f"beyond the limit of {max_bytes:,} per file; the team keeps version {source['version']}")
             continue
         text = read_source(path, str(source["name"]), source.get("note") or None)
         if text.sha256 == source.get("sha256"):
@@ -138,8 +143,8 @@ def read_source_text(graph: ContextGraph, cited: str, current: dict[str, dict], 
             break
         body.append(block)
         used += len(block)
-    more = (f"\n(cut: {len(chunks) - len(body)} more section(s); request s{source['source_id'][1:]}#N for "
-            "section N)") if cut else ""
+    more = (f"\n(cut: {len(chunks) - len(body)} more section(s); request {source['source_id']}#N for section N)"
+            if cut else "")
     return f"{cited} {source['name']} {QUOTE_NOTE}\n" + "\n".join(body) + more
 
 

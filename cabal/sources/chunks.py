@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterable
 
 from cabal.sources.model import CHUNK_CHARS, CHUNK_MAX_CHARS, Chunk
 
@@ -49,38 +50,31 @@ def _markdown(text: str) -> list[tuple[str, str]]:
 
 def _paragraph_groups(text: str) -> list[str]:
     """Paragraphs gathered into pieces of about ``CHUNK_CHARS``."""
-    groups: list[str] = []
-    current = ""
-    for paragraph in (p for p in re.split(r"\n\s*\n", text) if p.strip()):
-        for piece in _bounded(paragraph.strip("\n")):
-            if current and len(current) + 2 + len(piece) > CHUNK_CHARS:
-                groups.append(current)
-                current = ""
-            current = f"{current}\n\n{piece}" if current else piece
-    if current:
-        groups.append(current)
-    return groups
+    paragraphs = (p.strip("\n") for p in re.split(r"\n\s*\n", text) if p.strip())
+    return _packed((piece for paragraph in paragraphs for piece in _bounded(paragraph)), "\n\n", CHUNK_CHARS)
 
 
 def _bounded(text: str) -> list[str]:
     """``text`` in pieces of at most ``CHUNK_MAX_CHARS``: at line ends where it can, else hard."""
     if len(text) <= CHUNK_MAX_CHARS:
         return [text]
-    pieces, current = [], ""
-    for line in text.splitlines():
-        while len(line) > CHUNK_MAX_CHARS:
-            if current:
-                pieces.append(current)
-                current = ""
-            pieces.append(line[:CHUNK_MAX_CHARS])
-            line = line[CHUNK_MAX_CHARS:]
-        if current and len(current) + 1 + len(line) > CHUNK_MAX_CHARS:
-            pieces.append(current)
+    lines = (line[start:start + CHUNK_MAX_CHARS] for line in text.splitlines()
+             for start in range(0, max(len(line), 1), CHUNK_MAX_CHARS))
+    return _packed(lines, "\n", CHUNK_MAX_CHARS)
+
+
+def _packed(pieces: Iterable[str], separator: str, limit: int) -> list[str]:
+    """``pieces`` joined by ``separator`` into groups of at most ``limit`` characters, in order
+    (a piece longer than ``limit`` stands alone)."""
+    groups, current = [], ""
+    for piece in pieces:
+        if current and len(current) + len(separator) + len(piece) > limit:
+            groups.append(current)
             current = ""
-        current = f"{current}\n{line}" if current else line
+        current = f"{current}{separator}{piece}" if current else piece
     if current:
-        pieces.append(current)
-    return pieces
+        groups.append(current)
+    return groups
 
 
 def _grouped(header: str, lines: list[str], heading: str, per_chunk: int) -> list[tuple[str, str]]:

@@ -206,6 +206,13 @@ def mission_wanted(entries: list, base: Path, origin: str, lines: dict[int, int]
     return wanted
 
 
-def typed_wanted(paths: list[str]) -> list[Wanted]:
-    """``--source PATH`` entries: relative to the current folder."""
-    return [Wanted(path, None, os.getcwd(), "--source", confined=False) for path in paths]
+def typed_wanted(paths: list[str | Wanted]) -> list[Wanted]:
+    """``--source PATH`` entries: relative to the current folder (an entry already made, such as
+    an upload folder, passes as it is)."""
+    return [path if isinstance(path, Wanted) else Wanted(path, None, os.getcwd(), "--source", confined=False)
+            for path in paths]
+
+
+def folder_wanted(folder: Path, where: str, note: str | None = None) -> Wanted:
+    """Every file of ``folder``, named relative to it and confined to it (files uploaded to a page)."""
+    return Wanted(".", note, str(folder), where)

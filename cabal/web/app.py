@@ -26,7 +26,7 @@ import contextlib
 import functools
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sse_starlette import EventSourceResponse
@@ -55,7 +55,9 @@ STATIC = {  # every file the server hands out, by name: nothing else on the disk
     "live.js": Path(__file__).resolve().parent / "static" / "live.js",
     "report.css": Path(__file__).resolve().parents[1] / "report" / "templates" / "report.css",
 }
-MAX_BODY = 256 * 1024  # any request; an upload is checked again against forms.MAX_UPLOAD
+# Any request: the new-mission form with its uploaded sources is the largest; each upload is
+# checked again against its own bound (forms.MAX_UPLOAD, forms.MAX_SOURCE_BYTES).
+MAX_BODY = 256 * 1024 + forms.MAX_SOURCE_BYTES
 MAX_TEXT = 20_000  # an answer or a message, as the mission file's request
 START_TIMEOUT_S = 60  # how long a start or an answer may take to reach the mission's first event
 EXPORTS = {"html": "html", "md": "md", "json": "json"}
@@ -221,7 +223,7 @@ def state_changing(handler: Handler) -> Callable[[Request], Awaitable[Response]]
     or the ``X-CSRF-Token`` header); it receives the parsed form."""
     @functools.wraps(handler)
     async def checked(request: Request) -> Response:
-        form = await request.form(max_files=1, max_fields=20, max_part_size=forms.MAX_UPLOAD)
+        form = await request.form(max_files=forms.MAX_SOURCE_FILES + 1, max_fields=20, max_part_size=forms.MAX_UPLOAD)
         offered = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
         if not _room(request).security.csrf_matches(offered if isinstance(offered, str) else None):
             raise HTTPException(403, "This request did not come from a page of this server (its CSRF token is "
@@ -270,7 +272,15 @@ async def _went_on(started: Future[str]) -> str:
 @state_changing
 async def start_from_form(request: Request, form: FormData) -> Response:
     fields = {key: value for key, value in form.items() if isinstance(value, str) and key != CSRF_FIELD}
-    return await _start(request, lambda: forms.form_launch(fields), values=fields, where="form")
+    uploads = [(upload.filename or "", await upload.read(forms.MAX_SOURCE_BYTES + 1))
+               for upload in form.getlist("sources") if isinstance(upload, UploadFile)]
+    home = _room(request).workspace.home
+
+    def launch() -> forms.Launch:
+        chosen = forms.form_launch(fields)  # the form is checked before any file is kept
+        return replace(chosen, sources=forms.saved_sources(home, uploads))
+
+    return await _start(request, launch, values=fields, where="form")
 
 
 @state_changing
@@ -293,7 +303,8 @@ async def _start(request: Request, launch: Callable[[], forms.Launch], **shown) 
     """Start what ``launch`` makes; a refusal comes back on the new-mission page, with the form refilled."""
     try:
         chosen = await run_in_threadpool(launch)
-        mission_id = await _went_on(_room(request).runner.start(chosen.mission, model=chosen.model))
+        mission_id = await _went_on(_room(request).runner.start(chosen.mission, model=chosen.model,
+                                                                sources=chosen.sources))
     except Busy:
         raise
     except CabalError as error:

@@ -19,7 +19,7 @@ from markupsafe import Markup
 from cabal import __version__
 from cabal.report.html import report_context, template_environment
 from cabal.vocabulary import Step
-from cabal.web.forms import MODEL_CHOICES, SIMULATED, examples
+from cabal.web.forms import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, MODEL_CHOICES, SIMULATED, examples
 from cabal.web.live import Parts
 from cabal.web.runner import Activity
 from cabal.web.state import MissionGroup, MissionView
@@ -93,4 +93,5 @@ def new_context(*, csrf: str, workspace: Path, values: dict[str, str] | None = N
                 where: str | None = None) -> dict[str, Any]:
     """The new-mission page; ``values`` refill the form after ``error`` (found in the form ``where``)."""
     return {"examples": examples(), "models": MODEL_CHOICES, "simulated": SIMULATED, "csrf": csrf,
-            "workspace": workspace, "values": values or {}, "error": error, "where": where}
+            "workspace": workspace, "values": values or {}, "error": error, "where": where,
+            "max_source_files": MAX_SOURCE_FILES, "max_source_mb": f"{MAX_SOURCE_BYTES / 1_000_000:g}"}

@@ -87,6 +87,8 @@ def test_long_text_is_cut_into_bounded_chunks_under_their_heading() -> None:
     assert all(len(c.text) <= CHUNK_MAX_CHARS for c in chunks)
     assert [c.position for c in chunks] == list(range(1, len(chunks) + 1))
     assert "".join(c.text for c in chunks[1:]).count("Paragraph") == 20  # nothing lost
+    # One line longer than a chunk may be is cut hard; lines around it stay whole.
+    assert [len(c.text) for c in chunk_text("a\n" + "x" * 4500 + "\nb", "text")] == [1, 2000, 2000, 502]
 
 
 def test_a_csv_chunk_repeats_the_header_and_holds_40_rows_at_most() -> None:
@@ -133,20 +135,19 @@ def test_a_symlinked_folder_leaving_the_mission_folder_is_refused(tmp_path: Path
     (inner / "docs").symlink_to(tmp_path / "elsewhere")
     path = mission_file(inner, "  - docs\n")
 
-    with pytest.raises(ConfigError, match=rf"^{path}:2: sources\[0\]: {inner / 'docs'} leads outside {inner} "):
+    with pytest.raises(ConfigError, match=rf"^{path}:3: sources\[0\]: {inner / 'docs'} leads outside {inner} "):
         collected(path)
 
 
 @pytest.mark.parametrize(("limits", "files", "message"), [
-    ("source_limits: {files: 2}\n", 3, "{path}:3: sources[0]: more than 2 files at docs/f2.txt, beyond the "
+    ("source_limits: {files: 2}\n", 3, "{path}:4: sources[0]: more than 2 files at docs/f2.txt, beyond the "
                                         "limit (source_limits.files)"),
-    ("source_limits: {file_mb: 0.001}\n", 1, "{path}:3: sources[0]: docs/f0.txt is 0.00 MB, beyond the limit of "
+    ("source_limits: {file_mb: 0.001}\n", 1, "{path}:4: sources[0]: docs/f0.txt is 0.00 MB, beyond the limit of "
                                              "0.001 MB per file (source_limits.file_mb)"),
-    ("source_limits: {total_mb: 0.0015}\n", 3, "{path}:3: sources[0]: the sources reach 0.00 MB at docs/f1.txt, "
+    ("source_limits: {total_mb: 0.0015}\n", 3, "{path}:4: sources[0]: the sources reach 0.00 MB at docs/f1.txt, "
                                                "beyond the limit of 0.0015 MB in all (source_limits.total_mb)"),
 ])
-def test_limits_refuse_the_mission_in_one_located_line(  # a plain entry is located at its sources: line
-tmp_path: Path, limits: str, files: int, message: str) -> None:
+def test_limits_refuse_the_mission_in_one_located_line(tmp_path: Path, limits: str, files: int, message: str) -> None:
     (tmp_path / "docs").mkdir()
     for n in range(files):
         (tmp_path / "docs" / f"f{n}.txt").write_text("x" * 1200)
@@ -165,3 +166,23 @@ def test_a_typed_source_is_relative_to_the_current_folder(tmp_path: Path, monkey
     assert (text.name, text.path, text.first_heading) == ("notes.md", str(tmp_path / "notes.md"), "Notes")
     with pytest.raises(ConfigError, match="^--source: 'nothing.md' does not exist$"):
         collect(typed_wanted(["nothing.md"]), SourceLimits())
+
+
+def test_a_batch_reads_each_missions_sources_from_the_missions_folder(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from cabal.batch.plan import load_plan
+
+    folder = tmp_path / "missions"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "brief.md").write_text("# Brief\n\nhello")
+    (folder / "a.mission.yaml").write_text("request: Read.\nsources:\n  - docs/brief.md\n  - {path: ../x.md}\n")
+    (folder / "b.mission.yaml").write_text("request: Read.\nsources: [docs]\n")
+    monkeypatch.chdir(tmp_path)  # a worker's folder is not the mission's
+
+    first, second = (m.spec for m in load_plan(folder).missions)
+
+    assert second.sources == [str(folder / "docs")]
+    (text,) = collect(second.wanted_sources(None), second.source_limits).files
+    assert (text.path, text.first_heading) == (str((folder / "docs" / "brief.md").resolve()), "Brief")
+    with pytest.raises(ConfigError, match=r"'.*/missions/\.\./x\.md' leaves its folder"):  # still refused
+        collect(first.wanted_sources(None), first.source_limits)

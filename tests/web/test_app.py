@@ -18,6 +18,7 @@ from cabal import mission_status, run_mission
 from cabal.report.formats import render_report
 from cabal.batch.store import BatchMembers
 from cabal.rounds.workspace import Workspace, mission_graph, mission_report
+from cabal.web.app import MAX_BODY
 from cabal.web.forms import MAX_UPLOAD, SIMULATED
 from cabal.web.state import MissionGroup, MissionRow, WorkspaceReader, group_missions
 
@@ -307,7 +308,7 @@ def test_an_upload_that_cannot_start_says_why(client: TestClient, security, cont
 
 def test_a_body_over_the_limit_is_413(client: TestClient, security) -> None:
     refused = client.post("/missions/upload", data={"csrf": security.csrf},
-                          files={"mission": ("big.yaml", b"x" * 300_000, "text/yaml")})
+                          files={"mission": ("big.yaml", b"x" * (MAX_BODY + 1), "text/yaml")})
 
     assert (refused.status_code, refused.text) == (413, "Content Too Large")
 
