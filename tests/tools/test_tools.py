@@ -351,3 +351,19 @@ def test_cabals_own_mcp_server_is_never_offered_to_the_team(graph_server) -> Non
 
     assert reported == ["tool server 'cabal' is left out: ValueError: it is Cabal's own MCP server, whose "
                         "protocols are never offered to the team"]
+
+
+def test_a_stdio_server_runs_in_the_folder_of_the_file_that_names_it_batch_files_included(tmp_path) -> None:
+    from cabal.batch.plan import load_plan
+
+    (tmp_path / "study.batch.yaml").write_text(
+        "mission:\n  tools: [{name: prices, command: python, args: [tools/prices.py]}]\n"
+        "requests: [Price the app.]\n")
+    (tmp_path / "one.mission.yaml").write_text(
+        "request: Price the app.\ntools: [{name: prices, command: python, args: [tools/prices.py], cwd: sub}]\n")
+
+    [planned] = load_plan(tmp_path / "study.batch.yaml").missions
+    spec, _ = load_mission(tmp_path / "one.mission.yaml")
+
+    assert planned.spec.tools[0].cwd == str(tmp_path.resolve())
+    assert spec.tools[0].cwd == str(tmp_path.resolve() / "sub")
