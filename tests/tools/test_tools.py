@@ -367,3 +367,18 @@ def test_a_stdio_server_runs_in_the_folder_of_the_file_that_names_it_batch_files
 
     assert planned.spec.tools[0].cwd == str(tmp_path.resolve())
     assert spec.tools[0].cwd == str(tmp_path.resolve() / "sub")
+
+
+def test_the_live_display_shows_each_tool_result_in_one_printable_line() -> None:
+    import io
+
+    from cabal.cli.progress import Progress
+    from cabal.rounds.events import ToolReturned
+
+    shown = io.StringIO()
+    progress = Progress(shown, live=False)
+    progress(ToolReturned("m-x", round=1, step=Step.WRITE, agent="operative-1", tool="prices__lookup", ok=False,
+                          digest="the tool \x1b[2Jprices__lookup did not answer within 30 s", duration_s=30.0))
+
+    assert shown.getvalue() == ("round 1 · write · operative-1 called prices__lookup: error, the tool prices__lookup "
+                                "did not answer within 30 s\n")
