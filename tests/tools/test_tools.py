@@ -382,3 +382,25 @@ def test_the_live_display_shows_each_tool_result_in_one_printable_line() -> None
 
     assert shown.getvalue() == ("round 1 · write · operative-1 called prices__lookup: error, the tool prices__lookup "
                                 "did not answer within 30 s\n")
+
+
+def test_a_tool_call_is_an_execute_tool_span_under_its_agents_turn(home, tmp_path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from cabal.tracing import SpanRecorder
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    run_mission(mission(tmp_path), home=home, on_event=SpanRecorder(provider.get_tracer("test")))
+
+    spans = exporter.get_finished_spans()
+    [tool] = [span for span in spans if span.name == "execute_tool prices__lookup"]
+    [turn] = [span for span in spans if span.context.span_id == tool.parent.span_id]
+    assert (turn.name, turn.attributes["cabal.round"], turn.attributes["cabal.step"]) == (
+        "invoke_agent operative-1", 1, "write")
+    assert {k: tool.attributes[k] for k in ("gen_ai.operation.name", "gen_ai.tool.name", "cabal.tool.ok")} == {
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "prices__lookup", "cabal.tool.ok": True}
