@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 from langchain_core.messages import ToolMessage
 
-from cabal import resume_mission, run_mission
-from cabal.errors import ConfigError, ToolServerUnavailable
+from cabal import run_mission
+from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.llm import ScriptedChatModel
 from cabal.rounds.mission import load_mission
@@ -25,7 +23,6 @@ from cabal.tools.host import ToolHost
 from cabal.tools.spec import ToolServerSpec
 from cabal.vocabulary import Role, Step
 from tests.polling import wait_until
-from tests.rounds.test_processes import facts, kill_group
 from tests.tools.servers import INJECTION
 
 HERE = Path(__file__).resolve().parent
@@ -223,22 +220,6 @@ def test_tools_are_offered_by_server_name_to_the_roles_and_steps_allowed(tmp_pat
         assert lookup.input_schema["required"] == ["product"] and "why" in lookup.input_schema["properties"]
 
 
-def test_a_required_server_that_cannot_start_refuses_the_mission_with_exit_2_before_round_1(home,
-                                                                                            tmp_path) -> None:
-    path = mission(tmp_path, "dead", server={"required": True})
-
-    refused = subprocess.run([str(CABAL), "run", str(path), "--home", home], capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL, timeout=60)
-
-    assert refused.returncode == 2
-    assert refused.stderr.splitlines()[0] == (
-        "cabal: required tool server 'prices' is unavailable: MCPError: Connection closed (its last words on "
-        "stderr: this server refuses to start)")
-    assert "mission" not in refused.stdout  # no mission was written
-    with pytest.raises(ToolServerUnavailable):
-        run_mission(path, home=home)
-
-
 def test_an_optional_server_that_cannot_start_is_one_warning_and_the_mission_goes_on(home, tmp_path) -> None:
     events = []
     model = ScriptedChatModel([e for e in entries() if e["tool"] != "prices__lookup"])
@@ -275,38 +256,6 @@ def test_a_bad_tools_entry_is_a_located_error_with_the_closest_names(tmp_path, e
 def test_a_remote_url_is_allowed_only_when_the_entry_says_so() -> None:
     assert ToolServerSpec(name="search", url="https://tools.example.com/mcp", allow_remote=True).url
     assert ToolServerSpec(name="search", url="http://[::1]:8931/mcp").url
-
-
-# -------------------------------------------------------------------------- kill -9
-
-
-def test_kill_9_in_the_middle_of_a_tool_call_then_resume_calls_it_again_and_leaves_a_clean_runs_graph(
-        home, tmp_path) -> None:
-    clean = run_mission(mission(tmp_path, "leisurely", server={"env": {"TOOL_DELAY_S": "0.5"}}), home=home)
-    path = mission(tmp_path, "leisurely", server={"env": {"TOOL_DELAY_S": "3"}})
-    events = tmp_path / "events.jsonl"
-    process = subprocess.Popen([str(CABAL), "run", str(path), "--home", home, "--quiet", "--events", str(events)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
-    try:
-        called = wait_until(lambda: events.exists() and [json.loads(line) for line in events.read_text().splitlines()
-                                                         if '"tool_call"' in line], timeout=60,
-                            what="the tool call to start")
-        kill_group(process)
-    finally:
-        kill_group(process)
-    mission_id = called[0]["mission"]
-    assert not tool_moments(mission_id, home)  # the call was in flight: nothing of its turn committed
-
-    resumed = resume_mission(mission_id, home=home)
-
-    assert (resumed.state, resumed.stop_reason) == ("done", "concluded")
-    with ContextGraph.open(name=clean.mission_id, home=home) as graph:
-        expected = facts(graph, clean.mission_id)
-    with ContextGraph.open(name=mission_id, home=home) as graph:
-        assert facts(graph, mission_id) == expected
-    assert [(m["id"], m["outcome"], m["digest"]) for m in tool_moments(mission_id, home)] == [
-        ("r1.write.operative-1.tool1", "ok", QUOTE)]
 
 
 # ------------------------------------------------------------------------ the simulated team
