@@ -67,5 +67,3 @@ def test_kill_9_in_the_middle_of_a_tool_call_then_resume_calls_it_again_and_leav
         assert facts(graph, mission_id) == expected
     assert [(m["id"], m["outcome"], m["digest"]) for m in tool_moments(mission_id, home)] == [
         ("r1.write.operative-1.tool1", "ok", QUOTE)]
-
-
