@@ -93,7 +93,7 @@ class MissionSpec(BaseModel):
                                                                                 "one turn")
     tool_timeout_s: float = Field(DEFAULT_TOOL_TIMEOUT_S, gt=0, le=600, description="how long one tool call may "
                                                                                     "take, in seconds")
-    sources: list[SourceEntry | str] = Field(
+    sources: list[SourceEntry] = Field(
         default_factory=list, max_length=200,
         description="the user's files the team reads and cites: files, folders or globs relative to the mission "
                     "file, each a path or a mapping with path and note")
@@ -102,6 +102,13 @@ class MissionSpec(BaseModel):
     # Where the file named each source (its line), for located errors; set by load_mission.
     _source_lines: dict[int, int] = PrivateAttr(default_factory=dict)
     _origin: str = PrivateAttr("<mission>")
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _paths_alone(cls, value: object) -> object:
+        """A plain path is an entry without a note."""
+        return [{"path": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) \
+            else value
 
     @field_validator("request", "name", "answers")
     @classmethod

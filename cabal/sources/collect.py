@@ -11,12 +11,13 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 from cabal.errors import ConfigError
 from cabal.sources.chunks import chunk_text
-from cabal.sources.model import MB, Collected, SourceLimits, SourceText, Wanted
+from cabal.sources.model import MB, Collected, SourceEntry, SourceLimits, SourceText, Wanted
 
 FORMATS: dict[str, str] = {
     ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text", ".rst": "text", ".log": "text",
@@ -105,11 +106,17 @@ def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _shown(path: Path, base: Path) -> str:
+    """The name a source is shown by: relative to ``base`` where it can, on one line (a file name
+    may hold a newline, which would otherwise pose as a line of the prompt's own)."""
     try:
-        return str(path.relative_to(base))
+        name = str(path.relative_to(base))
     except ValueError:
-        return str(path)
+        name = str(path)
+    return _CONTROL.sub("?", name)
 
 
 def read_source(path: Path, name: str, note: str | None) -> SourceText:
@@ -195,13 +202,12 @@ def _pdf_text(data: bytes) -> tuple[str, str | None]:
     return "\n\n".join(f"## Page {n}\n\n{text}" for n, text in enumerate(pages, start=1) if text), None
 
 
-def mission_wanted(entries: list, base: Path, origin: str, lines: dict[int, int]) -> list[Wanted]:
+def mission_wanted(entries: list[SourceEntry], base: Path, origin: str, lines: dict[int, int]) -> list[Wanted]:
     """A mission file's ``sources:`` as entries to collect, each located ``FILE:LINE: sources[i]``."""
     wanted = []
     for index, entry in enumerate(entries):
-        path, note = (entry, None) if isinstance(entry, str) else (entry.path, entry.note)
         line = lines.get(index)
-        wanted.append(Wanted(path, note, str(base), f"{origin}:{line}: sources[{index}]" if line
+        wanted.append(Wanted(entry.path, entry.note, str(base), f"{origin}:{line}: sources[{index}]" if line
                              else f"{origin}: sources[{index}]"))
     return wanted
 

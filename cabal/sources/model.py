@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cabal.limits import unprintable
 
 MB = 1_000_000
 DEFAULT_MAX_FILES = 1000
@@ -33,6 +35,14 @@ class SourceEntry(BaseModel):
 
     path: str = Field(min_length=1, max_length=1000, description="a file, a folder or a glob, relative to the mission file")
     note: str | None = Field(None, max_length=NOTE_MAX_CHARS, description="what the team should know about it")
+
+    @field_validator("path", "note")
+    @classmethod
+    def _plain_text(cls, value: str | None) -> str | None:
+        wrong = unprintable(value) if value else None
+        if wrong:
+            raise ValueError(f"contains {wrong}; write plain text")
+        return value
 
 
 class SourceLimits(BaseModel):
