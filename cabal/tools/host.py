@@ -98,6 +98,7 @@ class _Server:
     closing: asyncio.Event | None = None
     dead: str | None = None  # why it is not usable, once it is not
     restarted_in: int | None = None  # the round it was last started again in
+    restarting: threading.Lock = field(default_factory=threading.Lock)
 
 
 class ToolHost:
@@ -178,12 +179,13 @@ class ToolHost:
         server = self._servers.get(server_name)
         if server is None or tool not in server.tools or self._loop is None:
             return _failed(f"no tool {name!r} is offered", started)
-        if server.dead is not None:
-            if server.restarted_in == round_number:
-                return _failed(f"tool server {server_name!r} is unavailable: {server.dead}", started)
-            failure = self._restart(server, round_number)
-            if failure is not None:
-                return _failed(f"tool server {server_name!r} is unavailable: {failure}", started)
+        with server.restarting:  # parallel operatives: one of them starts a dead server again, once
+            if server.dead is not None:
+                if server.restarted_in == round_number:
+                    return _failed(f"tool server {server_name!r} is unavailable: {server.dead}", started)
+                failure = self._restart(server, round_number)
+                if failure is not None:
+                    return _failed(f"tool server {server_name!r} is unavailable: {failure}", started)
         sent = {key: value for key, value in arguments.items() if key != WHY_FIELD or server.tools[tool].takes_why}
         try:
             result = self._run(self._call(server, tool, sent), timeout=self.timeout_s + CLOSE_WAIT_S)
