@@ -98,6 +98,9 @@ ENVOY_ID = "envoy-1"
 USER_ID = "user"
 """The mission's user: the author of answers and notes."""
 MCP_ACTOR = "actor-mcp"
+MCP_SERVER_NAME = "cabal"
+"""The name ``cabal mcp`` gives itself; a mission's tool server that answers with it is refused
+(Cabal's own protocols are never offered to the team)."""
 """Who writes through ``cabal mcp`` unless its ``--actor`` says otherwise."""
 
 FIXED_IDS: dict[Role, str] = {Role.CHAIR: CHAIR_ID, Role.WATCHDOG: WATCHDOG_ID, Role.ENVOY: ENVOY_ID}

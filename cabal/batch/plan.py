@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cabal.errors import CabalError, ConfigError, ProtocolLoadError
 from cabal.llm.settings import ModelSettings
-from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, located_problems, parse_mission
+from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, located_problems, parse_mission, with_tool_folders
 from cabal.yaml_reader import read_settings_file, read_text_file
 
 BATCH_PREFIX = "b-"
@@ -374,7 +374,9 @@ def read_requests(path: Path, column: str, name_column: str | None = None) -> li
 def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
     """``spec`` with its relative ``scripted:`` paths and source paths made absolute against
     ``base``, so a worker anywhere finds the scripts and the sources. A source path is joined,
-    not resolved: a '..' in it is still refused when the sources are read."""
+    not resolved: a '..' in it is still refused when the sources are read. A stdio tool server
+    runs in ``base`` too (``with_tool_folders``)."""
+    spec = with_tool_folders(spec, base)
     sources = [entry if Path(entry.path).is_absolute() else entry.model_copy(update={"path": str(base / entry.path)})
                for entry in spec.sources]
     if sources != spec.sources:

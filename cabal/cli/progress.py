@@ -20,7 +20,8 @@ from cabal.report.markdown import conversation_line
 from cabal.report.model import Line
 from cabal.rounds.events import (
     Answered, GraphRestarted, HaltRaised, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
-    MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted,
+    MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted, ToolReturned, TurnDone,
+    TurnStarted,
     UserMessage, Warned,
 )
 from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome
@@ -104,6 +105,10 @@ class Progress:
                 working.cost += event.cost_usd
         elif isinstance(event, TurnDone):
             self._turn_done(event)
+        elif isinstance(event, ToolReturned):  # a tool's answer is data: shown printable and short
+            digest = event.digest if len(event.digest) <= 80 else event.digest[:79] + "…"
+            self._print(f"round {event.round} · {event.step} · {event.agent} called {event.tool}: "
+                        f"{'ok' if event.ok else 'error'}, {digest}", dim=event.ok)
         elif isinstance(event, Presented):
             for line in event.lines:
                 self._say(Line(round=event.round, speaker=line.speaker, text=line.text, kind="message"))

@@ -59,7 +59,7 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
                      + ("; ".join(turn.problems) or "no valid answer"))
     if not report.failed_turns:
         lines.append("None: every turn got a valid answer.")
-    lines += ["", "## Turns", ""]
+    lines += ["", *(tool_calls_section(report) if report.tool_calls else []), "## Turns", ""]
     for turn in report.turns:
         problems = f" (rejected: {'; '.join(turn.problems)})" if turn.outcome == "failed" and turn.problems else ""
         lines.append(f"- r{turn.round} {turn.step} {turn.agent}: {turn.outcome}, {turn.summary} "
@@ -74,6 +74,8 @@ def render_products(report: MissionReport, products: Iterable[Product], *, histo
     chosen = list(products)
     if overview:
         lines = header(report) + products_section(report, chosen, history=history, version=version)
+        if history and report.tool_calls:  # --history: what the agents looked up, beside what they wrote
+            lines += tool_calls_section(report)
         lines += sources_section(report)
     else:
         lines = [line for product in chosen
@@ -180,6 +182,17 @@ def history_markdown(report: MissionReport, product: Product) -> list[str]:
                      f"{readable(collab.comment)} [{state}]")
     if len(lines) == 2:
         lines.append("Nothing yet.")
+    return [*lines, ""]
+
+
+def tool_calls_section(report: MissionReport) -> list[str]:
+    """Every call the agents made to the mission's tools: who, which tool, with what, why, and
+    the start of what came back (a tool's text is data: it leaves ``printable`` like the rest)."""
+    lines = ["## Tool calls", ""]
+    for call in report.tool_calls:
+        why = f" Why: {call.why}" if call.why else ""
+        lines.append(f"- r{call.round} {call.step} {call.agent} called {call.name} {call.arguments}: "
+                     f"{call.outcome}, {call.digest}.{why}")
     return [*lines, ""]
 
 

@@ -242,6 +242,25 @@ class Turn(_Value):
     model: str | None = Field(None, description="the model the agent called (a model per role or agent)")
 
 
+class ToolCall(_Value):
+    """One call an agent made to a tool of the mission's MCP servers, as its moment records it."""
+
+    id: str
+    round: int
+    step: str
+    agent: str
+    server: str
+    tool: str = Field(description="the server's own name of the tool (the team calls it SERVER__TOOL)")
+    arguments: str = Field(description="the call's arguments, as JSON")
+    why: str = ""
+    outcome: str = Field(description="ok, or error: the agent was given the error instead of a result")
+    digest: str = Field(description="the start of the result (or of the error), printable")
+
+    @property
+    def name(self) -> str:
+        return f"{self.server}__{self.tool}"
+
+
 # ------------------------------------------------------------------------- the user's sources
 
 
@@ -318,6 +337,8 @@ class MissionReport(_Value):
     questions: tuple[Question, ...]
     turns: tuple[Turn, ...] = Field(description="by round, then in step order")
     usage: Usage
+    tool_calls: tuple[ToolCall, ...] = Field((), description="calls to the mission's MCP tools, in the order "
+                                                             "of the turns that made them")
     sources: tuple[Source, ...] = Field((), description="the user's files, every version, in ingest order")
 
     @property

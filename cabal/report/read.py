@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from cabal.graph import ContextGraph, reads
 from cabal.report.model import (
     Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, ModelSpend, Product,
-    Question, Response, Review, RoundSpend, Source, SourceSection, Spend, Turn, Usage, Version,
+    Question, Response, Review, RoundSpend, Source, SourceSection, Spend, ToolCall, Turn, Usage, Version,
 )
 from cabal.refs import parse_refs
 from cabal.sources.model import source_node_id
@@ -25,6 +25,8 @@ from cabal.vocabulary import CHAIR_ID, USER_ID, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
                "cache_read_tokens", "cost_usd", "call_input_tokens", "model"]
+
+TOOL_CALL_FIELDS = ["round", "step", "agent", "server", "tool", "arguments", "why", "outcome", "digest"]
 
 
 def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
@@ -34,6 +36,7 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
     found = graph.read_many({
         "mission": reads.node_by_id(mission_id),
         "turns": reads.find("moment", {"type": "turn"}, fields=TURN_FIELDS),
+        "tool_calls": reads.find("moment", {"type": "tool_call"}, fields=TOOL_CALL_FIELDS),
         "reflection": reads.find("reflection", fields=["author", "round", "responses"]),
         **{kind: reads.find(kind) for kind in ("agent", "product", "version", "review", "inspection", "finding",
                                                "collab", "acceptance", "message", "halt", "source")},
@@ -54,6 +57,8 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         turns=tuple(turns),
         usage=_usage(turns),
         sources=_sources(graph, found["source"], found["version"]),
+        tool_calls=tuple(sorted((_tool_call(c) for c in found["tool_calls"]),
+                                key=lambda c: (c.round, step_position(c.step), c.agent, natural_key(c.id)))),
     )
 
 
@@ -234,6 +239,13 @@ def _turn(node: dict) -> Turn:
         output_tokens=int(node.get("output_tokens") or 0), cache_read_tokens=int(node.get("cache_read_tokens") or 0),
         cost_usd=float(node.get("cost_usd") or 0), model=node.get("model") or None,
     )
+
+
+def _tool_call(node: dict) -> ToolCall:
+    return ToolCall(id=node["id"], round=int(node.get("round") or 0), step=str(node.get("step")),
+                    agent=str(node.get("agent")), server=str(node.get("server")), tool=str(node.get("tool")),
+                    arguments=str(node.get("arguments") or "{}"), why=str(node.get("why") or ""),
+                    outcome=str(node.get("outcome")), digest=str(node.get("digest") or ""))
 
 
 def _usage(turns: list[Turn]) -> Usage:

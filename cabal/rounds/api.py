@@ -48,6 +48,7 @@ from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.tracing import recorder_from_environment
 from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
+from cabal.tools.host import ToolHost
 from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
 
 
@@ -97,10 +98,17 @@ def _roster(team: Team) -> dict[str, tuple[Role, str | None]]:
     return {agent.id: (Role(agent.role), agent.model) for agent in team.agents}
 
 
+def _tool_host(workspace: Workspace, mission_id: str, spec: MissionSpec) -> ToolHost:
+    """The mission's MCP servers, not yet connected (``start()``); a stdio server's stderr goes to
+    a private file in the mission's folder."""
+    log_dir = workspace.private_mission_dir(mission_id) if any(s.command for s in spec.tools) else None
+    return ToolHost(spec.tools, timeout_s=spec.tool_timeout_s, log_dir=log_dir)
+
+
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, team: Team,
                  models: AgentModels, on_event: Callable[[MissionEvent], None] | None,
                  answers: list[str], limiter: CallLimiter | None = None, *,
-                 starting: Budget | None = None) -> MissionRun:
+                 starting: Budget | None = None, tools: ToolHost | None = None) -> MissionRun:
     mission = graph.get(mission_id)
     # The mission node keeps the budget once it exists (a user may have raised it since);
     # ``starting`` is a new mission's (MissionSpec.starting_budget).
@@ -113,7 +121,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
         budget=budget, answers=list(answers),
         on_event=fan_out(on_event, recorder_from_environment()) or (lambda event: None),  # traces if OTEL_* asks
-        limiter=limiter,
+        limiter=limiter, tools=tools,
     )
 
 
@@ -150,11 +158,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     starting = spec.starting_budget(budget_usd)
-    if spec.team.cards and not Path(spec.team.cards).is_absolute():  # stored absolute, for resuming from anywhere
-        folder = (base or Path.cwd()) / spec.team.cards
-        spec = spec.model_copy(update={"team": spec.team.model_copy(update={"cards": str(folder.resolve())})})
-    if base is not None:
-        spec = spec.anchored(base)
+    spec = _with_paths_anchored(spec, base)
     workspace = Workspace.at(home, url)
     team = _team(workspace, spec)
     models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team)
@@ -165,11 +169,13 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     with workspace.checkpointer():
         pass  # a checkpoint store that cannot be reached is an error now, before anything is written
     graph = workspace.graph(mission_id)
+    tools = None
     try:
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
+        tools = _tool_host(workspace, mission_id, spec).start()  # a required server that fails: nothing written
         run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers, call_limiter,
-                           starting=starting.budget)
+                           starting=starting.budget, tools=tools)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
@@ -189,10 +195,22 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                                 operatives=len(run.team.ids(Role.OPERATIVE)), rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 budget_source=starting.source))
+        _tell_tool_problems(run, tools)
         _warn_at_start(run, starting.source, collected)
         return _drive(workspace, run, {"round": 0})
     finally:
+        if tools is not None:
+            tools.close()
         graph.close()
+
+
+def _with_paths_anchored(spec: MissionSpec, base: Path | None) -> MissionSpec:
+    """``spec`` with its role cards' folder and its scripts' paths made absolute (a mission file's
+    are relative to it), as stored for resuming from anywhere."""
+    if spec.team.cards and not Path(spec.team.cards).is_absolute():
+        folder = (base or Path.cwd()) / spec.team.cards
+        spec = spec.model_copy(update={"team": spec.team.model_copy(update={"cards": str(folder.resolve())})})
+    return spec.anchored(base) if base is not None else spec
 
 
 def _warn_at_start(run: MissionRun, budget_source: str, collected: Collected | None) -> None:
@@ -220,6 +238,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
     new round limit). The mission file's unattended answers not yet used are used again."""
     workspace = Workspace.at(home, url, reading=True)
     graph = _mission_graph(workspace, mission_id)
+    tools = None
     try:
         node = graph.get(mission_id)
         spec = parse_mission(json.loads(node["spec"]), source=mission_id)
@@ -241,8 +260,9 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                             _stored_models(node, spec, team),
                                             [switch["model"] for switch in model_output_switches(graph)])
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
+        tools = _tool_host(workspace, mission_id, spec).start()  # connected again, as at the start
         run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers[used:],
-                           call_limiter)
+                           call_limiter, tools=tools)
         pending = status.pending_halt
         # A run killed between asking the Chair's question and taking the mission file's answer
         # left it pending: the file's next answer is still there to take, as a clean run would.
@@ -266,6 +286,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                 else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
+        _tell_tool_problems(run, tools)
         _recheck_sources(run, int(node.get("round") or 0))
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
@@ -273,6 +294,8 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
             return _drive(workspace, run, None, reopen=True)
         return _drive(workspace, run, Command(resume=answer) if answer is not None else None)
     finally:
+        if tools is not None:
+            tools.close()
         graph.close()
 
 
@@ -286,6 +309,13 @@ def _stored_models(node: dict, spec: MissionSpec, team: Team) -> dict[str, Model
     agents = {agent_id: ModelSettings.model_validate(settings)
               for agent_id, settings in json.loads(node.get("agent_models") or "{}").items()}
     return {DEFAULT_KEY: default, **{agent_id: agents.get(agent_id, default) for agent_id in team.ids()}}
+
+
+def _tell_tool_problems(run: MissionRun, tools: ToolHost) -> None:
+    """The servers left out at the start, then each later problem, as warnings of the run."""
+    for line in tools.problems:
+        run.emit(Warned(run.mission_id, message=line))
+    tools.on_problem = lambda line: run.emit(Warned(run.mission_id, message=line))
 
 
 def _recheck_sources(run: MissionRun, round_number: int) -> None:

@@ -180,6 +180,36 @@ class ModelRetried(MissionEvent):
     reason: str
 
 
+@dataclass(frozen=True)
+class ToolCalled(MissionEvent):
+    """An agent calls a tool of one of the mission's MCP servers (``server__tool``), within its
+    turn; ``arguments`` as JSON, ``why`` as the agent gave it."""
+
+    kind: ClassVar[str] = "tool_call"
+    round: int
+    step: Step
+    agent: str
+    tool: str
+    arguments: str
+    why: str
+
+
+@dataclass(frozen=True)
+class ToolReturned(MissionEvent):
+    """The call's end: ``ok`` when the tool answered, else the error the agent was given (the
+    tool failed, outlasted its timeout, returned nothing readable, or its server is down).
+    ``digest``: the start of the result, printable."""
+
+    kind: ClassVar[str] = "tool_result"
+    round: int
+    step: Step
+    agent: str
+    tool: str
+    ok: bool
+    digest: str
+    duration_s: float
+
+
 # ---------------------------------------------------------------------- the user's channel
 
 

@@ -39,6 +39,7 @@ from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
 from cabal.sources import SourceEntry, SourceLimits, Wanted, mission_wanted
+from cabal.tools.spec import DEFAULT_MAX_TOOL_CALLS, DEFAULT_TOOL_TIMEOUT_S, ToolServerSpec, unique_names
 from cabal.vocabulary import CHAIR_ID, DEFAULT_OPERATIVES, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
 from cabal.yaml_reader import line_at, read_settings_file, read_text_file
 
@@ -166,6 +167,12 @@ class MissionSpec(BaseModel):
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
+    tools: list[ToolServerSpec] = Field(default_factory=list, description="MCP servers whose tools the team may "
+                                                                         "call (docs/guide/tools.md)")
+    max_tool_calls: int = Field(DEFAULT_MAX_TOOL_CALLS, ge=0, le=50, description="tool calls an agent may make in "
+                                                                                "one turn")
+    tool_timeout_s: float = Field(DEFAULT_TOOL_TIMEOUT_S, gt=0, le=600, description="how long one tool call may "
+                                                                                    "take, in seconds")
     sources: list[SourceEntry] = Field(
         default_factory=list, max_length=200,
         description="the user's files the team reads and cites: files, folders or globs relative to the mission "
@@ -241,6 +248,11 @@ class MissionSpec(BaseModel):
             if wrong:
                 raise ValueError(f"contains {wrong}; write plain text")
         return value
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, value: list[ToolServerSpec]) -> list[ToolServerSpec]:
+        return unique_names(value)
 
     def model_settings(self) -> ModelSettings:
         """The default model's settings the mission file gives (defaults for what it leaves out)."""
@@ -326,7 +338,17 @@ def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     if spec.sources:
         spec._source_lines = _source_item_lines(path) or {
             index: line for index in range(len(spec.sources)) if (line := line_at(data, ("sources", index)))}
-    return spec, path.parent.resolve()
+    return with_tool_folders(spec, path.parent.resolve()), path.parent.resolve()
+
+
+def with_tool_folders(spec: MissionSpec, base: Path) -> MissionSpec:
+    """``spec`` with each stdio server's folder made absolute from the mission file's (its
+    relative ``args`` then mean what they say in the file, and a resume finds them again)."""
+    if not any(server.command for server in spec.tools):
+        return spec
+    servers = [server.model_copy(update={"cwd": str(base / (server.cwd or "."))}) if server.command else server
+               for server in spec.tools]
+    return spec.model_copy(update={"tools": servers})
 
 
 def _source_item_lines(path: Path) -> dict[int, int]:

@@ -22,7 +22,9 @@ What each role does:
   assignment; Peer Review approves every version shown, with a suggestion now and then.
   When the mission has sources, a writer first requests the first source and searches the
   sources for its product's words, then cites the source and the best section found as
-  ``[[s:...]]`` in each version.
+  ``[[s:...]]`` in each version. When a tool of the mission's MCP servers is offered, a writer
+  calls the first one once (the assignment's name for each required text argument) and quotes
+  its answer in each version.
 - Watchdog: inspects every new version: ``approved``, with one minor finding (of its focus's
   first category, when its card gives it a focus).
 - Envoy: one message per speaker who did something this round.
@@ -42,6 +44,7 @@ from cabal.llm.scripted import FunctionChatModel, ModelRequest
 from cabal.refs import parse_refs
 from cabal.rounds.context import REQUESTED_CONTEXT
 from cabal.rounds.facts import TreeProduct, TurnFacts
+from cabal.tools.spec import SEPARATOR as TOOL_SEPARATOR
 from cabal.vocabulary import CHAIR_ID
 
 CONTAINER_TYPES = ("Collection", "Orchestration", "Decision")  # may hold Content
@@ -82,13 +85,19 @@ class SimulatedTeam:
         if not isinstance(facts, TurnFacts):
             raise ModelError("the simulated team plays Cabal missions: the call carries no turn facts "
                              "(it is only answered inside the round engine)", provider="simulated")
-        if facts.step == "write" and facts.sources and facts.assignments:
-            read = _requested_context(request.messages)
-            if read is None:
-                return {"tool": "request_context", "args": {"requests": _source_requests(facts)}}
-            searched = read.split("### search", 1)[-1]  # the search's best section, not the source read whole
-            found = [r.render() for r in parse_refs(searched) if r.kind == "s" and "#" in r.id]
-            return {"tool": "final_output", "args": self._write(facts, cited=(f"[[s:{facts.sources[0].id}]]", *found[:1]))}
+        if facts.step == "write" and facts.assignments:
+            cited: tuple[str, ...] = ()
+            if facts.sources:
+                read = _requested_context(request.messages)
+                if read is None:
+                    return {"tool": "request_context", "args": {"requests": _source_requests(facts)}}
+                searched = read.split("### search", 1)[-1]  # the search's best section, not the source read whole
+                found = [r.render() for r in parse_refs(searched) if r.kind == "s" and "#" in r.id]
+                cited = (f"[[s:{facts.sources[0].id}]]", *found[:1])
+            offered, quoted = _mcp_tool(request), _tool_answer(request)
+            if offered is not None and quoted is None:
+                return {"tool": offered["name"], "args": _tool_arguments(offered, facts.assignments[0].product.name)}
+            return {"tool": "final_output", "args": self._write(facts, cited=cited, quoted=quoted)}
         answer = getattr(self, f"_{facts.step}")(facts)
         return {"tool": answer[0], "args": answer[1]} if isinstance(answer, tuple) else {"tool": "final_output", "args": answer}
 
@@ -187,7 +196,7 @@ class SimulatedTeam:
         return {"reasoning": f"{len(reflections)} product(s) of mine to judge against their definitions of done.",
                 "reflections": reflections}
 
-    def _write(self, facts: TurnFacts, cited: tuple[str, ...] = ()) -> dict:
+    def _write(self, facts: TurnFacts, cited: tuple[str, ...] = (), quoted: str | None = None) -> dict:
         versions = []
         for assignment in facts.assignments:
             product = assignment.product
@@ -195,6 +204,7 @@ class SimulatedTeam:
             content = (
                 f"{product.name}, version {number}, written by {facts.agent} in round {facts.round} for "
                 f"[[p:{product.id}]]. " + (f"From the user's material: {' and '.join(cited)}. " if cited else "")
+                + (f"A tool answered: {quoted} " if quoted else "")
                 + f"Objective: {assignment.objective or 'the directive'} "
                 f"What it covers: {product.dod or 'the definition of done'} "
                 f"Point one: the section states who it serves and what they get, in one concrete sentence. "
@@ -261,6 +271,31 @@ class SimulatedTeam:
             fallback = CHAIR_ID if CHAIR_ID in speakers else (speakers[0] if speakers else CHAIR_ID)
             messages.append({"asAgent": fallback, "content": "Nothing new was written this round."})
         return {"reasoning": "One message per agent who did something this round.", "messages": messages}
+
+
+def _mcp_tool(request: ModelRequest) -> dict | None:
+    """The first tool of the mission's MCP servers the call offers (``server__tool``), if any."""
+    return next((tool for tool in request.tools if isinstance(tool, dict) and TOOL_SEPARATOR in tool.get("name", "")),
+                None)
+
+
+def _tool_answer(request: ModelRequest) -> str | None:
+    """What the turn's tool call answered (its first line of data, clipped), once it was made."""
+    for message in request.messages:
+        if isinstance(message, ToolMessage) and TOOL_SEPARATOR in str(message.content).split("\n", 1)[0]:
+            lines = str(message.content).split("\n")
+            data = lines[1] if message.status != "error" and len(lines) > 1 else "nothing usable"
+            return _plain(data, 120)
+    return None
+
+
+def _tool_arguments(tool: dict, subject: str) -> dict:
+    """Arguments for a tool from its schema: ``subject`` for each required text, 1 for a number, true for a flag."""
+    schema = tool.get("input_schema") or {}
+    samples = {"string": subject, "integer": 1, "number": 1, "boolean": True}
+    arguments = {name: samples[kind] for name in schema.get("required") or ()
+                 if (kind := (schema.get("properties") or {}).get(name, {}).get("type")) in samples}
+    return {**arguments, "why": f"To ground the version of {subject} in what the tool knows."}
 
 
 def _requested_context(messages: tuple) -> str | None:
