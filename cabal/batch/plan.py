@@ -201,7 +201,7 @@ def parse_batch(data: dict, *, source: str = "<batch>") -> BatchSpec:
     try:
         return BatchSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(located_problems(exc, data, source, "invalid batch file")) from None
+        raise ConfigError(located_problems(exc, data, source, "invalid batch file", BatchSpec)) from None
 
 
 def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | None = None,

@@ -130,7 +130,11 @@ def test_a_broken_mission_file_stays_in_the_plan_with_its_located_error(tmp_path
     ("requests: &r [A]\nmission: {answers: *r}\n", {},
      "batch file {batch}:2: invalid YAML: an alias (*r) is not allowed here; write the value out"),
     ("name: x\nrequests: [A]\nrepeats: 2\n", {},
-     "{batch}:3: invalid batch file: repeats: Extra inputs are not permitted"),
+     "{batch}:3: invalid batch file: unknown field `repeats`; did you mean `repeat`? (allowed: repeat, requests, "
+     "budget, matrix, name, mission)"),
+    ("requests: [A]\nmission:\n  round: 2\n", {},
+     "{batch}:3: invalid batch file: mission: unknown field `round`; did you mean `rounds`? (allowed: rounds, model, "
+     "budget, request, name, answers, team)"),
     ("requests: [A]\nmission:\n  request: B\n", {},
      "{batch}:3: invalid batch file: mission.request: Input should be None"),
     ("requests: [A]\nmission:\n  team: {operatives: 0}\n", {},
