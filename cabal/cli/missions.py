@@ -61,11 +61,12 @@ def print_conversation(mission_id: str, home: str | None, url: str | None, strea
 
     out = stream or sys.stdout
     current = None
-    for line in rounds.mission_report(mission_id, home=home, url=url).conversation:
+    mission = rounds.mission_report(mission_id, home=home, url=url)
+    for line in mission.conversation:
         if line.round != current:
             current = line.round
             print(round_heading(current), file=out)
-        print(printable(conversation_line(line)), file=out)
+        print(printable(conversation_line(line, speaker=mission.who(line.speaker))), file=out)
 
 
 def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,
@@ -229,7 +230,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(printable(f"waiting for you: {result.pending_halt.get('message')}"))
     for row in tree:
         print(printable(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
-                        f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
+                        f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {mission.who(row['owner'])}"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
     print(f"read the products: cabal show {result.mission_id}")

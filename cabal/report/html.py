@@ -43,7 +43,7 @@ def report_context(report: MissionReport) -> dict[str, Any]:
 
     return dict(
         report=report, mission=report.mission, tree=tree_svg(report), timeline=timeline_svg(report),
-        anchor=lambda product: product_anchor(report, product), readable=report.readable,
+        anchor=lambda product: product_anchor(report, product), readable=report.readable, who=report.who,
         content=lambda text: markdown_html(report.readable(text, link=linked)),
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),
         status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=__version__,

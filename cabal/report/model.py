@@ -24,6 +24,12 @@ REPORT_FORMAT = "cabal.mission-report"
 REPORT_FORMAT_VERSION = 1
 
 
+def agent_label(agent_id: str, name: str | None) -> str:
+    """How people see an agent: ``Dana (operative-1)`` when the team gave it a name of its own
+    (``team.names``), else its id. The one rule every terminal line, export and page follows."""
+    return f"{name} ({agent_id})" if name and name != agent_id else agent_id
+
+
 class _Value(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -287,6 +293,13 @@ class MissionReport(_Value):
     @property
     def failed_turns(self) -> tuple[Turn, ...]:
         return tuple(t for t in self.turns if t.outcome == "failed")
+
+    def who(self, agent_id: str | None) -> str:
+        """An agent as people see it (``agent_label``); a speaker that is no agent (``you``) as it is."""
+        if agent_id is None:
+            return "nobody"
+        name = next((a.name for a in self.agents if a.id == agent_id), None)
+        return agent_label(agent_id, name)
 
     def product(self, reference: str) -> Product:
         """A product by id, by name (any case) or by the start of its name; ``ResourceNotFound``

@@ -54,7 +54,7 @@ def tree_svg(report: MissionReport) -> Markup:
         fill, stroke = STATUS_COLOURS.get(product.status, STATUS_COLOURS["open"])
         shown = product.shown
         version = (f"v{shown.number}" + (" accepted" if shown.accepted else "")) if shown else "no version"
-        tooltip = f"{product.name} ({product.type}, {product.status}, {version}, owner {product.owner})"
+        tooltip = f"{product.name} ({product.type}, {product.status}, {version}, owner {report.who(product.owner)})"
         if product.dod:
             tooltip += f"\nDone when: {product.dod}"
         parts.append(Markup(
@@ -65,7 +65,7 @@ def tree_svg(report: MissionReport) -> Markup:
             '</g></a>').format(
             anchor=product_anchor(report, product), tooltip=tooltip, x=x, y=y, w=TREE_WIDTH - 8 - x, h=BOX,
             fill=fill, stroke=stroke, tx=x + 9, ty=y + 17, name=_clip(product.name, NAME_CHARS - product.depth * 3),
-            rx=TREE_WIDTH - 14, type=product.type, version=version, owner=product.owner or "nobody"))
+            rx=TREE_WIDTH - 14, type=product.type, version=version, owner=report.who(product.owner)))
     parts.append(Markup("</svg>"))
     return Markup("").join(parts)
 
@@ -120,7 +120,7 @@ def timeline_svg(report: MissionReport) -> Markup:
             for place, turn in enumerate(cells.get((step, round_number), ())):
                 cx = x + 9 + (place % per_line) * DOT_PITCH
                 cy = top + row * step_height + 10 + (place // per_line) * DOT_PITCH
-                tooltip = (f"round {turn.round} · {turn.step} · {turn.agent}: {turn.outcome}, "
+                tooltip = (f"round {turn.round} · {turn.step} · {report.who(turn.agent)}: {turn.outcome}, "
                            f"{turn.input_tokens + turn.output_tokens:,} tokens, {turn.attempts} attempt(s)")
                 parts.append(Markup('<circle cx="{}" cy="{}" r="3.6" fill="{}"><title>{}</title></circle>').format(
                     cx, cy, OUTCOME_COLOURS.get(turn.outcome, "#666"), tooltip))
