@@ -16,6 +16,7 @@ from typing import Any
 from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BatchBudget, BatchPlan, PlannedMission
 from cabal.batch.store import BatchStore
+from cabal.report.model import settled_statuses
 from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.workspace import Workspace
 from cabal.vocabulary import MissionState, NotStarted
@@ -139,9 +140,12 @@ def read_status(workspace: Workspace, mission_id: str) -> tuple[MissionResult | 
     with workspace.graph(mission_id) as graph:
         if not graph.exists(mission_id):
             return None, (0, 0)
-        products = [p for p in graph.find("product", fields=["status"]) if p.get("status") != "removed"]
-        accepted = sum(p.get("status") == "accepted" for p in products)
-        return status_of(workspace, graph, mission_id), (accepted, len(products))
+        status = status_of(workspace, graph, mission_id)
+        statuses = settled_statuses(((p["id"], str(p.get("type")), str(p.get("status")), p.get("parent_id"))
+                                     for p in graph.find("product", fields=["type", "status", "parent_id"])),
+                                    mission_done=status.state == MissionState.DONE)
+        live = [product for product in statuses.values() if product != "removed"]
+        return status, (live.count("accepted"), len(live))
 
 
 def _row(workspace: Workspace, mission: PlannedMission, attempts: list[MissionOutcome]) -> MissionRow:

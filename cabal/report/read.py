@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from cabal.graph import ContextGraph, reads
 from cabal.report.model import (
     Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, Product, Question,
-    Response, Review, RoundSpend, Spend, Turn, Usage, Version,
+    Response, Review, RoundSpend, Spend, Turn, Usage, Version, settled_statuses,
 )
-from cabal.vocabulary import CHAIR_ID, USER_ID, Step
+from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
                "cache_read_tokens", "cost_usd", "call_input_tokens"]
@@ -45,7 +45,7 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         agents=tuple(Agent(id=a["id"], role=str(a.get("type")), name=str(a.get("name") or a["id"]),
                            area=a.get("area"), responsibility=a.get("responsibility"))
                      for a in sorted(found["agent"], key=lambda a: natural_key(a["id"]))),
-        products=_products(found),
+        products=_products(found, node.get("status") == MissionState.DONE),
         conversation=_conversation(found["message"], halts, user_notes),
         questions=tuple(_question(h) for h in sorted(halts, key=lambda h: (h.get("round", 0), natural_key(h["id"])))
                         if h.get("type") == "question"),
@@ -79,7 +79,7 @@ def _mission(mission_id: str, node: dict) -> Mission:
 # --------------------------------------------------------------------------- the products
 
 
-def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
+def _products(found: dict[str, list[dict]], mission_done: bool) -> tuple[Product, ...]:
     """The product tree, from ``read_report``'s nodes by type."""
     findings = _by(found["finding"], "inspection_id")
     inspections = _by(found["inspection"], "version_id")
@@ -89,11 +89,13 @@ def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
     decisions = _by(found["acceptance"], "product_id")
     responses = _responses(found["reflection"])
     nodes = {p["id"]: p for p in found["product"]}
+    statuses = settled_statuses(((n["id"], str(n.get("type")), str(n.get("status")), n.get("parent_id"))
+                                 for n in nodes.values()), mission_done=mission_done)
 
     def product(node: dict, depth: int) -> Product:
         accepted = node.get("accepted_version")
         return Product(
-            id=node["id"], name=str(node.get("name")), type=str(node.get("type")), status=str(node.get("status")),
+            id=node["id"], name=str(node.get("name")), type=str(node.get("type")), status=statuses[node["id"]],
             owner=node.get("owner"), parent_id=node.get("parent_id"), depth=depth, round=int(node.get("round") or 0),
             dod=node.get("dod"), description=node.get("description"), accepted_version_id=accepted,
             versions=tuple(_version(v, accepted, reviews, inspections, findings)
