@@ -1,4 +1,4 @@
-"""Mission commands: run, resume, chat, say, status, transcript, stop, missions, schema.
+"""Mission commands: run, resume, continue, chat, say, status, transcript, stop, missions, schema.
 
 The engine (LangGraph, the model clients) is imported when a command runs, not when the
 parser is built, so `cabal --help` and the graph commands start in a blink.
@@ -172,6 +172,18 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return exit_status(result)
 
 
+def cmd_continue(args: argparse.Namespace) -> int:
+    with watching(args) as watch:
+        try:
+            result = rounds.continue_mission(args.mission_id, " ".join(args.direction), rounds=args.rounds,
+                                             model=args.model, home=args.home, url=args.url,
+                                             model_settings=_settings(args), on_event=watch.listener())
+        except KeyboardInterrupt:
+            return _interrupted(args.mission_id)
+    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
+    return exit_status(result)
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     with watching(args) as watch:
         print_conversation(args.mission_id, args.home, args.url, watch.stream)
@@ -319,6 +331,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     resume.add_argument("--rounds", type=int, help="a new round limit: continues a mission that ran out of rounds "
                                                    "or that you stopped")
     resume.set_defaults(func=cmd_resume)
+
+    go_on = common(commands.add_parser("continue", help="take a mission that ended further, with a new direction"),
+                   model=True, runs=True)
+    go_on.add_argument("mission_id")
+    go_on.add_argument("direction", nargs="+", help="what the team should do next (the Chair reads it at the next Plan)")
+    go_on.add_argument("--rounds", type=int, metavar="N", help="how many more rounds (default: the mission file's rounds)")
+    go_on.set_defaults(func=cmd_continue)
 
     chat = common(commands.add_parser("chat", help="the team's conversation; answer a pending question"),
                   model=True, runs=True)

@@ -19,7 +19,8 @@ from cabal.limits import printable
 from cabal.report.markdown import conversation_line
 from cabal.report.model import Line
 from cabal.rounds.events import (
-    Answered, HaltRaised, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
+    Answered, HaltRaised, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
+    MissionStopped,
     ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted, UserMessage,
     Warned,
 )
@@ -79,6 +80,9 @@ class Progress:
             self._where = f"round {event.round}"
             self._print(f"mission {event.mission} resumed in round {event.round} "
                         f"({event.spent_tokens:,} tokens, ${event.spent_cost_usd:.4f} spent so far)")
+        elif isinstance(event, MissionContinued):
+            self._say(Line(round=event.round, speaker="you", text=event.direction, kind="direction"))
+            self._print(f"the mission continues, up to round {event.rounds}")
         elif isinstance(event, RoundStarted):
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._where = f"round {event.round}"

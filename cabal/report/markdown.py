@@ -176,6 +176,8 @@ def conversation_line(line: Line, text: str | None = None, *, bold: bool = False
         return f"{speaker} {said}  [{' / '.join(line.options)}]"
     if line.kind == "done":
         return f"{speaker} {said} (mission concluded)"
+    if line.kind == "direction":
+        return f"{speaker} {said} (the mission continues with this new direction)"
     return f"{speaker} {said}"
 
 

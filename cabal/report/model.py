@@ -237,9 +237,10 @@ class Line(_Value):
     round: int
     speaker: str
     text: str
-    kind: Literal["message", "question", "done", "answer", "note"] = Field(
+    kind: Literal["message", "question", "done", "answer", "note", "direction"] = Field(
         description="message: the Envoy speaking as an agent; question / done: a halt; answer: the user's "
-                    "answer to a question; note: a message the user left")
+                    "answer to a question; note: a message the user left; direction: the new direction of a "
+                    "mission the user continued after it ended (what follows is its second part)")
     options: tuple[str, ...] = ()
 
 

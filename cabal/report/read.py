@@ -19,7 +19,7 @@ from cabal.report.model import (
     Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, Product, Question,
     Response, Review, RoundSpend, Spend, Turn, Usage, Version, settled_statuses,
 )
-from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step
+from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
                "cache_read_tokens", "cost_usd", "call_input_tokens"]
@@ -176,7 +176,10 @@ def _conversation(messages: list[dict], halts: list[dict], notes: list[dict]) ->
             kind="message")))
     for halt in halts:
         kind = "question" if halt.get("type") == "question" else "done"
-        entries.append(((halt.get("round", 0), 0, 0, natural_key(halt["id"])), Line(
+        # A question opens its round's lines; the mission's end closes them, after the Envoy's
+        # lines of that round (the Presentation runs before the mission stops), as live.
+        at = (0, 0) if kind == "question" else (1, 1 << 30)
+        entries.append(((halt.get("round", 0), *at, natural_key(halt["id"])), Line(
             round=int(halt.get("round") or 0), speaker=str(halt.get("author") or CHAIR_ID), text=str(halt.get("message")),
             kind=kind, options=tuple(halt.get("options") or ()))))
         if halt.get("answer"):
@@ -184,8 +187,9 @@ def _conversation(messages: list[dict], halts: list[dict], notes: list[dict]) ->
             entries.append(((answered, 0, 1, natural_key(halt["id"])), Line(
                 round=answered, speaker="you", text=str(halt["answer"]), kind="answer")))
     for note in notes:
+        kind = "direction" if note.get("type") == USER_DIRECTION_TYPE else "note"
         entries.append(((note.get("round", 0), 2, 0, natural_key(note["id"])), Line(
-            round=int(note.get("round") or 0), speaker="you", text=str(note.get("comment")), kind="note")))
+            round=int(note.get("round") or 0), speaker="you", text=str(note.get("comment")), kind=kind)))
     return tuple(line for _, line in sorted(entries, key=lambda entry: entry[0]))
 
 

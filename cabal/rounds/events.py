@@ -92,6 +92,17 @@ class MissionResumed(MissionEvent):
 
 
 @dataclass(frozen=True)
+class MissionContinued(MissionEvent):
+    """The user takes a mission that had ended further (``cabal continue``): it reopens after
+    ``round`` with a new direction, which the Chair reads at the next Plan, up to round ``rounds``."""
+
+    kind: ClassVar[str] = "mission_continued"
+    round: int
+    direction: str
+    rounds: int
+
+
+@dataclass(frozen=True)
 class RoundStarted(MissionEvent):
     """A round begins (after the checks of the round limit, a stop request and the budget)."""
 

@@ -102,6 +102,7 @@ class TurnFacts:
     candidates: tuple[Candidate, ...] = ()  # Plan: versions awaiting a decision
     events: tuple[Event, ...] = ()  # Presentation: what happened this round
     speakers: tuple[str, ...] = ()  # Presentation: whom the agent may speak as
+    direction: str | None = None  # Plan: the new direction of a mission the user continued after it ended
 
     def operatives(self) -> list[str]:
         return [agent for agent, role in self.team if role == Role.OPERATIVE]
@@ -119,8 +120,9 @@ class FactsDraft:
     candidates: list[Candidate] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     speakers: list[str] = field(default_factory=list)
+    direction: str | None = None
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...]) -> TurnFacts:
         return TurnFacts(round=round, step=step, agent=agent, request=request, team=team,
-                         **{name: tuple(value) for name, value in vars(self).items()})
+                         **{name: value if name == "direction" else tuple(value) for name, value in vars(self).items()})
