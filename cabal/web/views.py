@@ -71,6 +71,7 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
         "can_answer": question is not None and view.driver is None,
         "can_stop": status.state not in ENDED,
         "can_resume": status.state == "interrupted" and view.driver is None,
+        "can_continue": status.state == "done" and view.driver is None,
         "stop_asked": report.mission.stop_requested and status.state not in ENDED,
     }
 

@@ -350,6 +350,27 @@ def test_only_an_interrupted_mission_resumes(client: TestClient, asking: str, se
     assert refused.json() == {"ok": False, "error": f"mission {asking} is not interrupted: there is nothing to resume"}
 
 
+def test_a_mission_that_ended_continues_from_its_page(client: TestClient, security, graph_server) -> None:
+    ended = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 2, "model": SIMULATED},
+                        home=graph_server.home)
+    page = client.get(f"/missions/{ended.mission_id}").text
+
+    empty = json_post(client, f"/missions/{ended.mission_id}/continue", security, direction=" ")
+    went_on = json_post(client, f"/missions/{ended.mission_id}/continue", security,
+                        direction="Add a rain plan.", rounds="1")
+
+    assert (ended.state, ended.round) == ("done", 2)
+    assert f'action="/missions/{ended.mission_id}/continue"' in page and "Continue the mission" in page
+    assert (empty.status_code, empty.json()["error"]) == (400, "Write the new direction first.")
+    assert went_on.json() == {"ok": True, "mission": ended.mission_id,
+                              "message": "The mission continues with your new direction."}
+    again = wait_until(lambda: (s := mission_status(ended.mission_id, home=graph_server.home)).round == 3
+                       and s.state == "done" and s, what="the continued mission to end")
+    assert again.stop_reason is not None
+    conversation = mission_report(ended.mission_id, home=graph_server.home).conversation
+    assert [line.text for line in conversation if line.kind == "direction"] == ["Add a rain plan."]
+
+
 def test_a_server_running_all_it_may_says_busy(workspace, security) -> None:
     from cabal.web.app import create_app
 
