@@ -22,6 +22,7 @@ from cabal.limits import printable
 from cabal.private import open_private
 
 if TYPE_CHECKING:
+    from cabal.cli.progress import Progress
     from cabal.report import Product
     from cabal.rounds import MissionResult
     from cabal.rounds.events import MissionEvent
@@ -109,7 +110,7 @@ def watching(args: argparse.Namespace) -> Iterator[Watch]:
         except OSError as error:
             raise ConfigError(f"cannot write events to {args.events}: {error.strerror}") from None
     log = EventLog(sys.stdout if args.events == "-" else log_file) if args.events else None
-    watch = Watch(fan_out(progress, log), human, progress is not None)
+    watch = Watch(fan_out(progress, log), human, progress is not None, progress=progress)
     try:
         yield watch
     finally:
@@ -125,6 +126,7 @@ class Watch:
     stream: IO[str]  # where lines for people go
     live: bool  # whether the conversation (and so a question) is printed as it happens
     mission_id: str | None = None  # the mission being run, once its first event says so
+    progress: Progress | None = None  # the live display, if any
 
     def listener(self) -> Callable[[MissionEvent], None]:
         """``on_event`` that also remembers the mission, to say how to resume it after Ctrl-C."""
@@ -143,7 +145,13 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             "temperature": args.temperature}
 
 
-def _interrupted(mission_id: str | None) -> int:
+def _interrupted(watch: Watch, mission_id: str | None) -> int:
+    """After Ctrl-C: the live display is cleared, and the pause is said once (the display said it
+    when the mission paused, unless there is none or the mission had not started)."""
+    if watch.progress is not None:
+        watch.progress.close()
+        if watch.progress.interrupted:
+            return exits.CTRL_C
     print("\ncabal: interrupted (Ctrl-C)" + (f"; the mission is paused. Go on with: cabal resume {mission_id}"
                                            if mission_id else ""), file=sys.stderr)
     return exits.CTRL_C
@@ -155,7 +163,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
                                         rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener())
         except KeyboardInterrupt:
-            return _interrupted(watch.mission_id)
+            return _interrupted(watch, watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
     return exit_status(result)
 
@@ -167,7 +175,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
                                            home=args.home, url=args.url, model_settings=_settings(args),
                                            on_event=watch.listener())
         except KeyboardInterrupt:
-            return _interrupted(args.mission_id)
+            return _interrupted(watch, args.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
     return exit_status(result)
 
@@ -179,7 +187,7 @@ def cmd_continue(args: argparse.Namespace) -> int:
                                              model=args.model, home=args.home, url=args.url,
                                              model_settings=_settings(args), on_event=watch.listener())
         except KeyboardInterrupt:
-            return _interrupted(args.mission_id)
+            return _interrupted(watch, args.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
     return exit_status(result)
 
@@ -207,7 +215,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                                                url=args.url, model_settings=_settings(args),
                                                on_event=watch.listener())
             except KeyboardInterrupt:
-                return _interrupted(args.mission_id)
+                return _interrupted(watch, args.mission_id)
     report(result, question_shown=True, stream=watch.stream, home=args.home, url=args.url)
     return exit_status(result)
 

@@ -299,7 +299,7 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
             _pause(run, f"the model is unavailable: {error}")
         except KeyboardInterrupt:
             run.close(wait=False)  # do not wait for model calls in flight
-            _pause(run, "interrupted (Ctrl-C)")
+            _pause(run, "the user pressed Ctrl-C")
             raise
         except GraphUnavailable:
             raise  # nothing can be recorded; the mission shows interrupted once its lock is free

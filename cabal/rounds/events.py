@@ -171,6 +171,7 @@ class TurnDone(MissionEvent):
     cost_usd: float
     problems: tuple[str, ...]
     summary: str
+    halt: str | None = None  # a halt turn's kind of halt: question (it asks the user) or done
 
 
 @dataclass(frozen=True)
