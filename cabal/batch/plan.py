@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import product
@@ -157,6 +158,7 @@ class BatchPlan:
     source: str  # what it was planned from: a file, folder or glob
     missions: tuple[PlannedMission, ...]
     budget: BatchBudget = BatchBudget()
+    skipped: tuple[tuple[str, str], ...] = ()  # a folder's YAML files that are no mission files: (file, why)
 
     def mission(self, mission_id: str) -> PlannedMission | None:
         return self._by_id.get(mission_id)
@@ -178,9 +180,12 @@ def load_plan(target: str | Path, *, repeat: int | None = None) -> BatchPlan:
     path = Path(text).expanduser()
     if path.is_dir():
         files = sorted({f for pattern in MISSION_GLOBS for f in path.glob(pattern)})
+        skipped = _skipped(path, files)
         if not files:
-            raise ConfigError(f"{path}: no mission files ({' or '.join(MISSION_GLOBS)}) in this folder")
-        return _plan_of_files(files, path.resolve(), str(path.resolve()), path.resolve().name, repeat)
+            raise ConfigError(f"{path}: no mission files ({' or '.join(MISSION_GLOBS)}) in this folder"
+                              + (f"; skipped: {'; '.join(f'{name} ({why})' for name, why in skipped)}" if skipped else ""))
+        plan = _plan_of_files(files, path.resolve(), str(path.resolve()), path.resolve().name, repeat)
+        return dataclasses.replace(plan, skipped=skipped)
     if path.is_file() and path.name.endswith(BATCH_SUFFIXES):
         return _plan_of_batch_file(path, repeat)
     if path.is_file():
@@ -241,6 +246,14 @@ def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | Non
         mission = _anchored(parse_mission(data, source=where), base)
         missions += _repeated(batch_id, key, where, mission, None, repeat or spec.repeat)
     return BatchPlan(batch_id, name, source, tuple(missions), spec.budget)
+
+
+def _skipped(folder: Path, missions: list[Path]) -> tuple[tuple[str, str], ...]:
+    """The YAML files of ``folder`` that a batch of it does not run, each with why."""
+    others = sorted(f for f in folder.iterdir() if f.suffix in (".yaml", ".yml") and f not in missions and f.is_file())
+    return tuple((f.name, "a batch file: run it alone, cabal batch " + str(f) if f.name.endswith(BATCH_SUFFIXES)
+                  else f"not named *.mission.yaml: rename it {f.name.removesuffix(f.suffix)}.mission.yaml to run it")
+                 for f in others)
 
 
 def _plan_of_batch_file(path: Path, repeat: int | None) -> BatchPlan:

@@ -184,3 +184,14 @@ def test_the_batch_schema_documents_the_file(tmp_path: Path) -> None:
     assert set(schema["$defs"]["Matrix"]["properties"]) == {"model", "operatives", "rounds"}
     # and it is the file the tests' batches are written in
     assert load_plan(batch_file(tmp_path, "schema-check", ["A"])).missions[0].spec.request == "A"
+
+
+def test_a_folder_plan_lists_the_yaml_files_it_does_not_run(tmp_path: Path) -> None:
+    write(tmp_path / "good.mission.yaml", "request: Fine.\n")
+    write(tmp_path / "clinic.yml", "request: Booking onboarding.\n")
+    write(tmp_path / "notes.txt", "not YAML, not said")
+
+    plan = load_plan(tmp_path)
+
+    assert [m.key for m in plan.missions] == ["good.mission.yaml"]
+    assert plan.skipped == (("clinic.yml", "not named *.mission.yaml: rename it clinic.mission.yml to run it"),)
