@@ -252,7 +252,7 @@ def _skipped(folder: Path, missions: list[Path]) -> tuple[tuple[str, str], ...]:
     """The YAML files of ``folder`` that a batch of it does not run, each with why."""
     others = sorted(f for f in folder.iterdir() if f.suffix in (".yaml", ".yml") and f not in missions and f.is_file())
     return tuple((f.name, "a batch file: run it alone, cabal batch " + str(f) if f.name.endswith(BATCH_SUFFIXES)
-                  else f"not named *.mission.yaml: rename it {f.name.removesuffix(f.suffix)}.mission.yaml to run it")
+                  else f"not named *.mission.yaml: rename it {f.name.removesuffix(f.suffix)}.mission{f.suffix} to run it")
                  for f in others)
 
 
