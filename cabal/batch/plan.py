@@ -27,12 +27,12 @@ mission; one unchanged keeps its id, and with it its graph and checkpoints.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import glob
 import hashlib
 import json
 import os
 import re
-import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import product
@@ -145,10 +145,12 @@ class PlannedMission:
     @property
     def model(self) -> str:
         """The model, as a report names it (a script by its file name)."""
-        if self.spec is None:
-            return ""
-        name = self.spec.model_settings().name
-        return f"scripted:{Path(name.removeprefix('scripted:')).name}" if name.startswith("scripted:") else name
+        return short_model(self.spec.model_settings().name) if self.spec is not None else ""
+
+
+def short_model(name: str) -> str:
+    """A model as a report or a list names it: a script by its file name, not its whole path."""
+    return f"scripted:{Path(name.removeprefix('scripted:')).name}" if name.startswith("scripted:") else name
 
 
 @dataclass(frozen=True)

@@ -305,6 +305,7 @@ class Mission(_Value):
     model: str | None = None
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
+    started_at: str | None = Field(None, description="when it started (ISO 8601), for a mission that records it")
 
 
 class MissionReport(_Value):

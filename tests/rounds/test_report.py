@@ -210,15 +210,29 @@ def test_the_html_escapes_what_agents_wrote_and_loads_nothing(launch: str, home:
     assert "default-src 'none'" in page
 
 
+def test_an_empty_mission_says_so_in_each_card_instead_of_a_bare_header(launch: str, home: str) -> None:
+    report = mission_report(launch, home=home)
+    empty = report.model_copy(update={"products": (), "turns": (), "conversation": (), "questions": (),
+                                      "usage": report.usage.model_copy(update={"by_agent": (), "by_round": ()})})
+
+    text = " ".join(re.sub(r"<[^>]+>", " ", render_html(empty)).split())
+
+    for said in ("Product tree No products yet: the Chair sets them out in round 0, from the request.",
+                 "Products No products yet: the Chair sets them out in round 0, and each one's work appears here",
+                 "By agent No turn has ended yet", "By round No round has spent anything yet",
+                 "Timeline No turns yet.", "Conversation Nothing said yet."):
+        assert said in text, said
+
+
 def test_the_html_pictures_hold_every_product_and_every_turn(launch: str, home: str) -> None:
     report = mission_report(launch, home=home)
 
     page = render_html(report)
 
-    tree = re.search(r'<svg class="tree".*?</svg>', page, re.S).group(0)
+    tree = re.search(r'<ul class="tree".*?</ul>\s*</li>\s*</ul>', page, re.S).group(0)
     timeline = re.search(r'<svg class="timeline".*?</svg>', page, re.S).group(0)
-    assert re.findall(r'<a href="#(product-\d)">', tree) == ["product-1", "product-2", "product-3"]
-    assert tree.count("<rect") == 3
+    assert re.findall(r'href="#(product-\d)"', tree) == ["product-1", "product-2", "product-3"]
+    assert tree.count('class="node"') == 3
     assert timeline.count("<circle") == len(report.turns) == 28
     assert re.findall(r"<title>accepted: ([^<]*)</title>", timeline) == ["Launch brief", "Pricing decision, Launch-day checklist"]
     for product in report.products:
@@ -241,10 +255,10 @@ def test_the_html_report_opens_offline_in_chromium(launch: str, home: str, tmp_p
             requests: list[str] = []
             page.on("request", lambda request: requests.append(request.url))
             page.goto(page_file.as_uri())
-            boxes = page.locator("svg.tree rect").count()
+            boxes = page.locator("ul.tree .node").count()
             dots = page.locator("svg.timeline circle").count()
             brief = page.locator("#product-1 .content").inner_text()
-            tree_width = page.locator("svg.tree").bounding_box()["width"]
+            tree_width = page.locator("ul.tree").bounding_box()["width"]
         finally:
             browser.close()
     assert requests == [page_file.as_uri()]
