@@ -33,7 +33,7 @@ figure svg{display:block;height:auto}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .4rem;text-align:left;vertical-align:top}
 th{background:#f5f5f5}td.n,th.n{text-align:right;white-space:nowrap}tr.total td{font-weight:600;border-top:2px solid #999}
-td.text{min-width:11em}td.mission,td.model{overflow-wrap:anywhere;min-width:8em}
+td.text{min-width:11em}td.mission{overflow-wrap:anywhere;min-width:8em}td.model{min-width:8em}
 .state{display:inline-block;width:.7em;height:.7em;border-radius:2px;margin-right:.35em}
 code{font-size:12px}svg text{font:12px system-ui,sans-serif;fill:#222}
 """
@@ -145,7 +145,7 @@ def _table(report: BatchReport, page: Path | None) -> str:
         rows.append(
             f'<tr><td class="mission"><b>{escape(row.key)}</b><br><code>{mission}</code></td>'
             f'<td class="text" title="{escape(row.request)}">{escape(clip(row.request, REQUEST_CHARS))}</td>'
-            f"<td class=model>{escape(row.model)}</td><td class=n>{row.operatives or ''}</td>"
+            f"<td class=model>{_breakable(row.model)}</td><td class=n>{row.operatives or ''}</td>"
             f'<td><span class="state" style="background:{STATE_COLOURS[row.state]}"></span>{escape(state_text(row))}</td>'
             f"<td class=n>{rounds_text(row)}</td><td class=n>{row.products_accepted}/{row.products_total}</td>"
             f"<td class=n>{row.failed_turns}</td><td class=n>{row.tokens:,}</td><td class=n>${row.cost_usd:.4f}</td>"
@@ -158,6 +158,11 @@ def _table(report: BatchReport, page: Path | None) -> str:
                 f"<td class=n>${totals.cost_usd:.4f}</td><td class=n>{escape(duration(totals.duration_s))}</td>"
                 + ("<td></td>" if asking else "") + "</tr>")
     return f'<div class="wide"><table>{head}{"".join(rows)}</table></div>'
+
+
+def _breakable(name: str) -> str:
+    """A model's name, escaped, that may wrap after its ``:``, ``.`` and ``/`` and nowhere else."""
+    return "".join(escape(char) + ("<wbr>" if char in ":./" else "") for char in name)
 
 
 def _link(row: MissionRow, page: Path | None) -> str | None:
