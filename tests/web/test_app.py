@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 
 from cabal import mission_status, run_mission
 from cabal.report.formats import render_report
+from cabal.report.html import when
 from cabal.batch.store import BatchMembers
 from cabal.rounds.workspace import Workspace, mission_graph, mission_report
 from cabal.web.forms import MAX_UPLOAD, SIMULATED
@@ -26,6 +27,8 @@ from tests.polling import wait_until
 from .conftest import QUESTION, QUESTION_SCRIPT
 
 QUESTION_TEXT = "Who reads the README first, people installing tally or people contributing to it?"
+REQUEST_TEXT = ("Write the opening paragraph of the README for tally, a command-line tool that counts lines of code "
+                "per language.")
 
 
 def text(response) -> str:
@@ -61,7 +64,9 @@ def test_the_missions_list_shows_state_round_question_and_spend(client: TestClie
 
     row = " ".join(unescape(re.sub(r"<[^>]+>", " ", row_of(client.get("/").text, asking))).split())
 
-    assert row == (f"readme-intro {asking} halted questionToUser round 0 of 3 Waiting for you: {QUESTION_TEXT} "
+    started = when(mission_report(asking, home=graph_server.home).mission.started_at)
+    assert row == (f"readme-intro {REQUEST_TEXT} {asking} · started {started} · model scripted:question.script.yaml "
+                   f"halted questionToUser round 0 of 3 Waiting for you: {QUESTION_TEXT} "
                    f"{status.usage.total_tokens:,} tokens $0.0000")
 
 
@@ -127,7 +132,7 @@ def test_a_missions_page_shows_the_question_the_conversation_and_the_usage(clien
     assert f'<input type="hidden" name="csrf" value="{security.csrf}">' in page.text
     assert re.findall(r'name="option" value="([^"]+)"', page.text) == ["users", "contributors"]
     assert f"Round 0 chair-1 asks you: {QUESTION_TEXT} (users / contributors)" in read
-    assert "Usage and cost" in read and "No products yet." in read
+    assert "Usage and cost" in read and "Products No products yet: the Chair sets them out in round 0" in read
     assert f'data-live="/live/missions/{asking}"' in page.text
 
 
