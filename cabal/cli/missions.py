@@ -157,39 +157,34 @@ def _interrupted(watch: Watch, mission_id: str | None) -> int:
     return exits.CTRL_C
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _driven(args: argparse.Namespace, drive: Callable[[Watch], MissionResult], mission_id: str | None = None) -> int:
+    """Run ``drive(watch)`` (a run of the engine) under the command's listeners, then report it;
+    after Ctrl-C, say how to go on with ``mission_id`` (default: the mission the run named)."""
     with watching(args) as watch:
         try:
-            result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
-                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener())
+            result = drive(watch)
         except KeyboardInterrupt:
-            return _interrupted(watch, watch.mission_id)
+            return _interrupted(watch, mission_id or watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
     return exit_status(result)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return _driven(args, lambda watch: rounds.run_mission(
+        args.mission, model=args.model, home=args.home, url=args.url, rounds=args.rounds,
+        model_settings=_settings(args), on_event=watch.listener()))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    with watching(args) as watch:
-        try:
-            result = rounds.resume_mission(args.mission_id, answer=args.answer, model=args.model, rounds=args.rounds,
-                                           home=args.home, url=args.url, model_settings=_settings(args),
-                                           on_event=watch.listener())
-        except KeyboardInterrupt:
-            return _interrupted(watch, args.mission_id)
-    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
-    return exit_status(result)
+    return _driven(args, lambda watch: rounds.resume_mission(
+        args.mission_id, answer=args.answer, model=args.model, rounds=args.rounds, home=args.home, url=args.url,
+        model_settings=_settings(args), on_event=watch.listener()), args.mission_id)
 
 
 def cmd_continue(args: argparse.Namespace) -> int:
-    with watching(args) as watch:
-        try:
-            result = rounds.continue_mission(args.mission_id, " ".join(args.direction), rounds=args.rounds,
-                                             model=args.model, home=args.home, url=args.url,
-                                             model_settings=_settings(args), on_event=watch.listener())
-        except KeyboardInterrupt:
-            return _interrupted(watch, args.mission_id)
-    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
-    return exit_status(result)
+    return _driven(args, lambda watch: rounds.continue_mission(
+        args.mission_id, " ".join(args.direction), rounds=args.rounds, model=args.model, home=args.home,
+        url=args.url, model_settings=_settings(args), on_event=watch.listener()), args.mission_id)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:

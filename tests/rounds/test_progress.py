@@ -143,11 +143,13 @@ def rendered(progress: Progress) -> str:
     return console.file.getvalue()
 
 
-def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server) -> None:
+def run_on_a_terminal(home, latency: str, seen=None, **terminal_size: str) -> tuple[subprocess.Popen, bytes]:
+    """`cabal run` of the launch example on a pseudo-terminal, to its end; ``seen(process, output)``
+    hears the output so far after each read."""
     controller, terminal = pty.openpty()
-    environment = {**os.environ, "PYTHONPATH": str(DATA), "CABAL_TEST_LATENCY": "0.3", "COLUMNS": "120"}
+    environment = {**os.environ, "PYTHONPATH": str(DATA), "CABAL_TEST_LATENCY": latency, **terminal_size}
     process = subprocess.Popen([str(CABAL), "run", str(LAUNCH), "--model", "py:slow_factory:launch_model",
-                                "--home", str(graph_server.home)],
+                                "--home", str(home)],
                                stdin=terminal, stdout=terminal, stderr=terminal, cwd=ROOT, env=environment)
     os.close(terminal)
     output = b""
@@ -159,6 +161,13 @@ def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server
         if not chunk:
             break
         output += chunk
+        if seen is not None:
+            seen(process, output)
+    return process, output
+
+
+def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server) -> None:
+    process, output = run_on_a_terminal(graph_server.home, "0.3", COLUMNS="120")
     assert process.wait(timeout=60) == 0
     lines = ANSI.sub("", output.decode()).replace("\r\n", "\n").split("\n")
 
@@ -202,27 +211,15 @@ FOOTER = re.compile(r"round \d+ · \w+ · \d+:\d\d · ")  # the live line: where
 def test_ctrl_c_on_a_terminal_leaves_no_stale_footer_and_says_the_pause_once(graph_server) -> None:
     import pyte
 
-    controller, terminal = pty.openpty()
-    environment = {**os.environ, "PYTHONPATH": str(DATA), "CABAL_TEST_LATENCY": "0.5", "COLUMNS": "100",
-                   "LINES": "60"}
-    process = subprocess.Popen([str(CABAL), "run", str(LAUNCH), "--model", "py:slow_factory:launch_model",
-                                "--home", str(graph_server.home)],
-                               stdin=terminal, stdout=terminal, stderr=terminal, cwd=ROOT, env=environment)
-    os.close(terminal)
-    output = b""
-    interrupted = False
-    while select.select([controller], [], [], 60)[0]:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # the other end closed
-            break
-        if not chunk:
-            break
-        output += chunk
+    interrupted = []
+
+    def press_ctrl_c(process: subprocess.Popen, output: bytes) -> None:
         if not interrupted and b"round 1 \xc2\xb7 write" in output:  # two operatives at work, the footer drawn
             time.sleep(0.3)
             process.send_signal(signal.SIGINT)
-            interrupted = True
+            interrupted.append(True)
+
+    process, output = run_on_a_terminal(graph_server.home, "0.5", press_ctrl_c, COLUMNS="100", LINES="60")
     assert process.wait(timeout=60) == 130
     screen = pyte.Screen(100, 60)
     pyte.ByteStream(screen).feed(output)
