@@ -38,6 +38,10 @@ PROBLEMS = """() => {
     if (element instanceof SVGElement) { const m = element.getScreenCTM(); size *= Math.hypot(m.a, m.b); }
     if (size < 11.95) found.push(`${size.toFixed(1)} px: ${text.textContent.trim().slice(0, 40)}`);
   }
+  if (innerWidth >= 1280)  // a laptop shows every column: no table scrolls a part of itself out of sight
+    for (const table of document.querySelectorAll('table.data, .wide'))
+      if (table.scrollWidth > table.clientWidth + 1)
+        found.push(`a table shows ${table.clientWidth} px of its ${table.scrollWidth}: ${table.innerText.slice(0, 30)}`);
   for (const chart of document.querySelectorAll('svg.timeline, figure > svg, ul.tree')) {
     const box = chart.parentElement, style = getComputedStyle(box);
     const inner = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
