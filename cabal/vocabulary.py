@@ -111,6 +111,8 @@ BLOCKING_IMPORTANCE = 8
 """A collab at or above this importance blocks acceptance of its product."""
 USER_COLLAB_TYPE = "user_independent"
 """Type of the collab the engine records for a user message that targets no product."""
+USER_DIRECTION_TYPE = "user_direction"
+"""Type of the collab that holds the new direction of a mission the user continued after it ended."""
 
 DEFAULT_OPERATIVES = 2
 """How many operatives a team has when neither the mission nor the operative card says."""

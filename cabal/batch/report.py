@@ -18,6 +18,7 @@ from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BatchBudget, BatchPlan, PlannedMission
 from cabal.batch.store import BatchStore
 from cabal.graph import ContextGraph
+from cabal.report.model import settled_statuses
 from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.transitions import ENDED, Action, allows
 from cabal.rounds.workspace import Workspace
@@ -155,9 +156,12 @@ def read_status(workspace: Workspace, mission_id: str,
 def _status_in(workspace: Workspace, graph: ContextGraph, mission_id: str) -> tuple[MissionResult | None, tuple[int, int]]:
     if not graph.exists(mission_id):
         return None, (0, 0)
-    products = [p for p in graph.find("product", fields=["status"]) if p.get("status") != "removed"]
-    accepted = sum(p.get("status") == "accepted" for p in products)
-    return status_of(workspace, graph, mission_id), (accepted, len(products))
+    status = status_of(workspace, graph, mission_id)
+    statuses = settled_statuses(((p["id"], str(p.get("type")), str(p.get("status")), p.get("parent_id"))
+                                 for p in graph.find("product", fields=["type", "status", "parent_id"])),
+                                mission_done=status.state == MissionState.DONE)
+    live = [product for product in statuses.values() if product != "removed"]
+    return status, (live.count("accepted"), len(live))
 
 
 def _row(workspace: Workspace, connection: ContextGraph | None, mission: PlannedMission,

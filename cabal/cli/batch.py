@@ -60,9 +60,13 @@ def cmd_batches(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from cabal.batch.api import run_batch
+    from cabal.batch.plan import load_plan
 
+    plan = load_plan(args.target, repeat=args.repeat)
+    for name, why in plan.skipped:  # said before anything runs: a file the user meant may be among them
+        print(f"skipped {name}: {why}")
     with _watching(args) as watch:
-        result = run_batch(args.target, workers=args.workers, dask=args.dask, max_concurrent=args.max_concurrent,
+        result = run_batch(plan, workers=args.workers, dask=args.dask, max_concurrent=args.max_concurrent,
                            max_tokens=args.max_tokens, max_cost_usd=args.max_cost, repeat=args.repeat,
                            retries=args.retries, home=args.home, url=args.url, on_event=watch)
     return _conclude(result)

@@ -21,7 +21,7 @@ from markupsafe import Markup
 from cabal import __version__
 from cabal.limits import printable
 from cabal.report.model import MissionReport, Product
-from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, timeline_svg, tree_svg
+from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, product_tree, timeline_svg
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -46,8 +46,8 @@ def report_context(report: MissionReport) -> dict[str, Any]:
         return f"[{escaped}](#{cited_anchor(cited_id)})"
 
     return dict(
-        report=report, mission=report.mission, tree=tree_svg(report), timeline=timeline_svg(report),
-        anchor=lambda product: product_anchor(report, product), readable=report.readable,
+        report=report, mission=report.mission, tree=product_tree(report), timeline=timeline_svg(report),
+        anchor=lambda product: product_anchor(report, product), readable=report.readable, who=report.who,
         content=lambda text: markdown_html(report.readable(text, link=linked, cite=cited)),
         cited_anchor=cited_anchor,
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),
@@ -58,6 +58,11 @@ def report_context(report: MissionReport) -> dict[str, Any]:
 def cited_anchor(cited_id: str) -> str:
     """The anchor of a cited source or section in the report's Sources section: ``cited-s2-v2-3``."""
     return "cited-" + re.sub(r"[^A-Za-z0-9]+", "-", cited_id).strip("-")
+def when(timestamp: str) -> str:
+    """An ISO 8601 time as people read it: ``2026-11-25 12:11 UTC`` (to the minute)."""
+    day, _, clock = timestamp.partition("T")
+    zone = " UTC" if clock.endswith(("+00:00", "Z")) else ""
+    return f"{day} {clock[:5]}{zone}" if clock else day
 
 
 def markdown_html(text: str) -> Markup:
@@ -83,4 +88,5 @@ def template_environment(*folders: Path) -> Environment:
                               keep_trailing_newline=True)  # an included section ends as its file does
     environment.filters["thousands"] = lambda number: f"{number:,}"
     environment.filters["dollars"] = lambda number: f"${number:.4f}"
+    environment.filters["when"] = when
     return environment

@@ -11,7 +11,7 @@ removed, renamed or changed in meaning bumps it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +22,45 @@ from cabal.vocabulary import USER_ID
 
 REPORT_FORMAT = "cabal.mission-report"
 REPORT_FORMAT_VERSION = 1
+
+
+def agent_label(agent_id: str, name: str | None) -> str:
+    """How people see an agent: ``Dana (operative-1)`` when the team gave it a name of its own
+    (``team.names``), else its id. The one rule every terminal line, export and page follows."""
+    return f"{name} ({agent_id})" if name and name != agent_id else agent_id
+
+
+CONTAINER_TYPES = ("Collection", "Orchestration")
+
+
+def settled_statuses(products: Iterable[tuple[str, str, str, str | None]], *, mission_done: bool) -> dict[str, str]:
+    """Each product's status as people read it, from ``(id, type, status, parent_id)`` as the
+    graph holds them: a container (a Collection or an Orchestration: it has no versions of its
+    own, so the Chair never accepts it) is ``accepted`` once every child that is not removed is
+    accepted, by the Chair or, for a container inside it, by this same rule. A container with no
+    child is accepted only when the mission is done (while it runs, it waits for its work).
+    Every count and picture of a mission (status, show, the exports, the page, the batch report)
+    goes through here."""
+    rows = list(products)
+    children: dict[str | None, list[str]] = {}
+    for product_id, _, _, parent_id in rows:
+        children.setdefault(parent_id, []).append(product_id)
+    given = {product_id: (kind, status) for product_id, kind, status, _ in rows}
+    settled: dict[str, str] = {}
+
+    def status_of(product_id: str, seen: frozenset[str]) -> str:
+        if product_id not in settled:
+            kind, status = given[product_id]
+            live = [c for c in children.get(product_id, ()) if c not in seen and given[c][1] != "removed"]
+            if status == "open" and kind in CONTAINER_TYPES and (live or mission_done) and all(
+                    status_of(child, seen | {product_id}) == "accepted" for child in live):
+                status = "accepted"
+            settled[product_id] = status
+        return settled[product_id]
+
+    for product_id in given:
+        status_of(product_id, frozenset())
+    return settled
 
 
 class _Value(BaseModel):
@@ -162,7 +201,9 @@ class Product(_Value):
     id: str
     name: str
     type: str = Field(description="Content, Decision, Collection or Orchestration")
-    status: str = Field(description="open, accepted or removed")
+    status: str = Field(description="open, accepted or removed; a Collection or Orchestration is accepted when "
+                                    "every child of it (not removed) is, or, empty, when the mission is done "
+                                                "(settled_statuses)")
     owner: str | None = None
     parent_id: str | None = None
     depth: int = Field(description="0 for a root of the tree")
@@ -203,9 +244,10 @@ class Line(_Value):
     round: int
     speaker: str
     text: str
-    kind: Literal["message", "question", "done", "answer", "note"] = Field(
+    kind: Literal["message", "question", "done", "answer", "note", "direction"] = Field(
         description="message: the Envoy speaking as an agent; question / done: a halt; answer: the user's "
-                    "answer to a question; note: a message the user left")
+                    "answer to a question; note: a message the user left; direction: the new direction of a "
+                    "mission the user continued after it ended (what follows is its second part)")
     options: tuple[str, ...] = ()
 
 
@@ -321,6 +363,7 @@ class Mission(_Value):
     model: str | None = None
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
+    started_at: str | None = Field(None, description="when it started (ISO 8601), for a mission that records it")
 
 
 class MissionReport(_Value):
@@ -348,6 +391,13 @@ class MissionReport(_Value):
     @property
     def failed_turns(self) -> tuple[Turn, ...]:
         return tuple(t for t in self.turns if t.outcome == "failed")
+
+    def who(self, agent_id: str | None) -> str:
+        """An agent as people see it (``agent_label``); a speaker that is no agent (``you``) as it is."""
+        if agent_id is None:
+            return "nobody"
+        name = next((a.name for a in self.agents if a.id == agent_id), None)
+        return agent_label(agent_id, name)
 
     def product(self, reference: str) -> Product:
         """A product by id, by name (any case) or by the start of its name; ``ResourceNotFound``

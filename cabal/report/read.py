@@ -18,10 +18,11 @@ from cabal.graph import ContextGraph, reads
 from cabal.report.model import (
     Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, ModelSpend, Product,
     Question, Response, Review, RoundSpend, Source, SourceSection, Spend, ToolCall, Turn, Usage, Version,
+    settled_statuses,
 )
 from cabal.refs import parse_refs
 from cabal.sources.model import source_node_id
-from cabal.vocabulary import CHAIR_ID, USER_ID, Step
+from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
                "cache_read_tokens", "cost_usd", "call_input_tokens", "model"]
@@ -50,7 +51,7 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         agents=tuple(Agent(id=a["id"], role=str(a.get("type")), name=str(a.get("name") or a["id"]),
                            area=a.get("area"), responsibility=a.get("responsibility"))
                      for a in sorted(found["agent"], key=lambda a: natural_key(a["id"]))),
-        products=_products(found),
+        products=_products(found, node.get("status") == MissionState.DONE),
         conversation=_conversation(found["message"], halts, user_notes),
         questions=tuple(_question(h) for h in sorted(halts, key=lambda h: (h.get("round", 0), natural_key(h["id"])))
                         if h.get("type") == "question"),
@@ -105,13 +106,14 @@ def _mission(mission_id: str, node: dict) -> Mission:
         stop_requested=bool(node.get("halt_requested")),
         round=int(node.get("round") or 0), rounds=node.get("rounds"), model=node.get("model") or None,
         budget_tokens=node.get("budget_tokens"), budget_cost_usd=node.get("budget_cost_usd"),
+        started_at=node.get("started_at") or None,
     )
 
 
 # --------------------------------------------------------------------------- the products
 
 
-def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
+def _products(found: dict[str, list[dict]], mission_done: bool) -> tuple[Product, ...]:
     """The product tree, from ``read_report``'s nodes by type."""
     findings = _by(found["finding"], "inspection_id")
     inspections = _by(found["inspection"], "version_id")
@@ -121,11 +123,13 @@ def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
     decisions = _by(found["acceptance"], "product_id")
     responses = _responses(found["reflection"])
     nodes = {p["id"]: p for p in found["product"]}
+    statuses = settled_statuses(((n["id"], str(n.get("type")), str(n.get("status")), n.get("parent_id"))
+                                 for n in nodes.values()), mission_done=mission_done)
 
     def product(node: dict, depth: int) -> Product:
         accepted = node.get("accepted_version")
         return Product(
-            id=node["id"], name=str(node.get("name")), type=str(node.get("type")), status=str(node.get("status")),
+            id=node["id"], name=str(node.get("name")), type=str(node.get("type")), status=statuses[node["id"]],
             owner=node.get("owner"), parent_id=node.get("parent_id"), depth=depth, round=int(node.get("round") or 0),
             dod=node.get("dod"), description=node.get("description"), accepted_version_id=accepted,
             versions=tuple(_version(v, accepted, reviews, inspections, findings)
@@ -206,7 +210,10 @@ def _conversation(messages: list[dict], halts: list[dict], notes: list[dict]) ->
             kind="message")))
     for halt in halts:
         kind = "question" if halt.get("type") == "question" else "done"
-        entries.append(((halt.get("round", 0), 0, 0, natural_key(halt["id"])), Line(
+        # A question opens its round's lines; the mission's end closes them, after the Envoy's
+        # lines of that round (the Presentation runs before the mission stops), as live.
+        at = (0, 0) if kind == "question" else (1, 1 << 30)
+        entries.append(((halt.get("round", 0), *at, natural_key(halt["id"])), Line(
             round=int(halt.get("round") or 0), speaker=str(halt.get("author") or CHAIR_ID), text=str(halt.get("message")),
             kind=kind, options=tuple(halt.get("options") or ()))))
         if halt.get("answer"):
@@ -214,8 +221,9 @@ def _conversation(messages: list[dict], halts: list[dict], notes: list[dict]) ->
             entries.append(((answered, 0, 1, natural_key(halt["id"])), Line(
                 round=answered, speaker="you", text=str(halt["answer"]), kind="answer")))
     for note in notes:
+        kind = "direction" if note.get("type") == USER_DIRECTION_TYPE else "note"
         entries.append(((note.get("round", 0), 2, 0, natural_key(note["id"])), Line(
-            round=int(note.get("round") or 0), speaker="you", text=str(note.get("comment")), kind="note")))
+            round=int(note.get("round") or 0), speaker="you", text=str(note.get("comment")), kind=kind)))
     return tuple(line for _, line in sorted(entries, key=lambda entry: entry[0]))
 
 

@@ -32,11 +32,11 @@ from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
-from cabal.rounds.control import MissionResult, status_of
+from cabal.rounds.control import MissionResult, leave_note, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, build_graph
 from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
-from cabal.rounds.events import (GraphRestarted, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
-                                 MissionStopped, RunEnded, Warned, fan_out)
+from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
+                                 MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, anchored_spec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend, model_output_switches
@@ -236,6 +236,32 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
     """Continue a mission: answer its pending question, pick it up after a crash, a kill or a
     model outage, or continue one the user stopped or that ran out of rounds (``rounds``: the
     new round limit). The mission file's unattended answers not yet used are used again."""
+    return _resume(mission_id, answer=answer, model=model, rounds=rounds, home=home, url=url,
+                   model_settings=model_settings, on_event=on_event, call_limiter=call_limiter)
+
+
+def continue_mission(mission_id: str, direction: str, *, rounds: int | None = None, model: Any = None,
+                     home: str | Path | None = None, url: str | None = None,
+                     model_settings: dict[str, Any] | None = None,
+                     on_event: Callable[[MissionEvent], None] | None = None,
+                     call_limiter: CallLimiter | None = None) -> MissionResult:
+    """Take a mission that ended (concluded, out of rounds or budget, stopped) further with a new
+    direction: it reopens, the Chair reads ``direction`` at the next Plan and may add, change or
+    reopen products, and the team goes on for ``rounds`` more rounds (default: the mission
+    file's ``rounds``). Versions go on from the old numbers; the report shows both parts."""
+    if rounds is not None and rounds < 1:
+        raise MissionError(f"--rounds {rounds}: continue for at least one more round")
+    problems = answer_problems(direction) if direction.strip() else ["it is empty"]
+    if problems:
+        raise MissionError("the direction cannot be used: " + "; ".join(map(str, problems)))
+    return _resume(mission_id, model=model, rounds=rounds, home=home, url=url, model_settings=model_settings,
+                   on_event=on_event, call_limiter=call_limiter, direction=direction.strip())
+
+
+def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
+            home: str | Path | None = None, url: str | None = None, model_settings: dict[str, Any] | None = None,
+            on_event: Callable[[MissionEvent], None] | None = None, call_limiter: CallLimiter | None = None,
+            direction: str | None = None) -> MissionResult:
     workspace = Workspace.at(home, url, reading=True)
     graph = _mission_graph(workspace, mission_id)
     tools = None
@@ -246,7 +272,8 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         if status.state == MissionState.RUNNING:
             raise MissionError(f"mission {mission_id} is being run by another process",
                                hint="wait for it to pause or finish, then resume")
-        extend = _continuation(status, rounds, int(node.get("rounds") or spec.rounds))
+        extend = (_directed(status, rounds or spec.rounds) if direction is not None
+                  else _continuation(status, rounds, int(node.get("rounds") or spec.rounds)))
         if status.state == MissionState.DONE and extend is None:
             if answer is not None:
                 raise MissionError(f"mission {mission_id} has ended ({status.stop_reason}); there is no question "
@@ -288,6 +315,9 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
         _tell_tool_problems(run, tools)
         _recheck_sources(run, int(node.get("round") or 0))
+        if direction is not None:
+            leave_note(graph, mission_id, direction, direction=True)
+            run.emit(MissionContinued(mission_id, round=status.round, direction=direction, rounds=extend))
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
                       {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
@@ -328,6 +358,17 @@ def _recheck_sources(run: MissionRun, round_number: int) -> None:
         run.committed(clusters)
     for line in lines:
         run.emit(Warned(run.mission_id, message=line))
+
+
+def _directed(status: MissionResult, more: int) -> int:
+    """The round limit of a mission the user continues with a new direction: ``more`` rounds
+    after the last; only a mission that ended can be continued."""
+    if status.state != MissionState.DONE:
+        how = {MissionState.HALTED: f"answer its question: cabal chat {status.mission_id}",
+               MissionState.RUNNING: "it is running; leave the team a message: cabal say"}.get(
+            status.state, f"go on with: cabal resume {status.mission_id}")
+        raise MissionError(f"mission {status.mission_id} has not ended ({status.state}); {how}")
+    return status.round + more
 
 
 def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:
@@ -376,7 +417,7 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
             _pause(run, f"the model is unavailable: {error}")
         except KeyboardInterrupt:
             run.close(wait=False)  # do not wait for model calls in flight
-            _pause(run, "interrupted (Ctrl-C)")
+            _pause(run, "the user pressed Ctrl-C")
             raise
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)

@@ -29,7 +29,7 @@ from cabal.rounds.ids import TempIds
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.sources import read_source_text, search_text, source_line
 from cabal.rounds.team import Team
-from cabal.vocabulary import CHAIR_ID, USER_ID, Role, Step
+from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
 from cabal.yaml_reader import read_text_file
 
 # Character budgets per section (about 4 characters per token).
@@ -379,6 +379,7 @@ class ContextBuilder:
         operatives = [f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)" for a in self.team.agents
                       if a.role == Role.OPERATIVE]
         return [
+            self._direction(),
             self._section("Reflections this round", reflections),
             self._section("Versions awaiting a decision", candidates),
             self._section("Open feedback (importance 5+ and from the user)", feedback),
@@ -479,6 +480,19 @@ class ContextBuilder:
                 events.append(Event(CHAIR_ID, "asked", message, f"- {CHAIR_ID} asked the user: {message}"
                                     + (f" (answer: {clip(halt.get('answer'), 200)})" if halt.get("answer") else "")))
         return events
+
+    def _direction(self) -> str:
+        """The new direction of a mission the user continued after it ended, at the first Plan after."""
+        given = [c for c in self.snapshot.collabs if c.get("author") == USER_ID
+                 and c.get("type") == USER_DIRECTION_TYPE and c.get("round") == self.snapshot.round - 1]
+        if not given:
+            return ""
+        self._facts.direction = str(given[-1].get("comment"))
+        return self._section("The user's new direction", [
+            f"The mission had ended after round {self.snapshot.round - 1}; the user continued it with a new "
+            f"direction: {clip(given[-1].get('comment'), 1200)}",
+            "Follow it: ADD the products it needs, UPDATE a product it changes (an UPDATE of an accepted product "
+            "reopens it; its next version is numbered after the old ones), and assign the work."])
 
     # ------------------------------------------------------------------- shared pieces
 

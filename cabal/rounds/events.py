@@ -94,6 +94,17 @@ class MissionResumed(MissionEvent):
 
 
 @dataclass(frozen=True)
+class MissionContinued(MissionEvent):
+    """The user takes a mission that had ended further (``cabal continue``): it reopens after
+    ``round`` with a new direction, which the Chair reads at the next Plan, up to round ``rounds``."""
+
+    kind: ClassVar[str] = "mission_continued"
+    round: int
+    direction: str
+    rounds: int
+
+
+@dataclass(frozen=True)
 class RoundStarted(MissionEvent):
     """A round begins (after the checks of the round limit, a stop request and the budget)."""
 
@@ -162,6 +173,7 @@ class TurnDone(MissionEvent):
     cost_usd: float
     problems: tuple[str, ...]
     summary: str
+    halt: str | None = None  # a halt turn's kind of halt: question (it asks the user) or done
 
 
 @dataclass(frozen=True)

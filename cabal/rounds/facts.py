@@ -115,6 +115,7 @@ class TurnFacts:
     speakers: tuple[str, ...] = ()  # Presentation: whom the agent may speak as
     focus: tuple[str, ...] = ()  # a watchdog's finding categories (none: every category)
     sources: tuple[Source, ...] = ()  # Bootstrap, Plan, Write: the user's sources listed
+    direction: str | None = None  # Plan: the new direction of a mission the user continued after it ended
 
     def operatives(self) -> list[str]:
         return [agent for agent, role in self.team if role == Role.OPERATIVE]
@@ -133,8 +134,9 @@ class FactsDraft:
     events: list[Event] = field(default_factory=list)
     speakers: list[str] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
+    direction: str | None = None
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:
         return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus,
-                         **{name: tuple(value) for name, value in vars(self).items()})
+                         **{name: value if name == "direction" else tuple(value) for name, value in vars(self).items()})

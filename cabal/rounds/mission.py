@@ -25,10 +25,11 @@ sources:                                # optional: the user's files (docs/guide
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
@@ -370,20 +371,78 @@ def parse_mission(data: dict, *, source: str = "<mission>") -> MissionSpec:
     try:
         return MissionSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(located_problems(exc, data, source, "invalid mission")) from None
+        raise ConfigError(located_problems(exc, data, source, "invalid mission", MissionSpec)) from None
 
 
-def located_problems(error: ValidationError, data: dict, source: str, what: str) -> str:
-    """One line for every problem of ``data``: ``SOURCE:LINE: WHAT: field: message; ...``, each
-    problem after the first with its own line (when ``data`` was read with lines)."""
+def located_problems(error: ValidationError, data: dict, source: str, what: str, model: type[BaseModel]) -> str:
+    """One line for every problem of ``data`` (read as ``model``): ``SOURCE:LINE: WHAT: field:
+    message; ...``, each problem after the first with its own line (when ``data`` was read with
+    lines). A field the file may not have is named with the closest ones it may."""
     parts, first_line = [], None
-    for problem in error.errors():
+    located = [(line_at(data, problem["loc"]), problem) for problem in error.errors()]
+    for line, problem in sorted(located, key=lambda item: item[0] or 1 << 30):  # the file's order
         field = ".".join(str(p) for p in problem["loc"]) or "(top)"
-        line = line_at(data, problem["loc"])
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            field, message = _unknown_field(model, problem["loc"])
         if first_line is None:
             first_line = line or 0
-            parts.append(f"{field}: {problem['msg']}")
+            parts.append(f"{field}: {message}" if field else message)
         else:
-            parts.append(f"{field}{f' (line {line})' if line else ''}: {problem['msg']}")
+            parts.append(f"{field}{f' (line {line})' if line else ''}: {message}" if field
+                         else message + (f" (line {line})" if line else ""))
     where = f"{source}:{first_line}" if first_line else source
     return f"{where}: {what}: " + "; ".join(parts)
+
+
+def _unknown_field(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[str, str]:
+    """Where an unknown field sits and what to say of it: ``unknown field `round`; did you mean
+    `rounds`?``, with the names allowed there, closest first."""
+    allowed = _fields_at(model, tuple(loc[:-1]))
+    where = ".".join(str(part) for part in loc[:-1])
+    message = f"unknown field `{loc[-1]}`"
+    if allowed:
+        names = closest(str(loc[-1]), sorted(allowed))
+        message += f"; did you mean `{names[0]}`?"
+        if len(names) > 1:
+            message += " (allowed: " + ", ".join(names) + ")"
+    return where, message
+
+
+def _fields_at(annotation: Any, path: tuple[str | int, ...]) -> list[str]:
+    """The field names of the model at ``path`` inside ``annotation``, or none when no model sits
+    there. Steps through unions (pydantic names the member: ``model.ModelSettings.x``), lists
+    and dicts (an index or a key in the path)."""
+    models = _models_in(annotation)
+    if not path:
+        return [name for model in models for name in model.model_fields]
+    head, rest = path[0], path[1:]
+    for model in models:
+        if head == model.__name__:
+            return _fields_at(model, rest)
+        if isinstance(head, str) and head in model.model_fields:
+            return _fields_at(model.model_fields[head].annotation, rest)
+    for inner in _contained(annotation):
+        found = _fields_at(inner, rest)
+        if found:
+            return found
+    return []
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models ``annotation`` is, or is a union of."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (list, dict, tuple, set, frozenset):
+        return []
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+
+
+def _contained(annotation: Any) -> list[Any]:
+    """What a list's items or a dict's values are (through a union of them)."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, set, frozenset):
+        return list(typing.get_args(annotation)[:1])
+    if origin is dict:
+        return list(typing.get_args(annotation)[1:])
+    return [inner for arg in typing.get_args(annotation) for inner in _contained(arg)]

@@ -43,13 +43,16 @@ class RuleContext:
     """What the rules of one turn know: the snapshot, the team, who is answering.
 
     ``added`` collects the products an answer's ADD operations create (``new-N`` ->
-    {name, type, parent_id}), so later items of the same answer can use them.
+    {name, type, parent_id}), so later items of the same answer can use them; ``reopened`` the
+    accepted products its UPDATEs reopen (an UPDATE of an accepted product makes it open again),
+    so later items may assign them.
     """
 
     snapshot: Snapshot
     team: Team
     agent_id: str
     added: dict[str, dict] = field(default_factory=dict)
+    reopened: dict[str, dict] = field(default_factory=dict)
     seen: set[tuple[str, str]] = field(default_factory=set)
 
     def once(self, kind: str, key: str) -> bool:
@@ -61,8 +64,8 @@ class RuleContext:
 
     def product(self, product_id: str) -> dict | None:
         """A live product, or one added earlier in this answer."""
-        if product_id in self.added:
-            return self.added[product_id]
+        if product_id in self.added or product_id in self.reopened:
+            return self.added.get(product_id) or self.reopened[product_id]
         product = self.snapshot.products.get(product_id)
         return product if product and product.get("status") != "removed" else None
 
@@ -168,6 +171,8 @@ def _update(item: UpdateProduct, product: dict, ctx: RuleContext) -> list[str]:
         if patch.name.casefold() in ctx.children_names(product.get("parent_id")):
             problems.append(f"a product named {patch.name!r} already exists under the same parent")
     problems += _operative(patch.assignee, ctx)
+    if not problems and product.get("status") == "accepted":
+        ctx.reopened[item.product_id] = {**product, "status": "open"}
     return problems
 
 

@@ -250,7 +250,8 @@ class MissionRun:
         done = TurnDone(self.mission_id, round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
                         attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
                         output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
-                        cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"])
+                        cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"],
+                        halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT else None)
         return FinishedTurn(result, writer.unit(writes, record), done)
 
     def _turn_tools(self, place: TurnPlace) -> TurnTools | None:

@@ -16,7 +16,8 @@ What each role does:
   owner reflected ``met``; ADDs ``products_per_round`` new ``Content`` products under a
   Collection; assigns each open work product without an approved latest version to its owner.
   It halts ``done`` in round ``done_at_round`` (if given), or when every work product is
-  accepted and nothing is left to add.
+  accepted and nothing is left to add. Given a new direction (a mission continued after it
+  ended), it reopens the first accepted work product with an UPDATE and assigns it again.
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
   answering every open collab they are shown; Write a 300-600 character version of each
   assignment; Peer Review approves every version shown, with a suggestion now and then.
@@ -141,16 +142,23 @@ class SimulatedTeam:
         if self.done_at_round is not None and round_number >= self.done_at_round:
             return "halt", {"type": "done", "to": ["u:all"],
                             "message": f"The team stops after {round_number - 1} round(s), as planned."}
-        if not self.products_per_round and tree and not open_work:
+        reopened = next((p for p in tree if p.status == "accepted" and p.type in WORK_TYPES), None) \
+            if facts.direction else None
+        if not self.products_per_round and tree and not open_work and reopened is None:
             return "halt", {"type": "done", "to": ["u:all"], "message": "Every product is accepted; the mission is met."}
 
-        assignments = []
+        assignments, operations = [], []
+        if reopened is not None:  # the user's new direction changes the first accepted product
+            owner = reopened.owner if reopened.owner in operatives else operatives[0]
+            operations.append({"action": "UPDATE", "productId": reopened.id,
+                               "product": {"description": f"Reworked for the user's new direction: "
+                                                          f"{_plain(facts.direction, 300)}"}})
+            assignments.append(_assignment(reopened.id, owner, reopened.name, reopened.version, round_number))
         for product in open_work:
             if product.id in approved:  # passed inspection: accepted now, or waiting for its owner's word
                 continue
             owner = product.owner if product.owner in operatives else operatives[0]
             assignments.append(_assignment(product.id, owner, product.name, product.version, round_number))
-        operations = []
         parent = _container(tree)
         if parent is not None:
             for index in range(self.products_per_round):

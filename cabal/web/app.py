@@ -10,6 +10,7 @@
     POST /missions/{id}/say             leave the team a message
     POST /missions/{id}/stop            ask the team to stop at its next round
     POST /missions/{id}/resume          go on after an interruption (a kill, a model outage)
+    POST /missions/{id}/continue        take a mission that ended further, with a new direction
     GET  /missions/{id}/report.{fmt}    the export: a mission format of ``cabal.exports``
     GET  /live, /live/missions/{id}     the event streams of the two pages
     GET  /static/{name}                 the stylesheets and the script
@@ -59,6 +60,7 @@ STATIC = {  # every file the server hands out, by name: nothing else on the disk
 # checked again against its own bound (forms.MAX_UPLOAD, forms.MAX_SOURCE_BYTES).
 MAX_BODY = 256 * 1024 + forms.MAX_SOURCE_BYTES
 MAX_TEXT = 20_000  # an answer or a message, as the mission file's request
+MAX_MORE_ROUNDS = 50  # how many more rounds the page's "continue" may ask for
 START_TIMEOUT_S = 60  # how long a start or an answer may take to reach the mission's first event
 
 
@@ -110,6 +112,7 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
         Route("/missions/{mission_id}/say", leave_message, methods=["POST"]),
         Route("/missions/{mission_id}/stop", stop, methods=["POST"]),
         Route("/missions/{mission_id}/resume", resume, methods=["POST"]),
+        Route("/missions/{mission_id}/continue", continue_further, methods=["POST"]),
         Route("/missions/{mission_id}/report.{fmt}", export),
         Route("/live", live_missions),
         Route("/live/missions/{mission_id}", live_mission),
@@ -351,6 +354,17 @@ async def resume(request: Request, form: FormData) -> Response:
         raise MissionError(f"mission {mission_id} is not interrupted: there is nothing to resume")
     await _went_on(room.runner.resume(mission_id))
     return _done(request, mission_id, "The team goes on.")
+
+
+@state_changing
+async def continue_further(request: Request, form: FormData) -> Response:
+    room, mission_id = _room(request), await _known(request)
+    direction = _posted(_text(form, "direction"), "direction", "Write the new direction first.")
+    rounds = _text(form, "rounds")
+    if rounds and not (rounds.isdigit() and 1 <= int(rounds) <= MAX_MORE_ROUNDS):
+        raise HTTPException(400, f"More rounds is a whole number from 1 to {MAX_MORE_ROUNDS}.")
+    await _went_on(room.runner.go_further(mission_id, direction, rounds=int(rounds) if rounds else None))
+    return _done(request, mission_id, "The mission continues with your new direction.")
 
 
 # ------------------------------------------------------------------------------- errors

@@ -23,7 +23,7 @@ from typing import Any
 
 from cabal.errors import MissionError
 from cabal.rounds import events as ev
-from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.api import continue_mission, resume_mission, run_mission
 from cabal.sources import Wanted
 from cabal.rounds.workspace import Workspace
 
@@ -87,13 +87,23 @@ class Runner:
     def resume(self, mission_id: str, *, answer: str | None = None) -> Future[str]:
         """Answer a mission's question, or continue it after an interruption; the future holds its
         id once it goes on, or the error that stopped it from going on."""
+        self._not_running(mission_id)
+        return self._launch(mission_id, lambda listener: resume_mission(
+            mission_id, answer=answer, home=self.workspace.home, url=self.workspace.url,
+            on_event=listener))
+
+    def go_further(self, mission_id: str, direction: str, *, rounds: int | None = None) -> Future[str]:
+        """Continue a mission that ended with a new direction (``continue_mission``)."""
+        self._not_running(mission_id)
+        return self._launch(mission_id, lambda listener: continue_mission(
+            mission_id, direction, rounds=rounds, home=self.workspace.home, url=self.workspace.url,
+            on_event=listener))
+
+    def _not_running(self, mission_id: str) -> None:
         with self._lock:
             if mission_id in self._runs:
                 raise MissionError(f"this server is already running {mission_id}",
                                    hint="wait for it to pause or finish")
-        return self._launch(mission_id, lambda listener: resume_mission(
-            mission_id, answer=answer, home=self.workspace.home, url=self.workspace.url,
-            on_event=listener))
 
     # ------------------------------------------------------------------------- reading
 

@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from markupsafe import Markup
-
 from cabal import __version__
 from cabal.report.html import report_context, template_environment
 from cabal.exports import formats as export_formats
@@ -62,14 +60,6 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
     report, status = view.report, view.status
     pending = view.question
     question = next((q for q in report.questions if pending and q.id == pending.get("id")), None)
-    names = {agent.id: agent.name for agent in report.agents}
-
-    def who(agent: str) -> Markup:  # an agent by its name, and its id when the name is another
-        name = names.get(agent, agent)
-        if name == agent:
-            return Markup("{}").format(name)
-        return Markup('{} <span class="muted">({})</span>').format(name, agent)
-
     return {
         **report_context(report),
         # The state a live process sees (a mission whose process died is interrupted, not running).
@@ -79,10 +69,11 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
         "activity": activity if status.state == "running" else None,
         "view": view, "status": status, "csrf": csrf, "workspace": workspace,
         "exports": export_formats("mission"),  # the download links: one per format of the registry
-        "question": question, "who": who, "step_heading": _step_heading,
+        "question": question, "step_heading": _step_heading,
         "can_answer": question is not None and view.driver is None,
         "can_stop": allows(Action.STOP, status.state),
         "can_resume": allows(Action.RESUME, status.state) and view.driver is None,
+        "can_continue": status.state == "done" and view.driver is None,
         "stop_asked": report.mission.stop_requested and status.state not in ENDED,
     }
 

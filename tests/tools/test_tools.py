@@ -101,7 +101,7 @@ def test_a_scripted_operative_calls_a_stdio_tool_and_quotes_it_and_the_call_is_a
     assert called == [("tool_call", "prices__lookup", None), ("tool_result", "prices__lookup", True)]
     assert not [e for e in events if e.kind == "warning"]
     transcript = (Path(home) / "missions" / result.mission_id / "transcript.md").read_text()
-    assert f"- r1 write operative-1 called prices__lookup {{\"product\": \"notely\"}}: ok, {QUOTE}" in transcript
+    assert f"- r1 write Ada (operative-1) called prices__lookup {{\"product\": \"notely\"}}: ok, {QUOTE}" in transcript
 
 
 def test_a_streamable_http_tool_on_loopback_is_called_the_same_way(home, tmp_path) -> None:

@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 
 from cabal import mission_status, run_mission
 from cabal.exports import render_mission as render_report
+from cabal.report.html import when
 from cabal.batch.store import BatchMembers
 from cabal.rounds.workspace import Workspace, mission_graph, mission_report
 from cabal.web.app import MAX_BODY
@@ -27,6 +28,8 @@ from tests.polling import wait_until
 from .conftest import QUESTION, QUESTION_SCRIPT
 
 QUESTION_TEXT = "Who reads the README first, people installing tally or people contributing to it?"
+REQUEST_TEXT = ("Write the opening paragraph of the README for tally, a command-line tool that counts lines of code "
+                "per language.")
 
 
 def text(response) -> str:
@@ -62,12 +65,14 @@ def test_the_missions_list_shows_state_round_question_and_spend(client: TestClie
 
     row = " ".join(unescape(re.sub(r"<[^>]+>", " ", row_of(client.get("/").text, asking))).split())
 
-    assert row == (f"readme-intro {asking} halted questionToUser round 0 of 3 Waiting for you: {QUESTION_TEXT} "
+    started = when(mission_report(asking, home=graph_server.home).mission.started_at)
+    assert row == (f"readme-intro {REQUEST_TEXT} {asking} · started {started} · model scripted:question.script.yaml "
+                   f"halted questionToUser round 0 of 3 Waiting for you: {QUESTION_TEXT} "
                    f"{status.usage.total_tokens:,} tokens $0.0000 of $2.00")  # every mission has a budget: $2 by default
 
 
 def _row(mission_id: str, active_at: float) -> MissionRow:
-    return MissionRow(id=mission_id, name="x", state="done", stop_reason=None, round=1, rounds=2, question=None,
+    return MissionRow(id=mission_id, name="x", request="r", model=None, started_at=None, state="done", stop_reason=None, round=1, rounds=2, question=None,
                       tokens=0, cost_usd=0.0, budget_tokens=None, budget_cost_usd=None, driver=None, active_at=active_at)
 
 
@@ -128,7 +133,7 @@ def test_a_missions_page_shows_the_question_the_conversation_and_the_usage(clien
     assert f'<input type="hidden" name="csrf" value="{security.csrf}">' in page.text
     assert re.findall(r'name="option" value="([^"]+)"', page.text) == ["users", "contributors"]
     assert f"Round 0 chair-1 asks you: {QUESTION_TEXT} (users / contributors)" in read
-    assert "Usage and cost" in read and "No products yet." in read
+    assert "Usage and cost" in read and "Products No products yet: the Chair sets them out in round 0" in read
     assert f'data-live="/live/missions/{asking}"' in page.text
 
 
@@ -350,6 +355,27 @@ def test_only_an_interrupted_mission_resumes(client: TestClient, asking: str, se
 
     assert refused.status_code == 409
     assert refused.json() == {"ok": False, "error": f"mission {asking} is not interrupted: there is nothing to resume"}
+
+
+def test_a_mission_that_ended_continues_from_its_page(client: TestClient, security, graph_server) -> None:
+    ended = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 2, "model": SIMULATED},
+                        home=graph_server.home)
+    page = client.get(f"/missions/{ended.mission_id}").text
+
+    empty = json_post(client, f"/missions/{ended.mission_id}/continue", security, direction=" ")
+    went_on = json_post(client, f"/missions/{ended.mission_id}/continue", security,
+                        direction="Add a rain plan.", rounds="1")
+
+    assert (ended.state, ended.round) == ("done", 2)
+    assert f'action="/missions/{ended.mission_id}/continue"' in page and "Continue the mission" in page
+    assert (empty.status_code, empty.json()["error"]) == (400, "Write the new direction first.")
+    assert went_on.json() == {"ok": True, "mission": ended.mission_id,
+                              "message": "The mission continues with your new direction."}
+    again = wait_until(lambda: (s := mission_status(ended.mission_id, home=graph_server.home)).round == 3
+                       and s.state == "done" and s, what="the continued mission to end")
+    assert again.stop_reason is not None
+    conversation = mission_report(ended.mission_id, home=graph_server.home).conversation
+    assert [line.text for line in conversation if line.kind == "direction"] == ["Add a rain plan."]
 
 
 def test_a_server_running_all_it_may_says_busy(workspace, security) -> None:
