@@ -469,15 +469,31 @@ class HaltAnswer(Entity):
 
 # ---------------------------------------------------------------------------------- context
 
-ContextNeed = Literal["full_content", "version_history", "all_feedback", "peer_content"]
+ContextNeed = Literal["full_content", "version_history", "all_feedback", "peer_content", "source", "search_sources"]
+SOURCE_NEEDS = {"source": "sourceId", "search_sources": "query"}
+"""The needs that read the user's sources, and the field each one needs instead of a product."""
+SEARCH_QUERY_MAX_CHARS = 200
 
 
 class ContextRequest(Entity):
-    """A request for more information about a product, made mid-step."""
+    """A request for more, made mid-step: about a product (``productId``), one of the user's
+    sources or its section (``source``: ``sourceId`` s2 or s2#3), or a search of the sources
+    (``search_sources``: ``query``)."""
 
-    product_id: str
+    product_id: str | None = None
     need: ContextNeed
+    source_id: str | None = Field(None, max_length=40, description="source (s2) or section (s2#3), for need source")
+    query: str | None = Field(None, min_length=1, max_length=SEARCH_QUERY_MAX_CHARS,
+                              description="words to look for in the sources, for need search_sources")
     reason: str = Field(min_length=1, max_length=CONTEXT_REASON_MAX_CHARS)
+
+    @model_validator(mode="after")
+    def _subject_of_need(self) -> ContextRequest:
+        wanted = SOURCE_NEEDS.get(self.need, "productId")
+        given = {"productId": self.product_id, "sourceId": self.source_id, "query": self.query}
+        if not given[wanted]:
+            raise ValueError(f"need {self.need} names its subject in {wanted}")
+        return self
 
 
 # ---------------------------------------------------------------------------------- step outputs

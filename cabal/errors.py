@@ -218,6 +218,17 @@ class MissionError(CabalError):
     """A mission cannot be started, resumed or answered in its current state."""
 
 
+class ToolServerUnavailable(ConfigError):
+    """A tool server the mission file marks ``required`` cannot be reached: the mission refuses
+    to start (or resume), before round 1 and before anything is written."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        self.reason = reason
+        super().__init__(f"required tool server {server!r} is unavailable: {reason}",
+                         hint="start it, fix its entry under tools:, or mark it required: false")
+
+
 # ----------------------------------------------------------------------------- procedures
 
 

@@ -35,9 +35,9 @@ from pydantic import Field, ValidationError
 
 from cabal.errors import AnswerRejected, CabalError
 from cabal.limits import answer_problems
-from cabal.vocabulary import MCP_ACTOR
+from cabal.vocabulary import MCP_ACTOR, MCP_SERVER_NAME
 
-SERVER_NAME = "cabal"
+SERVER_NAME = MCP_SERVER_NAME
 
 INSTRUCTIONS = """Cabal keeps a project's shared context in a graph (modules, objectives, behaviors,
 validations, health checks, goals, escalations, decisions). Every write goes through a membrane

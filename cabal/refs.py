@@ -18,10 +18,11 @@ KINDS: dict[str, str] = {
     "c": "collab",
     "a": "agent",
     "u": "user",
+    "s": "source",
 }
 """Reference prefix -> the kind of thing it names."""
 
-_ID = r"[A-Za-z0-9_.:\-]+"
+_ID = r"[A-Za-z0-9_.:#\-]+"  # '#' names a section of a source: [[s:s2#3]]
 _ID_RE = re.compile(rf"^{_ID}$")
 _REF_RE = re.compile(rf"\[\[([{''.join(KINDS)}]):({_ID})\]\]")
 # Anything shaped like "[[word: something]]", valid or not; the valid ones are refs.
@@ -30,7 +31,7 @@ _ATTEMPT_RE = re.compile(r"\[\[\s*[A-Za-z]+\s*:[^\[\]]*\]\]")
 
 @dataclass(frozen=True, slots=True)
 class Ref:
-    """A reference to one product, version, collab, agent or user."""
+    """A reference to one product, version, collab, agent, user or source (or a source's section)."""
 
     kind: str
     id: str
@@ -40,12 +41,12 @@ class Ref:
             raise ValueError(f"unknown reference kind {self.kind!r} (known: {', '.join(KINDS)})")
         if not _ID_RE.match(self.id):
             raise ValueError(
-                f"invalid reference id {self.id!r}: use letters, digits and _ - . : only"
+                f"invalid reference id {self.id!r}: use letters, digits and _ - . : # only"
             )
 
     @property
     def kind_name(self) -> str:
-        """What the reference names: ``product``, ``version``, ``collab``, ``agent``, ``user``."""
+        """What the reference names: ``product``, ``version``, ``collab``, ``agent``, ``user``, ``source``."""
         return KINDS[self.kind]
 
     def render(self) -> str:

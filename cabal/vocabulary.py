@@ -98,17 +98,41 @@ ENVOY_ID = "envoy-1"
 USER_ID = "user"
 """The mission's user: the author of answers and notes."""
 MCP_ACTOR = "actor-mcp"
+MCP_SERVER_NAME = "cabal"
+"""The name ``cabal mcp`` gives itself; a mission's tool server that answers with it is refused
+(Cabal's own protocols are never offered to the team)."""
 """Who writes through ``cabal mcp`` unless its ``--actor`` says otherwise."""
 
 FIXED_IDS: dict[Role, str] = {Role.CHAIR: CHAIR_ID, Role.WATCHDOG: WATCHDOG_ID, Role.ENVOY: ENVOY_ID}
-"""The one agent of each role that is not numbered by the team size."""
+"""The id of each role's agent when its card names no members (the Chair and the Envoy are
+always one, with these ids; a watchdog card may name several)."""
 
 BLOCKING_IMPORTANCE = 8
 """A collab at or above this importance blocks acceptance of its product."""
 USER_COLLAB_TYPE = "user_independent"
 """Type of the collab the engine records for a user message that targets no product."""
+USER_DIRECTION_TYPE = "user_direction"
+"""Type of the collab that holds the new direction of a mission the user continued after it ended."""
 
-OPERATIVE_PATTERN = r"operative-\d+"
+DEFAULT_OPERATIVES = 2
+"""How many operatives a team has when neither the mission nor the operative card says."""
+
+AGENT_SUFFIX = r"[a-z0-9]+(?:-[a-z0-9]+)*"
+"""What follows an agent's kind in its id: ``operative-2``, ``operative-pricing``,
+``watchdog-security``. The one pattern of agent ids: entities, role cards, mission files, the
+simulated team and events all build on it (``agent_pattern``)."""
+AGENT_ID_CHARS = 60
+"""The longest agent id."""
+
+
+def agent_pattern(*roles: Role) -> str:
+    """A regular expression (no anchors) for the ids of agents of ``roles`` (default: every role)."""
+    kinds = [role.value for role in roles or tuple(Role)]
+    return (f"(?:{'|'.join(kinds)})" if len(kinds) > 1 else kinds[0]) + f"-{AGENT_SUFFIX}"
+
+
+AGENT_ID = re.compile(rf"^{agent_pattern()}$")
+OPERATIVE_PATTERN = agent_pattern(Role.OPERATIVE)
 """The shape of an operative's id, for schemas; ``OPERATIVE_ID`` matches a whole id."""
 OPERATIVE_ID = re.compile(rf"^{OPERATIVE_PATTERN}$")
 
@@ -119,12 +143,19 @@ def operative_id(number: int) -> str:
 
 
 def role_ids(role: Role, operatives: int) -> tuple[str, ...]:
-    """The ids of a role's agents on a team with ``operatives`` operatives."""
+    """The ids of a role's agents on a team with ``operatives`` counted operatives."""
     if role is Role.OPERATIVE:
         return tuple(operative_id(n) for n in range(1, operatives + 1))
     return (FIXED_IDS[role],)
 
 
+def role_of(agent_id: str) -> Role | None:
+    """The role an agent id names (its kind), or None when it is no agent id."""
+    if len(agent_id) > AGENT_ID_CHARS or not AGENT_ID.match(agent_id):
+        return None
+    return Role(agent_id.split("-", 1)[0])
+
+
 def is_agent_id(agent_id: str) -> bool:
-    """Whether ``agent_id`` has the shape of a team member's id (whatever the team's size)."""
-    return agent_id in FIXED_IDS.values() or OPERATIVE_ID.match(agent_id) is not None
+    """Whether ``agent_id`` has the shape of a team member's id (whatever the team)."""
+    return role_of(agent_id) is not None

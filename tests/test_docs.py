@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cabal.cli import build_parser
-from cabal.report.schema import event_fields
+from cabal.rounds.event_schema import event_fields
 from cabal.rounds.events import EVENT_TYPES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -704,6 +704,8 @@ def test_envelope_json_schemas():
         "version_history",
         "all_feedback",
         "peer_content",
+        "source",
+        "search_sources",
     ]
     assert halt["properties"]["type"]["enum"] == ["question", "done"]
     assert halt["properties"]["message"]["maxLength"] == 2000

@@ -18,6 +18,7 @@ def test_kinds_map_prefix_to_name():
         "c": "collab",
         "a": "agent",
         "u": "user",
+        "s": "source",
     }
 
 

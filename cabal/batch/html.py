@@ -18,6 +18,7 @@ STATE_COLOURS = {
     "pending": "#9e9e9e", "refused": "#6a1b9a", "invalid": "#8d6e63",
 }
 LABEL_W, BAR_W, VALUE_W, ROW_H = 150, 250, 90, 20  # two charts side by side on a laptop screen
+LABEL_MAX_W, CHAR_W = 260, 7.5  # a label column wide enough for the longest key (12 px text), up to LABEL_MAX_W
 LEGEND_COLUMNS = 3  # of 160 px each, within the chart's width
 REQUEST_CHARS = 160  # the table shows the start of a request; the whole of it is its tooltip
 
@@ -25,12 +26,14 @@ STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:1280px;color:#222;padding:0 1rem}
 .wide{overflow-x:auto}
 h1{font-size:1.5rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:2rem}
-.muted{color:#666}.charts{display:flex;flex-wrap:wrap;gap:1.5rem}
-figure{margin:0}figcaption{font-weight:600;margin-bottom:.3rem}
+.muted{color:#666}p{overflow-wrap:anywhere}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,440px),1fr));gap:1.5rem}
+figure{margin:0;min-width:0;overflow-x:auto}figcaption{font-weight:600;margin-bottom:.3rem}
+figure svg{display:block;height:auto}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{border-bottom:1px solid #ddd;padding:.3rem .4rem;text-align:left;vertical-align:top}
 th{background:#f5f5f5}td.n,th.n{text-align:right;white-space:nowrap}tr.total td{font-weight:600;border-top:2px solid #999}
-td.text{min-width:16em}td.mission,td.model{white-space:nowrap}
+td.text{min-width:11em}td.mission{overflow-wrap:anywhere;min-width:8em}td.model{min-width:8em}
 .state{display:inline-block;width:.7em;height:.7em;border-radius:2px;margin-right:.35em}
 code{font-size:12px}svg text{font:12px system-ui,sans-serif;fill:#222}
 """
@@ -91,27 +94,37 @@ def outcomes_chart(report: BatchReport) -> str:
                       f'fill="{STATE_COLOURS[state]}"/><text x="{column * 160 + 18}" y="{46 + line * 20}">'
                       f"{count} {escape(state)}</text>")
     height = 36 + -(-len(counts) // LEGEND_COLUMNS) * 20
-    return (f'<svg width="{width}" height="{height}" role="img" '
-            f'aria-label="outcomes">{"".join(bars)}{"".join(legend)}</svg>')
+    return _svg(width, height, "".join(bars) + "".join(legend), label="outcomes")
 
 
 def bar_chart(rows: tuple[MissionRow, ...], value: Callable[[MissionRow], float],
               label: Callable[[float], str]) -> str:
     """One bar per mission, coloured by its state, its value written after it."""
     top = max((value(row) for row in rows), default=0.0) or 1.0
-    width, height = LABEL_W + BAR_W + VALUE_W, ROW_H * max(len(rows), 1)
+    # The label column fits the longest key (a key longer than LABEL_MAX_W allows is clipped with "…").
+    fits = int((LABEL_MAX_W - 12) / CHAR_W)
+    keys = [clip(row.key, fits) for row in rows]
+    label_w = min(LABEL_MAX_W, max([LABEL_W, *(round(len(key) * CHAR_W) + 12 for key in keys)]))
+    width, height = label_w + BAR_W + VALUE_W, ROW_H * max(len(rows), 1)
     items = []
-    for index, row in enumerate(rows):
+    for index, (row, key) in enumerate(zip(rows, keys)):
         y = index * ROW_H
         length = BAR_W * value(row) / top
         items.append(
-            f'<text x="{LABEL_W - 6}" y="{y + 14}" text-anchor="end">{escape(clip(row.key, 24))}</text>'
-            f'<rect x="{LABEL_W}" y="{y + 3}" width="{length:.1f}" height="{ROW_H - 6}" '
+            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{escape(key)}</text>'
+            f'<rect x="{label_w}" y="{y + 3}" width="{length:.1f}" height="{ROW_H - 6}" '
             f'fill="{STATE_COLOURS[row.state]}"><title>{escape(row.mission_id)}: {escape(label(value(row)))}'
             f"</title></rect>"
-            f'<text x="{LABEL_W + length + 6:.1f}" y="{y + 14}">{escape(label(value(row)))}</text>')
-    return (f'<svg width="{width}" height="{height}" role="img">'
-            f'{"".join(items)}</svg>')
+            f'<text x="{label_w + length + 6:.1f}" y="{y + 14}">{escape(label(value(row)))}</text>')
+    return _svg(width, height, "".join(items))
+
+
+def _svg(width: float, height: float, body: str, *, label: str | None = None) -> str:
+    """A chart as wide as its figure, never narrower than drawn: its 12 px text stays 12 px or more
+    (a narrow screen scrolls the figure sideways)."""
+    named = f' aria-label="{label}"' if label else ""
+    return (f'<svg viewBox="0 0 {width:g} {height:g}" width="100%" style="min-width:{width:g}px" role="img"{named}>'
+            f"{body}</svg>")
 
 
 def _figure(caption: str, svg: str) -> str:
@@ -119,9 +132,10 @@ def _figure(caption: str, svg: str) -> str:
 
 
 def _table(report: BatchReport, page: Path | None) -> str:
+    asking = any(row.pending_question for row in report.rows)  # the column only when a mission waits
     head = ("<tr><th>mission</th><th>request</th><th>model</th><th class=n>ops</th><th>state</th>"
             "<th class=n>rounds</th><th class=n>accepted</th><th class=n>failed turns</th><th class=n>tokens</th>"
-            "<th class=n>cost</th><th class=n>duration</th><th>pending question</th></tr>")
+            "<th class=n>cost</th><th class=n>duration</th>" + ("<th>pending question</th>" if asking else "") + "</tr>")
     rows = []
     for row in report.rows:
         mission = escape(row.mission_id)
@@ -131,18 +145,24 @@ def _table(report: BatchReport, page: Path | None) -> str:
         rows.append(
             f'<tr><td class="mission"><b>{escape(row.key)}</b><br><code>{mission}</code></td>'
             f'<td class="text" title="{escape(row.request)}">{escape(clip(row.request, REQUEST_CHARS))}</td>'
-            f"<td class=model>{escape(row.model)}</td><td class=n>{row.operatives or ''}</td>"
+            f"<td class=model>{_breakable(row.model)}</td><td class=n>{row.operatives or ''}</td>"
             f'<td><span class="state" style="background:{STATE_COLOURS[row.state]}"></span>{escape(state_text(row))}</td>'
             f"<td class=n>{rounds_text(row)}</td><td class=n>{row.products_accepted}/{row.products_total}</td>"
             f"<td class=n>{row.failed_turns}</td><td class=n>{row.tokens:,}</td><td class=n>${row.cost_usd:.4f}</td>"
-            f'<td class=n>{escape(duration(row.duration_s))}</td><td class="text">{escape(row.pending_question or "")}</td></tr>')
+            f'<td class=n>{escape(duration(row.duration_s))}</td>'
+            + (f'<td class="text">{escape(row.pending_question or "")}</td>' if asking else "") + "</tr>")
     totals = report.totals
     rows.append(f'<tr class="total"><td>total ({totals.missions})</td><td></td><td></td><td></td><td></td><td></td>'
                 f"<td class=n>{totals.products_accepted}/{totals.products_total}</td>"
                 f"<td class=n>{totals.failed_turns}</td><td class=n>{totals.tokens:,}</td>"
                 f"<td class=n>${totals.cost_usd:.4f}</td><td class=n>{escape(duration(totals.duration_s))}</td>"
-                f"<td></td></tr>")
+                + ("<td></td>" if asking else "") + "</tr>")
     return f'<div class="wide"><table>{head}{"".join(rows)}</table></div>'
+
+
+def _breakable(name: str) -> str:
+    """A model's name, escaped, that may wrap after its ``:``, ``.`` and ``/`` and nowhere else."""
+    return "".join(escape(char) + ("<wbr>" if char in ":./" else "") for char in name)
 
 
 def _link(row: MissionRow, page: Path | None) -> str | None:

@@ -27,6 +27,7 @@ mission; one unchanged keeps its id, and with it its graph and checkpoints.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import glob
 import hashlib
 import json
@@ -42,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cabal.errors import CabalError, ConfigError, ProtocolLoadError
 from cabal.llm.settings import ModelSettings
-from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, located_problems, parse_mission
+from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, located_problems, parse_mission, with_tool_folders
 from cabal.yaml_reader import read_settings_file, read_text_file
 
 BATCH_PREFIX = "b-"
@@ -179,14 +180,15 @@ class PlannedMission:
         agent's own model after it (``a; chair: b``)."""
         if self.spec is None:
             return ""
-        own = [f"{key}: {_shown(entry if isinstance(entry, str) else entry.name)}"
+        own = [f"{key}: {short_model(entry if isinstance(entry, str) else entry.name)}"
                for key, entry in (self.spec.models or {}).items()
                if key != DEFAULT_KEY and (isinstance(entry, str) or "name" in entry.model_fields_set)]
-        return "; ".join([_shown(self.spec.model_settings().name), *own])
+        return "; ".join([short_model(self.spec.model_settings().name), *own])
 
 
-def _shown(spec: str) -> str:
-    return f"scripted:{Path(spec.removeprefix('scripted:')).name}" if spec.startswith("scripted:") else spec
+def short_model(name: str) -> str:
+    """A model as a report or a list names it: a script by its file name, not its whole path."""
+    return f"scripted:{Path(name.removeprefix('scripted:')).name}" if name.startswith("scripted:") else name
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,7 @@ class BatchPlan:
     source: str  # what it was planned from: a file, folder or glob
     missions: tuple[PlannedMission, ...]
     budget: BatchBudget = BatchBudget()
+    skipped: tuple[tuple[str, str], ...] = ()  # a folder's YAML files that are no mission files: (file, why)
 
     def mission(self, mission_id: str) -> PlannedMission:
         """The planned mission called ``mission_id`` (a KeyError for one the plan does not hold)."""
@@ -218,9 +221,12 @@ def load_plan(target: str | Path, *, repeat: int | None = None) -> BatchPlan:
     path = Path(text).expanduser()
     if path.is_dir():
         files = sorted({f for pattern in MISSION_GLOBS for f in path.glob(pattern)})
+        skipped = _skipped(path, files)
         if not files:
-            raise ConfigError(f"{path}: no mission files ({' or '.join(MISSION_GLOBS)}) in this folder")
-        return _plan_of_files(files, path.resolve(), str(path.resolve()), path.resolve().name, repeat)
+            raise ConfigError(f"{path}: no mission files ({' or '.join(MISSION_GLOBS)}) in this folder"
+                              + (f"; skipped: {'; '.join(f'{name} ({why})' for name, why in skipped)}" if skipped else ""))
+        plan = _plan_of_files(files, path.resolve(), str(path.resolve()), path.resolve().name, repeat)
+        return dataclasses.replace(plan, skipped=skipped)
     if path.is_file() and path.name.endswith(BATCH_SUFFIXES):
         return _plan_of_batch_file(path, repeat)
     if path.is_file():
@@ -241,7 +247,7 @@ def parse_batch(data: dict, *, source: str = "<batch>") -> BatchSpec:
     try:
         return BatchSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(located_problems(exc, data, source, "invalid batch file")) from None
+        raise ConfigError(located_problems(exc, data, source, "invalid batch file", BatchSpec)) from None
 
 
 def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | None = None,
@@ -286,6 +292,14 @@ def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | Non
         mission = _anchored(parse_mission(data, source=where), base)
         missions += _repeated(batch_id, key, where, mission, None, repeat or spec.repeat)
     return BatchPlan(batch_id, name, source, tuple(missions), spec.budget)
+
+
+def _skipped(folder: Path, missions: list[Path]) -> tuple[tuple[str, str], ...]:
+    """The YAML files of ``folder`` that a batch of it does not run, each with why."""
+    others = sorted(f for f in folder.iterdir() if f.suffix in (".yaml", ".yml") and f not in missions and f.is_file())
+    return tuple((f.name, "a batch file: run it alone, cabal batch " + str(f) if f.name.endswith(BATCH_SUFFIXES)
+                  else f"not named *.mission.yaml: rename it {f.name.removesuffix(f.suffix)}.mission{f.suffix} to run it")
+                 for f in others)
 
 
 def _plan_of_batch_file(path: Path, repeat: int | None) -> BatchPlan:
@@ -375,8 +389,15 @@ def read_requests(path: Path, column: str, name_column: str | None = None) -> li
 
 
 def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
-    """``spec`` with its relative ``scripted:`` paths made absolute against ``base``, so a
-    worker anywhere finds the scripts."""
+    """``spec`` with its relative ``scripted:`` paths and source paths made absolute against
+    ``base``, so a worker anywhere finds the scripts and the sources. A source path is joined,
+    not resolved: a '..' in it is still refused when the sources are read. A stdio tool server
+    runs in ``base`` too (``with_tool_folders``)."""
+    spec = with_tool_folders(spec, base)
+    sources = [entry if Path(entry.path).is_absolute() else entry.model_copy(update={"path": str(base / entry.path)})
+               for entry in spec.sources]
+    if sources != spec.sources:
+        spec = spec.model_copy(update={"sources": sources})
     return spec.anchored(base)
 
 

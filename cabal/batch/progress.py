@@ -121,6 +121,7 @@ class BatchProgress:
     def status_line(self) -> str:
         counts = {state: 0 for state in ("done", "running", "halted", "failed")}
         for state in self.states.values():
+            state = "failed" if state == NotStarted.INVALID else state  # a mission file that did not load
             if state in counts:
                 counts[state] += 1
         tokens_budget, cost_budget = self.budget

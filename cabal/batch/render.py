@@ -1,4 +1,5 @@
-"""A batch report as text: Markdown, JSON or CSV (``html`` has the page with charts).
+"""A batch report as text: Markdown or CSV (``html`` has the page with charts; ``cabal.exports``
+lists every format).
 
 Each lists, per mission, the request, state, stop reason, rounds, products accepted out of
 total, failed turns, tokens, cost, duration and any pending question, and the totals.
@@ -8,35 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-from collections.abc import Callable
-from pathlib import Path
 
 from cabal.batch.report import BatchReport, MissionRow
-from cabal.errors import ConfigError
 
-FORMATS = ("md", "html", "json", "csv")
 CSV_COLUMNS = ("key", "mission_id", "request", "model", "operatives", "repeat", "state", "stop_reason", "round",
                "rounds_limit", "products_accepted", "products_total", "failed_turns", "input_tokens",
                "output_tokens", "tokens", "cost_usd", "duration_s", "attempts", "pending_question", "detail")
 
-
-def render(report: BatchReport, format: str, *, page: Path | None = None) -> str:
-    """``report`` in ``format``; ``page`` is where an HTML report will be written (its links
-    to the missions' own reports are relative to it)."""
-    renderers: dict[str, Callable[[], str]] = {
-        "md": lambda: markdown(report), "json": lambda: json.dumps(report.to_wire(), indent=2) + "\n",
-        "csv": lambda: as_csv(report), "html": lambda: _html(report, page),
-    }
-    if format not in renderers:
-        raise ConfigError(f"unknown report format {format!r}; use one of {', '.join(FORMATS)}")
-    return renderers[format]()
-
-
-def _html(report: BatchReport, page: Path | None) -> str:
-    from cabal.batch.html import html_page
-
-    return html_page(report, page)
 
 
 def markdown(report: BatchReport) -> str:

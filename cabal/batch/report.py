@@ -8,6 +8,7 @@ time the batch's workers spent on it, any pending question) and ``Totals``. The 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass
@@ -16,14 +17,16 @@ from typing import Any
 from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BatchBudget, BatchPlan, PlannedMission
 from cabal.batch.store import BatchStore
+from cabal.graph import ContextGraph
+from cabal.report.model import settled_statuses
 from cabal.rounds.control import MissionResult, status_of
+from cabal.rounds.transitions import ENDED, Action, allows
 from cabal.rounds.workspace import Workspace
 from cabal.vocabulary import MissionState, NotStarted
 
 MISSION_REPORT = "report.html"  # a mission's own report, in its folder, where one was written
 # The states a batch has nothing more to do for, unless someone answers or raises a limit.
-FINISHED = frozenset({MissionState.DONE, MissionState.FAILED, NotStarted.INVALID})
-TO_RUN = frozenset({NotStarted.PENDING, NotStarted.REFUSED, MissionState.INTERRUPTED})
+FINISHED = ENDED | {NotStarted.INVALID}
 STATE_ORDER = (MissionState.DONE, MissionState.HALTED, MissionState.INTERRUPTED, MissionState.FAILED,
                MissionState.RUNNING, NotStarted.PENDING, NotStarted.REFUSED, NotStarted.INVALID)
 
@@ -31,7 +34,7 @@ STATE_ORDER = (MissionState.DONE, MissionState.HALTED, MissionState.INTERRUPTED,
 def needs_run(state: str, answered: bool) -> bool:
     """Whether a batch runs a mission in ``state``: one not started or interrupted, or one halted
     that has been given its answer."""
-    return state in TO_RUN or (state == MissionState.HALTED and answered)
+    return allows(Action.RUN, state) or allows(Action.RESUME, state) or (answered and allows(Action.ANSWER, state))
 
 
 @dataclass(frozen=True)
@@ -130,23 +133,41 @@ def collect(workspace: Workspace, store: BatchStore, plan: BatchPlan | None = No
     attempts: dict[str, list[MissionOutcome]] = {}
     for outcome in store.outcomes():
         attempts.setdefault(outcome.mission_id, []).append(outcome)
-    rows = tuple(_row(workspace, mission, attempts.get(mission.mission_id, [])) for mission in plan.missions)
+    readable = [mission.mission_id for mission in plan.missions if mission.spec]
+    with contextlib.ExitStack() as stack:
+        # One connection for the whole report, each mission's graph selected on it (opening each
+        # one resolved the server and connected again, once per mission).
+        connection = stack.enter_context(workspace.graph(readable[0])) if readable else None
+        rows = tuple(_row(workspace, connection, mission, attempts.get(mission.mission_id, []))
+                     for mission in plan.missions)
     return BatchReport(plan.batch_id, plan.name, plan.source, store.is_running(), plan.budget, rows)
 
 
-def read_status(workspace: Workspace, mission_id: str) -> tuple[MissionResult | None, tuple[int, int]]:
-    """A mission's status and (products accepted, products in its tree), or None if it never started."""
-    with workspace.graph(mission_id) as graph:
-        if not graph.exists(mission_id):
-            return None, (0, 0)
-        products = [p for p in graph.find("product", fields=["status"]) if p.get("status") != "removed"]
-        accepted = sum(p.get("status") == "accepted" for p in products)
-        return status_of(workspace, graph, mission_id), (accepted, len(products))
+def read_status(workspace: Workspace, mission_id: str,
+                connection: ContextGraph | None = None) -> tuple[MissionResult | None, tuple[int, int]]:
+    """A mission's status and (products accepted, products in its tree), or None if it never
+    started; read over ``connection`` (another graph's, on the same server) when given."""
+    if connection is None:
+        with workspace.graph(mission_id) as graph:
+            return _status_in(workspace, graph, mission_id)
+    return _status_in(workspace, connection.select(mission_id), mission_id)
 
 
-def _row(workspace: Workspace, mission: PlannedMission, attempts: list[MissionOutcome]) -> MissionRow:
+def _status_in(workspace: Workspace, graph: ContextGraph, mission_id: str) -> tuple[MissionResult | None, tuple[int, int]]:
+    if not graph.exists(mission_id):
+        return None, (0, 0)
+    status = status_of(workspace, graph, mission_id)
+    statuses = settled_statuses(((p["id"], str(p.get("type")), str(p.get("status")), p.get("parent_id"))
+                                 for p in graph.find("product", fields=["type", "status", "parent_id"])),
+                                mission_done=status.state == MissionState.DONE)
+    live = [product for product in statuses.values() if product != "removed"]
+    return status, (live.count("accepted"), len(live))
+
+
+def _row(workspace: Workspace, connection: ContextGraph | None, mission: PlannedMission,
+         attempts: list[MissionOutcome]) -> MissionRow:
     spec = mission.spec
-    status, (accepted, products) = read_status(workspace, mission.mission_id) if spec else (None, (0, 0))
+    status, (accepted, products) = read_status(workspace, mission.mission_id, connection) if spec else (None, (0, 0))
     last = attempts[-1] if attempts else None
     state: MissionState | NotStarted
     detail: str | None
@@ -162,7 +183,7 @@ def _row(workspace: Workspace, mission: PlannedMission, attempts: list[MissionOu
     pending = status.pending_halt if status is not None else None
     return MissionRow(
         key=mission.key, mission_id=mission.mission_id, request=mission.request, model=mission.model,
-        operatives=spec.team.operatives if spec else None, repeat=mission.repeat, state=str(state),
+        operatives=spec.team.counted_operatives if spec else None, repeat=mission.repeat, state=str(state),
         stop_reason=str(status.stop_reason) if status is not None and status.stop_reason else None,
         round=status.round if status is not None else 0, rounds_limit=spec.rounds if spec else None,
         products_accepted=accepted, products_total=products,

@@ -18,6 +18,7 @@ from typing import Any
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options
 from cabal.errors import ConfigError
+from cabal.exports import names as export_names
 
 ACTIONS = ("resume", "status", "report")
 RUN_ONLY = ("workers", "dask", "max_concurrent", "max_tokens", "max_cost", "retries", "events", "verbose", "quiet")
@@ -59,9 +60,13 @@ def cmd_batches(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from cabal.batch.api import run_batch
+    from cabal.batch.plan import load_plan
 
+    plan = load_plan(args.target, repeat=args.repeat)
+    for name, why in plan.skipped:  # said before anything runs: a file the user meant may be among them
+        print(f"skipped {name}: {why}")
     with _watching(args) as watch:
-        result = run_batch(args.target, workers=args.workers, dask=args.dask, max_concurrent=args.max_concurrent,
+        result = run_batch(plan, workers=args.workers, dask=args.dask, max_concurrent=args.max_concurrent,
                            max_tokens=args.max_tokens, max_cost_usd=args.max_cost, repeat=args.repeat,
                            retries=args.retries, home=args.home, url=args.url, on_event=watch)
     return _conclude(result)
@@ -97,11 +102,11 @@ def _status(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from cabal.batch.api import batch_status
-    from cabal.batch.render import render
+    from cabal.exports import DEFAULT_FORMAT, render_batch
 
     report = batch_status(args.batch_id, home=args.home, url=args.url)
     output = Path(args.output) if args.output else None
-    text = render(report, args.format or "md", page=output)
+    text = render_batch(report, args.format or DEFAULT_FORMAT, page=output)
     if output is None:
         sys.stdout.write(text)
         return 0
@@ -250,7 +255,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--quiet", action="store_true", help="no live counts: only the outcome at the end (as cabal run)")
     shown = batch.add_argument_group("status, report")
     shown.add_argument("--json", action="store_true", help="status: as JSON")
-    shown.add_argument("--format", choices=("md", "html", "json", "csv"), help="report: the format (default md)")
+    shown.add_argument("--format", choices=export_names("batch"), help="report: the format (default md)")
     shown.add_argument("--output", metavar="FILE", help="report: write to FILE (default: standard output)")
     batch.set_defaults(func=cmd_batch)
 

@@ -13,16 +13,13 @@ from pathlib import Path
 from cabal import rounds
 from cabal.cli.options import add_graph_options
 from cabal.errors import ConfigError
-
-FORMATS = {"md": "md", "markdown": "md", "json": "json", "html": "html", "htm": "html"}
+from cabal.exports import DEFAULT_FORMAT, format_of, names, render_mission
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     target = Path(args.output) if args.output else None
-    chosen = args.format or (FORMATS.get(target.suffix.lstrip(".").lower()) if target else None) or "md"
-    from cabal.report.formats import render_report
-
-    text = render_report(rounds.mission_report(args.mission_id, home=args.home, url=args.url), chosen)
+    chosen = args.format or format_of(target, "mission")
+    text = render_mission(rounds.mission_report(args.mission_id, home=args.home, url=args.url), chosen)
     if target is None:
         sys.stdout.write(text)
         return 0
@@ -38,7 +35,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     export = add_graph_options(commands.add_parser(
         "export", help="the whole mission as a report: Markdown, JSON or a self-contained HTML page"))
     export.add_argument("mission_id")
-    export.add_argument("--format", choices=sorted(set(FORMATS.values())),
-                        help="md, json or html (default: from -o's suffix, else md)")
+    export.add_argument("--format", choices=names("mission"),
+                        help=f"{', '.join(names('mission'))} (default: from -o's suffix, else {DEFAULT_FORMAT})")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(func=cmd_export)

@@ -1,4 +1,4 @@
-"""Mission commands: run, resume, chat, say, status, transcript, stop, missions, schema.
+"""Mission commands: run, resume, continue, chat, say, status, transcript, stop, missions, schema.
 
 The engine (LangGraph, the model clients) is imported when a command runs, not when the
 parser is built, so `cabal --help` and the graph commands start in a blink.
@@ -22,6 +22,7 @@ from cabal.limits import printable
 from cabal.private import open_private
 
 if TYPE_CHECKING:
+    from cabal.cli.progress import Progress
     from cabal.report import Product
     from cabal.rounds import MissionResult
     from cabal.rounds.events import MissionEvent
@@ -61,11 +62,12 @@ def print_conversation(mission_id: str, home: str | None, url: str | None, strea
 
     out = stream or sys.stdout
     current = None
-    for line in rounds.mission_report(mission_id, home=home, url=url).conversation:
+    mission = rounds.mission_report(mission_id, home=home, url=url)
+    for line in mission.conversation:
         if line.round != current:
             current = line.round
             print(round_heading(current), file=out)
-        print(printable(conversation_line(line)), file=out)
+        print(printable(conversation_line(line, speaker=mission.who(line.speaker))), file=out)
 
 
 def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,
@@ -114,7 +116,7 @@ def watching(args: argparse.Namespace) -> Iterator[Watch]:
         except OSError as error:
             raise ConfigError(f"cannot write events to {args.events}: {error.strerror}") from None
         log = EventLog(log_file)
-    watch = Watch(fan_out(progress, log), human, progress is not None)
+    watch = Watch(fan_out(progress, log), human, progress is not None, progress=progress)
     try:
         yield watch
     finally:
@@ -130,6 +132,7 @@ class Watch:
     stream: IO[str]  # where lines for people go
     live: bool  # whether the conversation (and so a question) is printed as it happens
     mission_id: str | None = None  # the mission being run, once its first event says so
+    progress: Progress | None = None  # the live display, if any
 
     def listener(self) -> Callable[[MissionEvent], None]:
         """``on_event`` that also remembers the mission, to say how to resume it after Ctrl-C."""
@@ -148,34 +151,46 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
             "temperature": args.temperature, "output": args.output}
 
 
-def _interrupted(mission_id: str | None) -> int:
+def _interrupted(watch: Watch, mission_id: str | None) -> int:
+    """After Ctrl-C: the live display is cleared, and the pause is said once (the display said it
+    when the mission paused, unless there is none or the mission had not started)."""
+    if watch.progress is not None:
+        watch.progress.close()
+        if watch.progress.interrupted:
+            return exits.CTRL_C
     print("\ncabal: interrupted (Ctrl-C)" + (f"; the mission is paused. Go on with: cabal resume {mission_id}"
                                            if mission_id else ""), file=sys.stderr)
     return exits.CTRL_C
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _driven(args: argparse.Namespace, drive: Callable[[Watch], MissionResult], mission_id: str | None = None) -> int:
+    """Run ``drive(watch)`` (a run of the engine) under the command's listeners, then report it;
+    after Ctrl-C, say how to go on with ``mission_id`` (default: the mission the run named)."""
     with watching(args) as watch:
         try:
-            result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
-                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener(),
-                                        budget_usd=args.budget_usd)
+            result = drive(watch)
         except KeyboardInterrupt:
-            return _interrupted(watch.mission_id)
+            return _interrupted(watch, mission_id or watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
     return exit_status(result)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return _driven(args, lambda watch: rounds.run_mission(
+        args.mission, model=args.model, home=args.home, url=args.url, rounds=args.rounds,
+        model_settings=_settings(args), on_event=watch.listener(), budget_usd=args.budget_usd, sources=args.source))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    with watching(args) as watch:
-        try:
-            result = rounds.resume_mission(args.mission_id, answer=args.answer, model=args.model, rounds=args.rounds,
-                                           home=args.home, url=args.url, model_settings=_settings(args),
-                                           on_event=watch.listener())
-        except KeyboardInterrupt:
-            return _interrupted(args.mission_id)
-    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
-    return exit_status(result)
+    return _driven(args, lambda watch: rounds.resume_mission(
+        args.mission_id, answer=args.answer, model=args.model, rounds=args.rounds, home=args.home, url=args.url,
+        model_settings=_settings(args), on_event=watch.listener()), args.mission_id)
+
+
+def cmd_continue(args: argparse.Namespace) -> int:
+    return _driven(args, lambda watch: rounds.continue_mission(
+        args.mission_id, " ".join(args.direction), rounds=args.rounds, model=args.model, home=args.home,
+        url=args.url, model_settings=_settings(args), on_event=watch.listener()), args.mission_id)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -201,7 +216,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                                                url=args.url, model_settings=_settings(args),
                                                on_event=watch.listener())
             except KeyboardInterrupt:
-                return _interrupted(args.mission_id)
+                return _interrupted(watch, args.mission_id)
     report(result, question_shown=True, stream=watch.stream, home=args.home, url=args.url)
     return exit_status(result)
 
@@ -228,6 +243,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         "output_switches": [{"model": switch.model, "agent": switch.agent, "round": switch.round, "output": "json",
                              "reason": switch.reason} for switch in result.output_switches],
         "products": tree,
+        "sources": [{"id": s.source_id, "version": s.version, "name": s.name, "round": s.round, "cited": s.cited}
+                    for s in mission.sources if not s.superseded],
     }
     if args.json:
         print(json.dumps(data, indent=2))
@@ -242,7 +259,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                         f"(its provider refused tools at {switch.agent}'s call: {switch.reason})"))
     for row in tree:
         print(printable(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
-                        f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
+                        f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {mission.who(row['owner'])}"))
+    current = [s for s in mission.sources if not s.superseded]
+    if current:
+        print(f"sources: {len(current)}, {len({s.source_id for s in mission.sources if s.cited})} cited")
+    for source in (s for s in current if s.version > 1):
+        print(printable(f"  {source.source_id} {source.name} changed: now version {source.version} "
+                        f"(read again at round {source.round}; what cited version {source.version - 1} still does)"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
     if len(mission.usage.by_model) > 1:  # a model per role or agent: what each one spent
@@ -298,7 +321,7 @@ def schema_of(what: str) -> dict:
     if what == "export":
         from cabal.report.schema import report_schema as schema
     elif what == "events":
-        from cabal.report.schema import events_schema as schema
+        from cabal.rounds.event_schema import events_schema as schema
     elif what == "batch":
         from cabal.batch.plan import BatchSpec
 
@@ -336,6 +359,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--rounds", type=int, help="override the mission's round limit")
     run.add_argument("--budget-usd", metavar="USD", help="the mission's cost budget in dollars, or 'none' for no budget "
                                                          "(default: the mission file's, else CABAL_BUDGET_USD, else 2)")
+    run.add_argument("--source", action="append", default=[], metavar="PATH",
+                     help="a file or folder the team reads and cites, beside the mission file's sources "
+                          "(repeatable)")
     run.set_defaults(func=cmd_run)
 
     resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"),
@@ -345,6 +371,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     resume.add_argument("--rounds", type=int, help="a new round limit: continues a mission that ran out of rounds "
                                                    "or that you stopped")
     resume.set_defaults(func=cmd_resume)
+
+    go_on = common(commands.add_parser("continue", help="take a mission that ended further, with a new direction"),
+                   model=True, runs=True)
+    go_on.add_argument("mission_id")
+    go_on.add_argument("direction", nargs="+", help="what the team should do next (the Chair reads it at the next Plan)")
+    go_on.add_argument("--rounds", type=int, metavar="N", help="how many more rounds (default: the mission file's rounds)")
+    go_on.set_defaults(func=cmd_continue)
 
     chat = common(commands.add_parser("chat", help="the team's conversation; answer a pending question"),
                   model=True, runs=True)

@@ -19,9 +19,9 @@ from cabal.limits import printable
 from cabal.report.markdown import conversation_line
 from cabal.report.model import Line
 from cabal.rounds.events import (
-    Answered, GraphRestarted, HaltRaised, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
-    MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted,
-    UserMessage, Warned,
+    Answered, GraphRestarted, HaltRaised, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
+    MissionStarted, MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted,
+    ToolReturned, TurnDone, TurnStarted, UserMessage, Warned,
 )
 from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome
 
@@ -69,6 +69,7 @@ class Progress:
         self._heading: int | None = None  # the round whose heading was printed last
         self._live: Any = None
         self._console: Any = None
+        self.interrupted = False  # the pause was said (MissionInterrupted): the command need not say it again
 
     # ------------------------------------------------------------------------------ events
 
@@ -86,10 +87,13 @@ class Progress:
             self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._spent_before = (event.spent_tokens, event.spent_cost_usd)
-            self._heading = event.round
+            self._heading = None  # the round's lines still to come are shown under its heading
             self._where = f"round {event.round}"
             self._print(f"mission {event.mission} resumed in round {event.round} "
                         f"({event.spent_tokens:,} tokens, ${event.spent_cost_usd:.4f} spent so far)")
+        elif isinstance(event, MissionContinued):
+            self._say(Line(round=event.round, speaker="you", text=event.direction, kind="direction"))
+            self._print(f"the mission continues, up to round {event.rounds}")
         elif isinstance(event, RoundStarted):
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._where = f"round {event.round}"
@@ -104,6 +108,10 @@ class Progress:
                 working.cost += event.cost_usd
         elif isinstance(event, TurnDone):
             self._turn_done(event)
+        elif isinstance(event, ToolReturned):  # a tool's answer is data: shown printable and short
+            digest = event.digest if len(event.digest) <= 80 else event.digest[:79] + "…"
+            self._print(f"round {event.round} · {event.step} · {event.agent} called {event.tool}: "
+                        f"{'ok' if event.ok else 'error'}, {digest}", dim=event.ok)
         elif isinstance(event, Presented):
             for line in event.lines:
                 self._say(Line(round=event.round, speaker=line.speaker, text=line.text, kind="message"))
@@ -124,7 +132,9 @@ class Progress:
             self._print(f"the graph server stopped ({event.detail}); started it again, replaying from round "
                         f"{event.round}'s last checkpoint (restart {event.restart} of {event.max_restarts})")
         elif isinstance(event, MissionInterrupted):
-            self._print(f"interrupted: {event.detail}; go on with: {event.hint}")
+            self.interrupted = True  # from now on plain lines: a turn still in flight must not redraw the footer
+            self.close()  # the live footer goes before the last lines, or it stays stale under them
+            self._print(f"paused: {event.detail}; go on with: {event.hint}")
         elif isinstance(event, Warned):
             self._print(f"warning: {event.message}")
         elif isinstance(event, MissionStopped):
@@ -137,7 +147,9 @@ class Progress:
         self._working.pop(event.agent, None)
         tokens, cost = self._committed
         self._committed = (tokens + event.input_tokens + event.output_tokens, cost + event.cost_usd)
-        note = "" if event.outcome == TurnOutcome.FINAL else f" ({event.outcome})"
+        # Tagged: a turn that failed, and one that asks the user (a Plan that concludes asks nothing).
+        note = (" (failed)" if event.outcome == TurnOutcome.FAILED
+                else " (question)" if event.outcome == TurnOutcome.HALT and event.halt == "question" else "")
         retries = (f", {event.attempts - 1} retr{'y' if event.attempts == 2 else 'ies'}" if event.attempts > 1 else "")
         total_tokens, total_cost = self._total()
         text = (f"round {event.round} · {event.step} · {event.agent}{note}{retries} · "
@@ -156,7 +168,7 @@ class Progress:
 
     def _print(self, text: str, *, dim: bool = False) -> None:
         text = printable(text)  # model and user text: no escape sequence reaches the terminal
-        if not self.live:
+        if not self.live or self.interrupted:
             print(text, file=self.stream, flush=True)
             return
         self._start_live()

@@ -1,4 +1,5 @@
-"""``cabal protocols list|show|check``: the membrane protocols on the search path."""
+"""``cabal protocols list|show|check|convert``: the membrane protocols on the search path, and
+upstream-dialect files written out in Cabal's own format."""
 
 from __future__ import annotations
 
@@ -38,6 +39,18 @@ def register(commands: Any) -> None:
     check.add_argument("paths", nargs="*", metavar="PATH", help="protocol files or folders")
     library_options(check)
     check.set_defaults(func=cmd_protocols_check)
+
+    convert = sub.add_parser(
+        "convert",
+        help="write protocol files of the upstream dialect in Cabal's own format",
+        description="Translate each protocol file written in the upstream dialect (ngram's, or mind-mcp's newer "
+        "format) into Cabal's own format, as the loader does in memory, and write it as YAML: to standard "
+        "output for one file, else to -o DIR as DIR/<protocol>.yaml. A file already in Cabal's format is "
+        "left out; a file that does not load is reported by file, line, step and field, and not written.",
+    )
+    convert.add_argument("path", metavar="FILE|DIR", help="a protocol file, or a folder of them")
+    convert.add_argument("-o", "--output", metavar="DIR", help="the folder to write the converted files to")
+    convert.set_defaults(func=cmd_protocols_convert)
 
 def library_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -166,6 +179,43 @@ def cmd_protocols_check(args: argparse.Namespace) -> int:
         return 1
     print(f"ok: {len(files)} protocol file(s) checked")
     return 0
+
+
+def cmd_protocols_convert(args: argparse.Namespace) -> int:
+    from cabal.errors import ProtocolLoadError
+    from cabal.membrane.convert import convert_protocol
+    from cabal.yaml_reader import read_text_file
+
+    files = _protocol_files([args.path])
+    target = Path(args.output) if args.output else None
+    if target is None and Path(args.path).is_dir():
+        raise ConfigError("converting a folder writes one file per protocol: give -o DIR")
+    failed = 0
+    for path in files:
+        try:
+            converted = convert_protocol(read_text_file(path), str(path))
+        except ProtocolLoadError as error:
+            failed += 1
+            for problem in error.problems:
+                print(printable(str(problem)), file=sys.stderr)
+            continue
+        if converted is None:
+            print(printable(f"{path}: already in Cabal's format; left out"), file=sys.stderr)
+            continue
+        name, text = converted
+        if target is None:
+            sys.stdout.write(text)
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        written = target / f"{name}.yaml"
+        try:
+            written.write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"cannot write {written}: {error.strerror}") from None
+        print(printable(f"{path} -> {written}"))
+    if failed:
+        print(f"{failed} of {len(files)} file(s) not converted (they do not load)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _protocol_files(paths: list[str]) -> list[Path]:

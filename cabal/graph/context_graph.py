@@ -170,7 +170,10 @@ class ContextGraph:
         # All in one round trip (straight to the client: _run would come back here).
         replies = self._pipelined("GRAPH.QUERY", [(f"CREATE INDEX FOR (n:{label}) ON (n.{schema.field_name(field)})", {})
                                                   for label, field in wanted])
-        for (label, field), reply in zip(wanted, replies):
+        full_text = [(t.name, f) for t in schema.NODE_TYPES.values() for f in t.fulltext]
+        replies += self._pipelined("GRAPH.QUERY", [reads.create_full_text_index(label, field)
+                                                   for label, field in full_text])
+        for (label, field), reply in zip(wanted + full_text, replies):
             if isinstance(reply, redis.ResponseError) and "already indexed" not in str(reply):
                 raise GraphError(f"cannot create index {label}.{field}: {reply}")
         _INDEXED_GRAPHS.add(key)
@@ -316,6 +319,14 @@ class ContextGraph:
         if not text.split():
             return []
         return self._nodes(*reads.search(text, limit))
+
+    def search_chunks(self, query: str, limit: int = 5) -> list[dict]:
+        """The chunks of current source versions that best match ``query``'s words (the server's
+        full-text index), best first: each chunk's fields and its ``score``."""
+        text, params = reads.search_chunks(query, limit)
+        if not params["query"]:
+            return []
+        return [{**row["chunk"], "score": row["score"]} for row in self.read_cypher(text, params)]
 
     def preset(self, name: str) -> list[dict]:
         return self._nodes(*reads.preset(name))

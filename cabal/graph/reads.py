@@ -133,6 +133,31 @@ def search(text: str, limit: int = 50) -> Query:
     )
 
 
+_WORD = re.compile(r"\w+")
+SEARCH_WORDS = 16  # a query's words used at most
+
+
+def create_full_text_index(type_name: str, field: str) -> Query:
+    """The server's full-text index over a node type's field (FalkorDB's RediSearch-backed index)."""
+    return ("CALL db.idx.fulltext.createNodeIndex($label, $field)",
+            {"label": schema.node_type(type_name).label, "field": schema.field_name(field)})
+
+
+def search_chunks(text: str, limit: int) -> Query:
+    """Full-text search over chunks: any of the words (their stems), best score first, only chunks
+    of a source's current version (one no other version supersedes). The query is reduced to
+    plain words, so no character of it reaches the index's query syntax."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:SEARCH_WORDS]
+    chunk, source = schema.node_type("chunk"), schema.node_type("source")
+    return (
+        f"CALL db.idx.fulltext.queryNodes($label, $query) YIELD node, score "
+        f"MATCH (s:{source.label})-[:{schema.link_type('contains').relation}]->(node) "
+        f"WHERE NOT (s)<-[:{schema.link_type('supersedes').relation}]-() "
+        "RETURN node AS chunk, score ORDER BY score DESC, node.id LIMIT $limit",
+        {"label": chunk.label, "query": "|".join(words), "limit": int(limit)},
+    )
+
+
 def preset(name: str) -> Query:
     if name not in PRESETS:
         raise SchemaError(f"unknown preset {name!r}; known: {', '.join(sorted(PRESETS))}", field="preset")

@@ -40,6 +40,7 @@ class NodeType:
     description: str
     required: tuple[str, ...] = ()
     indexed: tuple[str, ...] = ()
+    fulltext: tuple[str, ...] = ()  # fields in the server's full-text index of the label
 
     @property
     def label(self) -> str:
@@ -89,6 +90,12 @@ NODE_TYPES: dict[str, NodeType] = _nodes(
     NodeType("halt", "a pause for the user, or the end of a mission", ("message",)),
     NodeType("message", "a line of the team's conversation with the user", ("content", "as_agent")),
     NodeType("session", "a membrane session: a protocol run in progress", ("protocol", "state")),
+    NodeType("source", "a file of the user's, one version of it, read into the mission", ("name", "sha256"),
+             ("source_id",)),
+    # The index reads ``words`` (the text on one line): the server's tokenizer does not split at
+    # line ends, so the first word of every line of ``text`` could not be found.
+    NodeType("chunk", "a section of a source's text", ("source_id", "position", "text", "words"), ("source_id",),
+             fulltext=("words",)),
 )
 
 LINK_TYPES: dict[str, LinkType] = _links(
@@ -133,6 +140,7 @@ LINK_TYPES: dict[str, LinkType] = _links(
     asks="a halt asks the user",
     speaks_as="a message is spoken as an agent",
     runs="a session runs inside a mission or for an actor",
+    cites="a version cites a source or one of its sections with [[s:id]]",
 )
 
 ALWAYS_INDEXED: tuple[str, ...] = ("id",)

@@ -44,31 +44,10 @@ class ClusterQuery:
 def build_cluster_query(
     nodes: list[dict], links: list[dict], updates: list[dict] | None = None, unlinks: list[dict] | None = None
 ) -> ClusterQuery:
-    checked = [schema.check_node(node) for node in nodes]
-    created_ids: set[str] = set()
-    for node in checked:
-        if node.id in created_ids:
-            raise SchemaError(f"node id {node.id!r} appears twice in one cluster", item=node.id, field="id")
-        created_ids.add(node.id)
-
-    by_label: dict[str, list[dict]] = {}
-    for node in checked:
-        by_label.setdefault(node.node_type.label, []).append({"id": node.id, "props": node.properties})
-
+    checked = _checked_nodes(nodes)
+    created_ids = {node.id for node in checked}
     update_rows = [_check_update(update) for update in updates or []]
-
-    # One row per (type, from, to): a link named twice is one link, its properties set in order.
-    by_relation: dict[str, dict[tuple[str, str], dict]] = {}
-    external: list[str] = []
-    for index, link in enumerate(links):
-        kind, ends = _check_link_ends(link, index)
-        external += [node_id for node_id in ends if node_id not in created_ids]
-        properties = link.get("properties") or {}
-        for key, value in properties.items():
-            schema.field_name(key)
-            schema.check_value(value, item=f"link {kind.name}", field_=key)
-        row = by_relation.setdefault(kind.relation, {}).setdefault(ends, {"from": ends[0], "to": ends[1], "props": {}})
-        row["props"].update(properties)
+    by_relation, external = _link_rows(links, created_ids)
     removed_by_relation: dict[str, list[dict]] = {}
     for index, link in enumerate(unlinks or []):
         kind, ends = _check_link_ends(link, index)
@@ -83,16 +62,7 @@ def build_cluster_query(
         # One [id, node_type] pair per created node; [null] keeps the row alive when empty.
         "typed": [[node_id, kind] for node_id, kind in created_types.items()] or [None],
     }
-    guard = [
-        f"UNWIND $external AS ext_id OPTIONAL MATCH (ext:{schema.BASE_LABEL} {{id: ext_id}})",
-        "WITH count(ext) AS found",
-    ]
-    merged, fresh = list(guard), list(guard)
-    merged += [f"UNWIND $typed AS typed OPTIONAL MATCH (old:{schema.BASE_LABEL} {{id: typed[0]}}) "
-               "WHERE old.node_type <> typed[1]",
-               "WITH found, count(old) AS clashes WHERE found = $external_count AND clashes = 0"]
-    fresh += [f"UNWIND $typed AS typed OPTIONAL MATCH (old:{schema.BASE_LABEL} {{id: typed[0]}})",
-              "WITH found, count(old) AS present WHERE found = $external_count AND present = 0"]
+    merged, fresh = _guards()
     # Unlinks come first: FalkorDB needs a WITH between an updating clause and a subquery.
     for index, (relation, rows) in enumerate(sorted(removed_by_relation.items())):
         params[f"u{index}"] = rows
@@ -104,6 +74,9 @@ def build_cluster_query(
         )
         merged.append(unlink)
         fresh.append(unlink)
+    by_label: dict[str, list[dict]] = {}
+    for node in checked:
+        by_label.setdefault(node.node_type.label, []).append({"id": node.id, "props": node.properties})
     for index, (label, rows) in enumerate(sorted(by_label.items())):
         params[f"n{index}"] = rows
         merged.append(f"FOREACH (row IN $n{index} | MERGE (x:{schema.BASE_LABEL}:{label} {{id: row.id}}) "
@@ -115,6 +88,58 @@ def build_cluster_query(
         update = f"FOREACH (row IN $updates | MERGE (x:{schema.BASE_LABEL} {{id: row.id}}) SET x += row.fields)"
         merged.append(update)
         fresh.append(update)
+    _add_links(by_relation, created_ids, params, merged, fresh)
+    merged.append("RETURN found")
+    fresh.append("RETURN found")
+    return ClusterQuery("\n".join(merged), "\n".join(fresh), params, external_ids, created_types)
+
+
+def _checked_nodes(nodes: list[dict]) -> list[schema.CheckedNode]:
+    checked = [schema.check_node(node) for node in nodes]
+    seen: set[str] = set()
+    for node in checked:
+        if node.id in seen:
+            raise SchemaError(f"node id {node.id!r} appears twice in one cluster", item=node.id, field="id")
+        seen.add(node.id)
+    return checked
+
+
+def _link_rows(links: list[dict], created_ids: set[str]) -> tuple[dict[str, dict[tuple[str, str], dict]], list[str]]:
+    """The links by relation, one row per (from, to): a link named twice is one link, its
+    properties set in order; and the ids they touch that the cluster does not create."""
+    by_relation: dict[str, dict[tuple[str, str], dict]] = {}
+    external: list[str] = []
+    for index, link in enumerate(links):
+        kind, ends = _check_link_ends(link, index)
+        external += [node_id for node_id in ends if node_id not in created_ids]
+        properties = link.get("properties") or {}
+        for key, value in properties.items():
+            schema.field_name(key)
+            schema.check_value(value, item=f"link {kind.name}", field_=key)
+        row = by_relation.setdefault(kind.relation, {}).setdefault(ends, {"from": ends[0], "to": ends[1], "props": {}})
+        row["props"].update(properties)
+    return by_relation, external
+
+
+def _guards() -> tuple[list[str], list[str]]:
+    """The guard rows of the idempotent form and of the fresh one (see the module docstring)."""
+    guard = [
+        f"UNWIND $external AS ext_id OPTIONAL MATCH (ext:{schema.BASE_LABEL} {{id: ext_id}})",
+        "WITH count(ext) AS found",
+    ]
+    merged, fresh = list(guard), list(guard)
+    merged += [f"UNWIND $typed AS typed OPTIONAL MATCH (old:{schema.BASE_LABEL} {{id: typed[0]}}) "
+               "WHERE old.node_type <> typed[1]",
+               "WITH found, count(old) AS clashes WHERE found = $external_count AND clashes = 0"]
+    fresh += [f"UNWIND $typed AS typed OPTIONAL MATCH (old:{schema.BASE_LABEL} {{id: typed[0]}})",
+              "WITH found, count(old) AS present WHERE found = $external_count AND present = 0"]
+    return merged, fresh
+
+
+def _add_links(by_relation: dict[str, dict[tuple[str, str], dict]], created_ids: set[str], params: dict[str, object],
+               merged: list[str], fresh: list[str]) -> None:
+    """The links, per type: MERGEd in the idempotent form; in the fresh one CREATEd when they
+    touch a created node (they cannot exist yet), MERGEd between two nodes that existed."""
     created_links: list[str] = []
     merged_links: list[str] = []
     for index, (relation, by_ends) in enumerate(sorted(by_relation.items())):
@@ -136,9 +161,6 @@ def build_cluster_query(
     if created_links:  # subqueries after an updating clause need a WITH between
         fresh += ["WITH found", *created_links]
     fresh += merged_links
-    merged.append("RETURN found")
-    fresh.append("RETURN found")
-    return ClusterQuery("\n".join(merged), "\n".join(fresh), params, external_ids, created_types)
 
 
 def _merge_links(rows: str, relation: str) -> str:

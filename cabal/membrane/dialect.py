@@ -1,4 +1,4 @@
-"""The upstream project's protocol dialect, translated into Cabal's protocol document at load time.
+"""The upstream projects' protocol dialect, translated into Cabal's protocol document at load time.
 
 The project the membrane design comes from writes protocols in a richer dialect than the seed
 (membrane-patterns.md). ``is_upstream`` recognises it; ``translate`` rewrites such a document
@@ -56,11 +56,19 @@ translated file is still reported at its own line. What the dialect writes, and 
   ``{timestamp_short}`` is the compact timestamp.
 - text only shown to the agent (question texts) keeps a placeholder whose filter means nothing
   here as written; anywhere a value is computed, an unknown filter is a located problem.
+- mind-mcp's newer format, as its runtime (``runtime/connectome/steps.py``, and
+  ``procedure_runner.py`` before it) runs it: a link with no ``type`` is a ``relates`` link,
+  keeping its ``nature``; a ``call_procedure`` step is a ``call_protocol`` (``context`` or
+  ``inputs`` join the shared context, it resumes at ``on_complete``, else ``next``; its
+  ``max_depth`` is kept as documentation, Cabal's own call depth limit applies); a check whose
+  action is ``{type: call_procedure, protocol, context, on_complete}`` calls it and resumes at
+  ``on_complete``, else where the branch goes on.
 - ``read_file`` (``path``, ``store_as``) and ``move_file`` (``from``, ``to``) are Cabal's steps
   of the same names: they run on the files under the membrane's file root, and a move waits
   for the cluster's commit (see ``files``).
 
-Templates and conditions are read by ``dialect_text``.
+Templates and conditions are read by ``dialect_text``. The translated document (with the
+documentation under ``docs:``) is what ``cabal protocols convert`` writes (``convert``).
 """
 
 from __future__ import annotations
@@ -79,7 +87,7 @@ TOP_DOC_KEYS = ("triggers", "requires_skills", "contextual_knowledge", "config")
 TOP_KEYS = ("protocol", "procedure", "version", "description", "steps", "output", "dependencies", "start",
             *TOP_DOC_KEYS)  # fmt: skip
 STEP_DOC_KEYS = ("purpose", "reason", "description", "comment", "notes", "why")
-MARKER_STEP_TYPES = ("loop", "foreach", "inject", "transform")
+MARKER_STEP_TYPES = ("loop", "foreach", "inject", "transform", "call_procedure")
 
 
 @dataclass
@@ -121,11 +129,17 @@ def _upstream_step(step: Mapping) -> bool:
     markers = {
         "ask": ("auto_fetch", "computed", "collect_as"),
         "query": ("auto_fetch", "computed", "cypher"),
-        "branch": ("checks", "on"),
+        "branch": ("on",),
         "call_protocol": ("inputs", "collect_created", "procedure"),
         "create": ("updates",),
         "complete": ("status", "message"),  # Cabal's own complete step says summary and outcome
     }.get(kind if isinstance(kind, str) else "", ())
+    if kind == "branch" and isinstance(step.get("checks"), list) and any(
+            isinstance(check, Mapping) and "action" in check for check in step["checks"]):
+        return True  # Cabal's own checks say `goto:`
+    if kind == "create" and any(isinstance(link, Mapping) and "type" not in link
+                                for link in step.get("links") or [] if isinstance(step.get("links"), list)):
+        return True  # mind-mcp's links may leave out their type (a relates link)
     return any(key in step for key in markers) or (kind == "ask" and isinstance(step.get("context"), str))
 
 
@@ -216,6 +230,8 @@ class _Translator:
             _put(out, "steps", canonical, data)
         elif "steps" in data:
             _put(out, "steps", steps, data)
+        if self.docs:  # a canonical document keeps its documentation under `docs:`
+            _put(out, "docs", self.docs)
         return Translation(out, self.docs, self.problems, self.origins)
 
     def _output(self, data: Mapping, out: LineDict) -> None:
@@ -479,21 +495,33 @@ class _Translator:
             _put(made, "condition", condition, check, "condition")
             if isinstance(action, Mapping) and "goto" in action and len(action) == 1:
                 _put(made, "goto", action["goto"], check, "action")
-            elif isinstance(action, Mapping) and action.get("type") in ("call_protocol", "complete"):
-                action_id = self.new_id(step_id, f"{'call' if action['type'] == 'call_protocol' else 'end'}{index + 1}")
+            elif isinstance(action, Mapping) and action.get("type") in CHECK_ACTIONS:
+                action_id = self.new_id(step_id, f"{'end' if action['type'] == 'complete' else 'call'}{index + 1}")
                 self.origins[action_id] = (step_id, f"{field}.action")
-                self.step(action_id, action)
+                # mind-mcp's runtime resumes a called procedure at its on_complete; without one,
+                # at the step after the branch (where its other runtime goes on).
+                self.step(action_id, action, next_default=raw.get("next", self.following.get(step_id)))
                 _put(made, "goto", action_id, check, "action")
             else:
-                self.fail("a check's action is {goto: step}, a call_protocol or a complete", step=step_id,
-                          field=f"{field}.action", at=at)  # fmt: skip
+                self.fail("a check's action is {goto: step}, a call_protocol, a call_procedure or a complete",
+                          step=step_id, field=f"{field}.action", at=at)  # fmt: skip
                 continue
             found.append(made)
         return found
 
-    def _call_protocol(self, step_id: str, raw: Mapping, next_default: str | None) -> str:
+    def _call_procedure(self, step_id: str, raw: Mapping, next_default: str | None) -> str:
+        """mind-mcp's name of a call: ``protocol`` (or ``procedure``), ``context`` or ``inputs``
+        added to the shared context, resuming at ``on_complete`` (else ``next``). Its
+        ``max_depth`` is documentation here: Cabal's own call depth limit applies."""
+        if "max_depth" in raw:
+            self.docs.setdefault("steps", {}).setdefault(step_id, {})["max_depth"] = raw["max_depth"]
+        return self._call_protocol(step_id, raw, next_default, kind="call_procedure")
+
+    def _call_protocol(self, step_id: str, raw: Mapping, next_default: str | None, *,
+                       kind: str = "call_protocol") -> str:
         self._unknown(step_id, raw, ("type", "protocol", "procedure", "context", "inputs", "on_complete", "next",
-                                     "collect_created", *STEP_DOC_KEYS), "call_protocol")  # fmt: skip
+                                     "collect_created", *(("max_depth",) if kind == "call_procedure" else ()),
+                                     *STEP_DOC_KEYS), kind)  # fmt: skip
         out = self._base(step_id, raw, "call_protocol", next_default)
         name_key = "protocol" if "protocol" in raw else "procedure"
         if name_key in raw:
@@ -802,7 +830,9 @@ class _Translator:
         properties = dict(properties) if isinstance(properties, Mapping) else properties
         kind = link.get("type")
         nature = link.get("nature")
-        if isinstance(kind, str) and kind not in schema.LINK_TYPES:
+        if kind is None:  # mind-mcp: a link without a type is a relates link (keeping its nature)
+            kind = "relates"
+        elif isinstance(kind, str) and kind not in schema.LINK_TYPES:
             # Not a link type of the schema (one of the upstream's, or one an answer chooses):
             # a ``relates`` link that carries it as its nature.
             nature = kind if nature is None else nature
@@ -890,6 +920,7 @@ class _Translator:
             return [self.value(item, step_id, f"{field}.{index}", at) for index, item in enumerate(value)]
         return value
 
+CHECK_ACTIONS = ("call_protocol", "call_procedure", "complete")  # besides {goto: step}
 _NONE = object()
 ONWARD = "$onward"  # a generated branch's "go on to the step after me", until it is known
 

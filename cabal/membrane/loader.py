@@ -13,11 +13,13 @@ YAML 1.1 traps (``on:`` read as ``True``) cannot change a protocol's meaning: fi
 with YAML 1.2 scalars (``cabal.yaml_reader``), so ``on:`` is a field named "on", reported as unknown
 where it means nothing.
 
-Three shapes are read: the format of membrane-patterns.md (``protocol:``, ``steps:`` as a
-mapping), the earlier membrane format (``connectome:`` as the name, ``start:`` for the first
-step, ``steps:`` as a list of mappings with ``id``, ``preset:`` and Cypher ``query:`` strings,
-``set:`` on update steps), and the upstream project's dialect, which ``dialect`` translates
-into the first shape before anything here reads it.
+The builder reads Cabal's own format: that of membrane-patterns.md (``protocol:``, ``steps:``
+as a mapping), which also takes the earlier membrane format's spellings (``connectome:`` as
+the name, ``start:`` for the first step, ``steps:`` as a list of mappings with ``id``,
+``preset:`` and Cypher ``query:`` strings, ``set:`` on update steps). A file in the upstream
+projects' dialect (ngram's, and mind-mcp's newer one) is translated into that format first, in
+memory, by ``dialect`` (``cabal protocols convert`` writes the translation out), and its
+problems are told at the lines of the file as written.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class _Builder:
     # top level -------------------------------------------------------------------------
 
     def build(self, data: Any, expected_name: str | None, *, raw: Any = None,
-              docs: Mapping[str, Any] | None = None, dialect_name: str = "cabal") -> Protocol:  # fmt: skip
+              dialect_name: str = "cabal") -> Protocol:  # fmt: skip
         if not isinstance(data, Mapping):
             self.fail(f"a protocol file must be a mapping, got {type(data).__name__}")
             raise ProtocolLoadError(self.problems.found)
@@ -138,7 +140,8 @@ class _Builder:
         if expected_name is not None and name != expected_name:
             self.fail(f"protocol {name!r} must live in a file named {name}.yaml", field="protocol", at=data)
         declared = self._context(data)
-        if docs is None and "docs" in data:  # a canonical file's own documentation
+        docs = None
+        if "docs" in data:  # documentation only: a canonical file's own, or what a translation kept
             docs = data["docs"] if isinstance(data["docs"], Mapping) else None
             if docs is None:
                 self.fail("'docs' must be a mapping (documentation only)", field="docs", at=data)
@@ -957,8 +960,7 @@ def load_protocol(
         translation = dialect.translate(data, source)
         builder.problems.found += translation.problems
         try:
-            return builder.build(translation.document, expected_name, raw=data, docs=translation.docs,
-                                 dialect_name="upstream")  # fmt: skip
+            return builder.build(translation.document, expected_name, raw=data, dialect_name="upstream")
         except ProtocolLoadError as exc:
             raise ProtocolLoadError([translation.locate(problem) for problem in exc.problems]) from None
     return builder.build(data, expected_name)

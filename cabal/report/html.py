@@ -21,7 +21,7 @@ from markupsafe import Markup
 from cabal import __version__
 from cabal.limits import printable
 from cabal.report.model import MissionReport, Product
-from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, timeline_svg, tree_svg
+from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, product_tree, timeline_svg
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -42,13 +42,28 @@ def report_context(report: MissionReport) -> dict[str, Any]:
         escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
         return f"[{escaped}](#{product_anchor(report, product)})"
 
+    def cited(cited_id: str, label: str) -> str:  # a citation in Markdown, to the cited text in the appendix
+        escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
+        return f"[{escaped}](#{cited_anchor(cited_id)})"
+
     return dict(
-        report=report, mission=report.mission, tree=tree_svg(report), timeline=timeline_svg(report),
-        anchor=lambda product: product_anchor(report, product), readable=report.readable,
-        content=lambda text: markdown_html(report.readable(text, link=linked)),
+        report=report, mission=report.mission, tree=product_tree(report), timeline=timeline_svg(report),
+        anchor=lambda product: product_anchor(report, product), readable=report.readable, who=report.who,
+        content=lambda text: markdown_html(report.readable(text, link=linked, cite=cited)),
+        cited_anchor=cited_anchor,
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),
         status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=__version__,
     )
+
+
+def cited_anchor(cited_id: str) -> str:
+    """The anchor of a cited source or section in the report's Sources section: ``cited-s2-v2-3``."""
+    return "cited-" + re.sub(r"[^A-Za-z0-9]+", "-", cited_id).strip("-")
+def when(timestamp: str) -> str:
+    """An ISO 8601 time as people read it: ``2026-11-25 12:11 UTC`` (to the minute)."""
+    day, _, clock = timestamp.partition("T")
+    zone = " UTC" if clock.endswith(("+00:00", "Z")) else ""
+    return f"{day} {clock[:5]}{zone}" if clock else day
 
 
 def markdown_html(text: str) -> Markup:
@@ -74,4 +89,5 @@ def template_environment(*folders: Path) -> Environment:
                               keep_trailing_newline=True)  # an included section ends as its file does
     environment.filters["thousands"] = lambda number: f"{number:,}"
     environment.filters["dollars"] = lambda number: f"${number:.4f}"
+    environment.filters["when"] = when
     return environment

@@ -37,31 +37,33 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
         lines += ["### Removed products", ""]
         lines += [f"- {p.name} [{p.type}], added in round {p.round}" for p in removed]
         lines.append("")
+    lines += sources_section(report)
     lines += ["## Conversation", ""]
     current = None
     for line in report.conversation:
         if line.round != current:
             current = line.round
             lines += [f"### Round {current}", ""]
-        lines += [conversation_line(line, report.readable(line.text), bold=True), ""]
+        lines += [conversation_line(line, report.readable(line.text), bold=True, speaker=report.who(line.speaker)), ""]
     lines += ["## Questions and answers", ""]
     for question in report.questions:
         options = f" (options: {', '.join(question.options)})" if question.options else ""
         answer = (f" Answered in round {question.answered_round}: {question.answer}" if question.answer
                   else f" ({question.status})")
-        lines.append(f"- round {question.round}, {question.step}, {question.asker}: {question.message}{options}.{answer}")
+        lines.append(f"- round {question.round}, {question.step}, {report.who(question.asker)}: {question.message}"
+                     f"{options}.{answer}")
     if not report.questions:
         lines.append("No question was put to the user.")
     lines += ["", *usage_section(report), "## Failed turns", ""]
     for turn in report.failed_turns:
-        lines.append(f"- r{turn.round} {turn.step} {turn.agent}, after {turn.attempts} attempt(s): "
+        lines.append(f"- r{turn.round} {turn.step} {report.who(turn.agent)}, after {turn.attempts} attempt(s): "
                      + ("; ".join(turn.problems) or "no valid answer"))
     if not report.failed_turns:
         lines.append("None: every turn got a valid answer.")
-    lines += ["", "## Turns", ""]
+    lines += ["", *(tool_calls_section(report) if report.tool_calls else []), "## Turns", ""]
     for turn in report.turns:
         problems = f" (rejected: {'; '.join(turn.problems)})" if turn.outcome == "failed" and turn.problems else ""
-        lines.append(f"- r{turn.round} {turn.step} {turn.agent}: {turn.outcome}, {turn.summary} "
+        lines.append(f"- r{turn.round} {turn.step} {report.who(turn.agent)}: {turn.outcome}, {turn.summary} "
                      f"[{turn.attempts} attempt(s)]{problems}")
     return printable("\n".join(lines).rstrip() + "\n")
 
@@ -73,10 +75,32 @@ def render_products(report: MissionReport, products: Iterable[Product], *, histo
     chosen = list(products)
     if overview:
         lines = header(report) + products_section(report, chosen, history=history, version=version)
+        if history and report.tool_calls:  # --history: what the agents looked up, beside what they wrote
+            lines += tool_calls_section(report)
+        lines += sources_section(report)
     else:
         lines = [line for product in chosen
                  for line in product_markdown(report, product, history=history, version=version)]
     return printable("\n".join(lines).rstrip() + "\n")
+
+
+def sources_section(report: MissionReport) -> list[str]:
+    """The user's sources, one line each, then the sections versions cite, quoted (what a
+    citation such as ``[s2 interview-notes.md §2]`` in a version stands for)."""
+    if not report.sources:
+        return []
+    lines = ["## Sources", ""]
+    for source in report.sources:
+        state = " (superseded by a later version)" if source.superseded else ""
+        lines.append(f"- {source.source_id}{f' v{source.version}' if source.version > 1 else ''} {source.name}: "
+                     f"{source.size} bytes, {source.sections} section(s){state}" + (f". {source.note}" if source.note else ""))
+    cited = [(source, section) for source in report.sources for section in source.cited_sections]
+    if cited:
+        lines += ["", "### Cited sections", ""]
+        for source, section in cited:
+            lines += [f"[{report.citation_label(section.id)}]", "",
+                      *(f"> {line}" for line in section.text.splitlines()), ""]
+    return [*lines, ""]
 
 
 def header(report: MissionReport) -> list[str]:
@@ -97,7 +121,7 @@ def products_section(report: MissionReport, products: list[Product] | tuple[Prod
         shown = product.shown
         where = f"v{shown.number}" + (" accepted" if shown.accepted else "") if shown else "no version"
         lines.append(f"{'  ' * (product.depth - top)}- {product.name} [{product.type}] {product.status} · {where}"
-                     f" · owner {product.owner}")
+                     f" · owner {report.who(product.owner)}")
     lines.append("")
     for product in products:
         lines += product_markdown(report, product, history=history, version=version if len(products) == 1 else None)
@@ -110,7 +134,8 @@ def product_markdown(report: MissionReport, product: Product, *, history: bool,
     References in what the agents wrote are shown as the names they stand for."""
     readable = report.readable
     lines = [f"### {product.name}", "",
-             f"{product.type} · {product.status} · owner {product.owner} · added in round {product.round}", ""]
+             f"{product.type} · {product.status} · owner {report.who(product.owner)} · added in round {product.round}",
+             ""]
     if product.dod:
         lines += [f"Definition of done: {product.dod}", ""]
     shown = version or product.shown
@@ -119,7 +144,7 @@ def product_markdown(report: MissionReport, product: Product, *, history: bool,
     else:
         state = "accepted" if shown.accepted else ("latest, not accepted" if shown is product.latest else "not accepted")
         lines += [f"#### v{shown.number} ({state})" + (f": {shown.title}" if shown.title else ""), "",
-                  f"Written in round {shown.round} by {shown.author}."
+                  f"Written in round {shown.round} by {report.who(shown.author)}."
                   + (f" {readable(shown.change_summary)}" if shown.change_summary else ""), "",
                   demote_headings(readable(shown.content).strip(), CONTENT_LEVEL - 1), ""]
     if history:
@@ -133,13 +158,13 @@ def history_markdown(report: MissionReport, product: Product) -> list[str]:
     lines = [f"#### History of {product.name}", ""]
     for version in product.versions:
         accepted = " [accepted]" if version.accepted else ""
-        lines.append(f"- v{version.number}, round {version.round}, by {version.author}{accepted}: "
+        lines.append(f"- v{version.number}, round {version.round}, by {report.who(version.author)}{accepted}: "
                      f"{readable(version.change_summary or version.title) or 'no change summary'}")
         for review in version.reviews:
-            lines.append(f"  - review by {review.author}: {review.assessment}"
+            lines.append(f"  - review by {report.who(review.author)}: {review.assessment}"
                          + (f". {readable(review.summary)}" if review.summary else ""))
         for inspection in version.inspections:
-            lines.append(f"  - inspection by {inspection.author}: {inspection.verdict}")
+            lines.append(f"  - inspection by {report.who(inspection.author)}: {inspection.verdict}")
             for finding in inspection.findings:
                 lines.append(f"    - finding, severity {finding.severity}, {finding.category}: {readable(finding.issue)}"
                              + (f" Recommendation: {readable(finding.recommendation)}" if finding.recommendation else ""))
@@ -149,29 +174,44 @@ def history_markdown(report: MissionReport, product: Product) -> list[str]:
                                                                else f"rejected {number}: {readable(decision.reason)}"))
     for collab in product.collabs:
         if collab.responses:
-            answered = "; ".join(f"{r.action} by {r.by} in round {r.round}"
+            answered = "; ".join(f"{r.action} by {report.who(r.by)} in round {r.round}"
                                  + (f" ({readable(r.planned_change or r.rationale)})" if r.planned_change or r.rationale else "")
                                  for r in collab.responses)
             state = f"addressed: {answered}"
         else:
             state = "open"
-        lines.append(f"- {collab.type} by {collab.author}, round {collab.round}, importance {collab.importance}: "
+        lines.append(f"- {collab.type} by {report.who(collab.author)}, round {collab.round}, importance {collab.importance}: "
                      f"{readable(collab.comment)} [{state}]")
     if len(lines) == 2:
         lines.append("Nothing yet.")
     return [*lines, ""]
 
 
-def conversation_line(line: Line, text: str | None = None, *, bold: bool = False) -> str:
+def tool_calls_section(report: MissionReport) -> list[str]:
+    """Every call the agents made to the mission's tools: who, which tool, with what, why, and
+    the start of what came back (a tool's text is data: it leaves ``printable`` like the rest)."""
+    lines = ["## Tool calls", ""]
+    for call in report.tool_calls:
+        why = f" Why: {call.why}" if call.why else ""
+        lines.append(f"- r{call.round} {call.step} {report.who(call.agent)} called {call.name} {call.arguments}: "
+                     f"{call.outcome}, {call.digest}.{why}")
+    return [*lines, ""]
+
+
+def conversation_line(line: Line, text: str | None = None, *, bold: bool = False, speaker: str | None = None) -> str:
     """One line of the conversation as people read it: in the transcript (``bold`` speaker), live
-    and in ``cabal chat`` (plain). ``text``: the line's text as shown, if not its own."""
+    and in ``cabal chat`` (plain). ``text``: the line's text as shown, if not its own; ``speaker``:
+    who says it as shown (``MissionReport.who``), if not the line's id."""
     said = line.text if text is None else text
-    speaker = f"{line.speaker} asks you" if line.kind == "question" else line.speaker
+    speaker = speaker or line.speaker
+    speaker = f"{speaker} asks you" if line.kind == "question" else speaker
     speaker = f"**{speaker}:**" if bold else f"{speaker}:"
     if line.kind == "question" and line.options:
         return f"{speaker} {said}  [{' / '.join(line.options)}]"
     if line.kind == "done":
         return f"{speaker} {said} (mission concluded)"
+    if line.kind == "direction":
+        return f"{speaker} {said} (the mission continues with this new direction)"
     return f"{speaker} {said}"
 
 
@@ -179,7 +219,7 @@ def usage_section(report: MissionReport) -> list[str]:
     total = report.usage.total
     lines = ["## Usage", "", f"In all: {spend_text(total)}.", "",
              "| agent | turns | input tokens | output tokens | cached | cost (USD) |", "|---|--:|--:|--:|--:|--:|"]
-    lines += [f"| {row.agent} | {_cells(row.spend)} |" for row in report.usage.by_agent]
+    lines += [f"| {report.who(row.agent)} | {_cells(row.spend)} |" for row in report.usage.by_agent]
     lines += ["", "| round | turns | input tokens | output tokens | cached | cost (USD) |", "|--:|--:|--:|--:|--:|--:|"]
     lines += [f"| {row.round} | {_cells(row.spend)} |" for row in report.usage.by_round]
     if report.usage.by_model:

@@ -11,7 +11,7 @@ removed, renamed or changed in meaning bumps it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +22,45 @@ from cabal.vocabulary import USER_ID
 
 REPORT_FORMAT: Final = "cabal.mission-report"
 REPORT_FORMAT_VERSION: Final = 1
+
+
+def agent_label(agent_id: str, name: str | None) -> str:
+    """How people see an agent: ``Dana (operative-1)`` when the team gave it a name of its own
+    (``team.names``), else its id. The one rule every terminal line, export and page follows."""
+    return f"{name} ({agent_id})" if name and name != agent_id else agent_id
+
+
+CONTAINER_TYPES = ("Collection", "Orchestration")
+
+
+def settled_statuses(products: Iterable[tuple[str, str, str, str | None]], *, mission_done: bool) -> dict[str, str]:
+    """Each product's status as people read it, from ``(id, type, status, parent_id)`` as the
+    graph holds them: a container (a Collection or an Orchestration: it has no versions of its
+    own, so the Chair never accepts it) is ``accepted`` once every child that is not removed is
+    accepted, by the Chair or, for a container inside it, by this same rule. A container with no
+    child is accepted only when the mission is done (while it runs, it waits for its work).
+    Every count and picture of a mission (status, show, the exports, the page, the batch report)
+    goes through here."""
+    rows = list(products)
+    children: dict[str | None, list[str]] = {}
+    for product_id, _, _, parent_id in rows:
+        children.setdefault(parent_id, []).append(product_id)
+    given = {product_id: (kind, status) for product_id, kind, status, _ in rows}
+    settled: dict[str, str] = {}
+
+    def status_of(product_id: str, seen: frozenset[str]) -> str:
+        if product_id not in settled:
+            kind, status = given[product_id]
+            live = [c for c in children.get(product_id, ()) if c not in seen and given[c][1] != "removed"]
+            if status == "open" and kind in CONTAINER_TYPES and (live or mission_done) and all(
+                    status_of(child, seen | {product_id}) == "accepted" for child in live):
+                status = "accepted"
+            settled[product_id] = status
+        return settled[product_id]
+
+    for product_id in given:
+        status_of(product_id, frozenset())
+    return settled
 
 
 class _Value(BaseModel):
@@ -162,7 +201,9 @@ class Product(_Value):
     id: str
     name: str
     type: str = Field(description="Content, Decision, Collection or Orchestration")
-    status: str = Field(description="open, accepted or removed")
+    status: str = Field(description="open, accepted or removed; a Collection or Orchestration is accepted when "
+                                    "every child of it (not removed) is, or, empty, when the mission is done "
+                                                "(settled_statuses)")
     owner: str | None = None
     parent_id: str | None = None
     depth: int = Field(description="0 for a root of the tree")
@@ -203,9 +244,10 @@ class Line(_Value):
     round: int
     speaker: str
     text: str
-    kind: Literal["message", "question", "done", "answer", "note"] = Field(
+    kind: Literal["message", "question", "done", "answer", "note", "direction"] = Field(
         description="message: the Envoy speaking as an agent; question / done: a halt; answer: the user's "
-                    "answer to a question; note: a message the user left")
+                    "answer to a question; note: a message the user left; direction: the new direction of a "
+                    "mission the user continued after it ended (what follows is its second part)")
     options: tuple[str, ...] = ()
 
 
@@ -242,6 +284,56 @@ class Turn(_Value):
     model: str | None = Field(None, description="the model the agent called (a model per role or agent)")
 
 
+class ToolCall(_Value):
+    """One call an agent made to a tool of the mission's MCP servers, as its moment records it."""
+
+    id: str
+    round: int
+    step: str
+    agent: str
+    server: str
+    tool: str = Field(description="the server's own name of the tool (the team calls it SERVER__TOOL)")
+    arguments: str = Field(description="the call's arguments, as JSON")
+    why: str = ""
+    outcome: str = Field(description="ok, or error: the agent was given the error instead of a result")
+    digest: str = Field(description="the start of the result (or of the error), printable")
+
+    @property
+    def name(self) -> str:
+        return f"{self.server}__{self.tool}"
+
+
+# ------------------------------------------------------------------------- the user's sources
+
+
+class SourceSection(_Value):
+    """A section of a source that a version cites, with its text."""
+
+    id: str = Field(description="its graph id: s2#3, or s2.v2#3 for the second version of s2")
+    position: int
+    heading: str | None = None
+    text: str
+
+
+class Source(_Value):
+    """One version of one of the user's files, read into the mission."""
+
+    id: str = Field(description="its graph id: s2, or s2.v2 for the second version of the file")
+    source_id: str = Field(description="the stable id the team cites: s2")
+    version: int
+    name: str
+    note: str | None = None
+    format: str
+    size: int
+    sha256: str
+    round: int = Field(0, description="the round it was read in (0: at the start; later: a changed file on resume)")
+    first_heading: str | None = None
+    sections: int
+    superseded: bool = Field(False, description="a later version of the file replaced it")
+    cited: bool = Field(False, description="a version cites it or one of its sections")
+    cited_sections: tuple[SourceSection, ...] = Field((), description="the sections versions cite, in order")
+
+
 # ---------------------------------------------------------------------------- the mission
 
 
@@ -271,6 +363,7 @@ class Mission(_Value):
     model: str | None = None
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
+    started_at: str | None = Field(None, description="when it started (ISO 8601), for a mission that records it")
 
 
 class MissionReport(_Value):
@@ -287,6 +380,9 @@ class MissionReport(_Value):
     questions: tuple[Question, ...]
     turns: tuple[Turn, ...] = Field(description="by round, then in step order")
     usage: Usage
+    tool_calls: tuple[ToolCall, ...] = Field((), description="calls to the mission's MCP tools, in the order "
+                                                             "of the turns that made them")
+    sources: tuple[Source, ...] = Field((), description="the user's files, every version, in ingest order")
 
     @property
     def live_products(self) -> tuple[Product, ...]:
@@ -295,6 +391,13 @@ class MissionReport(_Value):
     @property
     def failed_turns(self) -> tuple[Turn, ...]:
         return tuple(t for t in self.turns if t.outcome == "failed")
+
+    def who(self, agent_id: str | None) -> str:
+        """An agent as people see it (``agent_label``); a speaker that is no agent (``you``) as it is."""
+        if agent_id is None:
+            return "nobody"
+        name = next((a.name for a in self.agents if a.id == agent_id), None)
+        return agent_label(agent_id, name)
 
     def product(self, reference: str) -> Product:
         """A product by id, by name (any case) or by the start of its name; ``ResourceNotFound``
@@ -309,16 +412,22 @@ class MissionReport(_Value):
         raise ResourceNotFound("product", reference, known=[p.name for p in starting or self.live_products],
                                closest_first=True)
 
-    def readable(self, text: str | None, link: Callable[[Product, str], str] | None = None) -> str:
+    def readable(self, text: str | None, link: Callable[[Product, str], str] | None = None,
+                 cite: Callable[[str, str], str] | None = None) -> str:
         """``text`` with its references written as names: ``[[p:id]]`` the product's name,
-        ``[[v:id]]`` the product's name and version number, ``[[u:user]]`` "you". ``link(product,
-        label)`` may wrap what names a product (the HTML report links it to the product's section)."""
+        ``[[v:id]]`` the product's name and version number, ``[[u:user]]`` "you", ``[[s:id]]`` the
+        source's name (and section). ``link(product, label)`` may wrap what names a product (the
+        HTML report links it to the product's section); ``cite(cited_id, label)`` what names a
+        source (the HTML report links it to the cited text in its appendix)."""
         if not text or "[[" not in text:
             return text or ""
         products = {p.id: p for p in self.products}
         versions = {v.id: (p, v) for p in self.products for v in p.versions}
 
         def name(ref: Ref) -> str | None:
+            if ref.kind == "s":
+                label = self.citation_label(ref.id)
+                return None if label is None else cite(ref.id, label) if cite is not None else f"[{label}]"
             if ref.kind == "p" and ref.id in products:
                 product, label = products[ref.id], products[ref.id].name
             elif ref.kind == "v" and ref.id in versions:
@@ -333,6 +442,18 @@ class MissionReport(_Value):
             return link(product, label) if link is not None else label
 
         return substitute_refs(text, name)
+
+    def citation_label(self, cited: str) -> str | None:
+        """How a citation reads: ``interview-notes.md §2 (What hurts)``; None for an unknown id."""
+        node_id, _, section = cited.partition("#")
+        source = next((s for s in self.sources if s.id == node_id), None)
+        if source is None:
+            return None
+        label = f"{source.source_id} {source.name}" + (f" v{source.version}" if source.version > 1 else "")
+        if not section:
+            return label
+        part = next((c for c in source.cited_sections if c.id == cited), None)
+        return f"{label} §{section}" + (f" ({part.heading})" if part is not None and part.heading else "")
 
     def subtree(self, product: Product) -> tuple[Product, ...]:
         """``product`` and every product below it, in tree order."""

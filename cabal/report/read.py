@@ -17,12 +17,17 @@ from collections.abc import Iterable
 from cabal.graph import ContextGraph, reads
 from cabal.report.model import (
     Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, ModelSpend, Product,
-    Question, Response, Review, RoundSpend, Spend, Turn, Usage, Version,
+    Question, Response, Review, RoundSpend, Source, SourceSection, Spend, ToolCall, Turn, Usage, Version,
+    settled_statuses,
 )
-from cabal.vocabulary import CHAIR_ID, USER_ID, Step
+from cabal.refs import parse_refs
+from cabal.sources.model import source_node_id
+from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
                "cache_read_tokens", "cost_usd", "call_input_tokens", "model"]
+
+TOOL_CALL_FIELDS = ["round", "step", "agent", "server", "tool", "arguments", "why", "outcome", "digest"]
 
 
 def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
@@ -32,9 +37,10 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
     found = graph.read_many({
         "mission": reads.node_by_id(mission_id),
         "turns": reads.find("moment", {"type": "turn"}, fields=TURN_FIELDS),
+        "tool_calls": reads.find("moment", {"type": "tool_call"}, fields=TOOL_CALL_FIELDS),
         "reflection": reads.find("reflection", fields=["author", "round", "responses"]),
         **{kind: reads.find(kind) for kind in ("agent", "product", "version", "review", "inspection", "finding",
-                                               "collab", "acceptance", "message", "halt")},
+                                               "collab", "acceptance", "message", "halt", "source")},
     })
     node = found["mission"][0] if found["mission"] else {}
     turns = sorted((_turn(t) for t in found["turns"]), key=lambda t: (t.round, step_position(t.step), t.agent, t.id))
@@ -45,13 +51,40 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         agents=tuple(Agent(id=a["id"], role=str(a.get("type")), name=str(a.get("name") or a["id"]),
                            area=a.get("area"), responsibility=a.get("responsibility"))
                      for a in sorted(found["agent"], key=lambda a: natural_key(a["id"]))),
-        products=_products(found),
+        products=_products(found, node.get("status") == MissionState.DONE),
         conversation=_conversation(found["message"], halts, user_notes),
         questions=tuple(_question(h) for h in sorted(halts, key=lambda h: (h.get("round", 0), natural_key(h["id"])))
                         if h.get("type") == "question"),
         turns=tuple(turns),
         usage=_usage(turns),
+        sources=_sources(graph, found["source"], found["version"]),
+        tool_calls=tuple(sorted((_tool_call(c) for c in found["tool_calls"]),
+                                key=lambda c: (c.round, step_position(c.step), c.agent, natural_key(c.id)))),
     )
+
+
+def _sources(graph: ContextGraph, nodes: list[dict], versions: list[dict]) -> tuple[Source, ...]:
+    """Every version of every source; with the sections versions cite (read by id: a report holds
+    the cited text, never whole files)."""
+    if not nodes:
+        return ()
+    cited = {ref.id for v in versions for ref in parse_refs(str(v.get("content") or "")) if ref.kind == "s"}
+    sections = {c["id"]: c for c in graph.get_many(sorted(c for c in cited if "#" in c))}
+    superseded = {source_node_id(str(n["source_id"]), int(n["version"]) - 1) for n in nodes
+                  if int(n.get("version") or 1) > 1}
+    rows = []
+    for node in sorted(nodes, key=lambda n: (natural_key(str(n["source_id"])), int(n.get("version") or 1))):
+        mine = sorted((c for c in sections.values() if c.get("source_id") == node["id"]), key=lambda c: c["position"])
+        rows.append(Source(
+            id=node["id"], source_id=str(node["source_id"]), version=int(node.get("version") or 1),
+            name=str(node.get("name")), note=node.get("note") or None, format=str(node.get("type")),
+            size=int(node.get("size") or 0), sha256=str(node.get("sha256")), round=int(node.get("round") or 0),
+            first_heading=node.get("first_heading") or None, sections=int(node.get("chunk_count") or 0),
+            superseded=node["id"] in superseded,
+            cited=node["id"] in cited or bool(mine),
+            cited_sections=tuple(SourceSection(id=c["id"], position=int(c["position"]), heading=c.get("heading") or None,
+                                               text=str(c.get("text") or "")) for c in mine)))
+    return tuple(rows)
 
 
 def natural_key(text: str) -> list:
@@ -73,13 +106,14 @@ def _mission(mission_id: str, node: dict) -> Mission:
         stop_requested=bool(node.get("halt_requested")),
         round=int(node.get("round") or 0), rounds=node.get("rounds"), model=node.get("model") or None,
         budget_tokens=node.get("budget_tokens"), budget_cost_usd=node.get("budget_cost_usd"),
+        started_at=node.get("started_at") or None,
     )
 
 
 # --------------------------------------------------------------------------- the products
 
 
-def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
+def _products(found: dict[str, list[dict]], mission_done: bool) -> tuple[Product, ...]:
     """The product tree, from ``read_report``'s nodes by type."""
     findings = _by(found["finding"], "inspection_id")
     inspections = _by(found["inspection"], "version_id")
@@ -89,11 +123,13 @@ def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
     decisions = _by(found["acceptance"], "product_id")
     responses = _responses(found["reflection"])
     nodes = {p["id"]: p for p in found["product"]}
+    statuses = settled_statuses(((n["id"], str(n.get("type")), str(n.get("status")), n.get("parent_id"))
+                                 for n in nodes.values()), mission_done=mission_done)
 
     def product(node: dict, depth: int) -> Product:
         accepted = node.get("accepted_version")
         return Product(
-            id=node["id"], name=str(node.get("name")), type=str(node.get("type")), status=str(node.get("status")),
+            id=node["id"], name=str(node.get("name")), type=str(node.get("type")), status=statuses[node["id"]],
             owner=node.get("owner"), parent_id=node.get("parent_id"), depth=depth, round=int(node.get("round") or 0),
             dod=node.get("dod"), description=node.get("description"), accepted_version_id=accepted,
             versions=tuple(_version(v, accepted, reviews, inspections, findings)
@@ -174,7 +210,10 @@ def _conversation(messages: list[dict], halts: list[dict], notes: list[dict]) ->
             kind="message")))
     for halt in halts:
         kind = "question" if halt.get("type") == "question" else "done"
-        entries.append(((halt.get("round", 0), 0, 0, natural_key(halt["id"])), Line(
+        # A question opens its round's lines; the mission's end closes them, after the Envoy's
+        # lines of that round (the Presentation runs before the mission stops), as live.
+        at = (0, 0) if kind == "question" else (1, 1 << 30)
+        entries.append(((halt.get("round", 0), *at, natural_key(halt["id"])), Line(
             round=int(halt.get("round") or 0), speaker=str(halt.get("author") or CHAIR_ID), text=str(halt.get("message")),
             kind=kind, options=tuple(halt.get("options") or ()))))
         if halt.get("answer"):
@@ -182,8 +221,9 @@ def _conversation(messages: list[dict], halts: list[dict], notes: list[dict]) ->
             entries.append(((answered, 0, 1, natural_key(halt["id"])), Line(
                 round=answered, speaker="you", text=str(halt["answer"]), kind="answer")))
     for note in notes:
+        kind = "direction" if note.get("type") == USER_DIRECTION_TYPE else "note"
         entries.append(((note.get("round", 0), 2, 0, natural_key(note["id"])), Line(
-            round=int(note.get("round") or 0), speaker="you", text=str(note.get("comment")), kind="note")))
+            round=int(note.get("round") or 0), speaker="you", text=str(note.get("comment")), kind=kind)))
     return tuple(line for _, line in sorted(entries, key=lambda entry: entry[0]))
 
 
@@ -207,6 +247,13 @@ def _turn(node: dict) -> Turn:
         output_tokens=int(node.get("output_tokens") or 0), cache_read_tokens=int(node.get("cache_read_tokens") or 0),
         cost_usd=float(node.get("cost_usd") or 0), model=node.get("model") or None,
     )
+
+
+def _tool_call(node: dict) -> ToolCall:
+    return ToolCall(id=node["id"], round=int(node.get("round") or 0), step=str(node.get("step")),
+                    agent=str(node.get("agent")), server=str(node.get("server")), tool=str(node.get("tool")),
+                    arguments=str(node.get("arguments") or "{}"), why=str(node.get("why") or ""),
+                    outcome=str(node.get("outcome")), digest=str(node.get("digest") or ""))
 
 
 def _usage(turns: list[Turn]) -> Usage:

@@ -1,16 +1,19 @@
-"""The two pictures of the HTML report, drawn as inline SVG: the product tree and the timeline.
+"""The two pictures of the HTML report: the product tree (an HTML outline the template draws
+from ``product_tree``) and the timeline (inline SVG).
 
 Every piece of text comes from the model or the user, so the SVG is built with ``Markup``:
 ``Markup(template).format(...)`` escapes each argument, and nothing is ever concatenated raw.
-Both pictures stay readable at about 30 products and 20 rounds: the tree is an outline (one row
-a product, so it grows down, not sideways) and the timeline has one column a round, 42 to 110
-pixels wide.
+Both stay readable at about 30 products and 20 rounds: the tree grows down, one line a product,
+and the timeline has one column a round in a picture drawn ``TIMELINE_WIDTH`` wide (wider with
+many rounds) that scales to fill its card, and never below its drawn size: there its text is
+12 px or more, and a narrow screen scrolls it sideways.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
 from markupsafe import Markup
 
@@ -21,10 +24,8 @@ from cabal.vocabulary import Step
 STATUS_COLOURS = {"accepted": ("#e3f4e8", "#2f8a4c"), "open": ("#fff4dc", "#b7791f"), "removed": ("#eeeeee", "#888888")}
 OUTCOME_COLOURS = {"final": "#3b73c4", "halt": "#8a4fbf", "failed": "#d64541"}
 
-# The tree: one row a product.
-ROW, BOX, INDENT, TREE_WIDTH, NAME_CHARS = 34, 26, 26, 760, 46
 # The timeline: a column a round (wider when there are few), a row a step.
-LABEL_WIDTH, TIMELINE_WIDTH, COLUMN_RANGE, DOT_PITCH, BARS = 100, 990, (42, 110), 9, 56
+LABEL_WIDTH, TIMELINE_WIDTH, COLUMN_RANGE, DOT_PITCH, BARS = 100, 900, (42, 200), 9, 56
 
 
 def product_anchor(report: MissionReport, product: Product) -> str:
@@ -32,42 +33,30 @@ def product_anchor(report: MissionReport, product: Product) -> str:
     return f"product-{report.products.index(product) + 1}"
 
 
-def tree_svg(report: MissionReport) -> Markup:
-    """The live product tree as an outline: a box a product, coloured by state, linked to its section."""
+@dataclass(frozen=True)
+class TreeNode:
+    """A product in the tree the report draws (an HTML outline: its labels are body text, they
+    wrap on a phone and never shrink with the picture), with the products below it."""
+
+    product: Product
+    version: str  # what stands for it: "v2 accepted", "v1", "no version"
+    children: tuple[TreeNode, ...] = ()
+
+
+def product_tree(report: MissionReport) -> tuple[TreeNode, ...]:
+    """The live products as a tree: the roots, each with its children, in the report's order."""
     products = report.live_products
-    if not products:
-        return Markup("")
-    height = ROW * len(products) + 8
-    parts = [Markup('<svg class="tree" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" '
-                    'height="{h}" role="img" aria-label="Product tree">').format(w=TREE_WIDTH, h=height)]
-    rows = {p.id: i for i, p in enumerate(products)}
-    for index, product in enumerate(products):  # the elbows first, under the boxes
-        if product.parent_id in rows:
-            parent = rows[product.parent_id]
-            x0 = 4 + products[parent].depth * INDENT + 10
-            y0 = 4 + parent * ROW + BOX
-            y1 = 4 + index * ROW + BOX / 2
-            parts.append(Markup('<path d="M{} {} V{} H{}" fill="none" stroke="#9aa5b1" stroke-width="1.5"/>').format(
-                x0, y0, y1, 4 + product.depth * INDENT))
-    for index, product in enumerate(products):
-        x, y = 4 + product.depth * INDENT, 4 + index * ROW
-        fill, stroke = STATUS_COLOURS.get(product.status, STATUS_COLOURS["open"])
+    below: dict[str | None, list[Product]] = defaultdict(list)
+    known = {p.id for p in products}
+    for product in products:
+        below[product.parent_id if product.parent_id in known else None].append(product)
+
+    def node(product: Product) -> TreeNode:
         shown = product.shown
         version = (f"v{shown.number}" + (" accepted" if shown.accepted else "")) if shown else "no version"
-        tooltip = f"{product.name} ({product.type}, {product.status}, {version}, owner {product.owner})"
-        if product.dod:
-            tooltip += f"\nDone when: {product.dod}"
-        parts.append(Markup(
-            '<a href="#{anchor}"><g><title>{tooltip}</title>'
-            '<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="5" fill="{fill}" stroke="{stroke}"/>'
-            '<text x="{tx}" y="{ty}" class="name">{name}</text>'
-            '<text x="{rx}" y="{ty}" class="meta" text-anchor="end">{type} · {version} · {owner}</text>'
-            '</g></a>').format(
-            anchor=product_anchor(report, product), tooltip=tooltip, x=x, y=y, w=TREE_WIDTH - 8 - x, h=BOX,
-            fill=fill, stroke=stroke, tx=x + 9, ty=y + 17, name=_clip(product.name, NAME_CHARS - product.depth * 3),
-            rx=TREE_WIDTH - 14, type=product.type, version=version, owner=product.owner or "nobody"))
-    parts.append(Markup("</svg>"))
-    return Markup("").join(parts)
+        return TreeNode(product, version, tuple(node(child) for child in below[product.id]))
+
+    return tuple(node(root) for root in below[None])
 
 
 def timeline_svg(report: MissionReport) -> Markup:
@@ -98,8 +87,9 @@ def timeline_svg(report: MissionReport) -> Markup:
     top = BARS + 22
     width = LABEL_WIDTH + column * len(rounds) + 8
     height = top + step_height * len(steps) + 44
-    parts = [Markup('<svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" '
-                    'height="{h}" role="img" aria-label="Timeline of the rounds">').format(w=width, h=height)]
+    # As wide as its card (width 100%), never narrower than drawn (min-width): its text stays 12 px or more.
+    parts = [Markup('<svg class="timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="100%" '
+                    'style="min-width: {w}px" role="img" aria-label="Timeline of the rounds">').format(w=width, h=height)]
     for row, step in enumerate(steps):
         y = top + row * step_height
         if row % 2 == 0:
@@ -120,7 +110,7 @@ def timeline_svg(report: MissionReport) -> Markup:
             for place, turn in enumerate(cells.get((step, round_number), ())):
                 cx = x + 9 + (place % per_line) * DOT_PITCH
                 cy = top + row * step_height + 10 + (place // per_line) * DOT_PITCH
-                tooltip = (f"round {turn.round} · {turn.step} · {turn.agent}: {turn.outcome}, "
+                tooltip = (f"round {turn.round} · {turn.step} · {report.who(turn.agent)}: {turn.outcome}, "
                            f"{turn.input_tokens + turn.output_tokens:,} tokens, {turn.attempts} attempt(s)")
                 parts.append(Markup('<circle cx="{}" cy="{}" r="3.6" fill="{}"><title>{}</title></circle>').format(
                     cx, cy, OUTCOME_COLOURS.get(turn.outcome, "#666"), tooltip))
@@ -142,7 +132,3 @@ def timeline_svg(report: MissionReport) -> Markup:
 
 def _step_label(step: str) -> str:
     return Step(step).heading.removesuffix(" (round 0)") if step in tuple(Step) else step
-
-
-def _clip(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[: max(chars - 1, 1)] + "…"

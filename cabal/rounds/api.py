@@ -33,21 +33,25 @@ from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
-from cabal.rounds.control import MissionResult, status_of
+from cabal.rounds.control import MissionResult, leave_note, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build_graph
 from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
-from cabal.rounds.events import (GraphRestarted, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
-                                 MissionStopped, RunEnded, Warned, fan_out)
+from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
+                                 MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, anchored_spec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend, model_output_switches
+from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
+from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
-from cabal.tracing import recorder_from_environment
-from cabal.vocabulary import USER_ID, MissionState, StopReason
+from cabal.rounds.tracing import recorder_from_environment
+from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
+from cabal.tools.host import ToolHost
+from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
 
 
 
@@ -60,7 +64,7 @@ def _new_mission_id(spec: MissionSpec) -> str:
     return f"{MISSION_PREFIX}{slug}-{secrets.token_hex(3)}"
 
 
-def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None,
+def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None, team: Team,
                   stored: dict[str, ModelSettings] | None = None,
                   switched: Sequence[str] = ()) -> tuple[AgentModels, ModelSettings, str]:
     """Every agent's model, the default model's settings, and the default's spec to store for
@@ -77,7 +81,7 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
         settings = settings.from_environment().with_overrides(**overrides)
         return settings.with_overrides(name=anchored_spec(settings.name, base)) if base is not None else settings
 
-    chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings()}
+    chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings(_roster(team))}
     default = resolved(chosen[DEFAULT_KEY])
     in_process = model if model is not None and not isinstance(model, str) else None
     models = build_agent_models({agent_id: resolved(settings) for agent_id, settings in chosen.items()
@@ -85,12 +89,28 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
     return models, default, f"{OBJECT_PREFIX}{model_name(in_process)}" if in_process is not None else default.name
 
 
-def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, models: AgentModels,
-                 on_event: Callable[[MissionEvent], None] | None,
+def _team(workspace: Workspace, spec: MissionSpec) -> Team:
+    """The mission's team: the built-in role cards, the project's, then the mission's own folder."""
+    card_dirs = [*workspace.extra_dirs.get("agents", []), *([spec.team.cards] if spec.team.cards else [])]
+    return Team.build(spec.team.operatives, load_role_cards(card_dirs), spec.team.names, spec.team.skills)
+
+
+def _roster(team: Team) -> dict[str, tuple[Role, str | None]]:
+    """The team's agents as the mission's model settings read them: id, role, the card's model."""
+    return {agent.id: (Role(agent.role), agent.model) for agent in team.agents}
+
+
+def _tool_host(workspace: Workspace, mission_id: str, spec: MissionSpec) -> ToolHost:
+    """The mission's MCP servers, not yet connected (``start()``); a stdio server's stderr goes to
+    a private file in the mission's folder."""
+    log_dir = workspace.private_mission_dir(mission_id) if any(s.command for s in spec.tools) else None
+    return ToolHost(spec.tools, timeout_s=spec.tool_timeout_s, log_dir=log_dir)
+
+
+def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, team: Team,
+                 models: AgentModels, on_event: Callable[[MissionEvent], None] | None,
                  answers: list[str], limiter: CallLimiter | None = None, *,
-                 starting: Budget | None = None) -> MissionRun:
-    cards = load_role_cards(workspace.extra_dirs.get("agents", []))
-    team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
+                 starting: Budget | None = None, tools: ToolHost | None = None) -> MissionRun:
     mission = graph.get(mission_id)
     # The mission node keeps the budget once it exists (a user may have raised it since);
     # ``starting`` is a new mission's (MissionSpec.starting_budget).
@@ -103,14 +123,15 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
         budget=budget, answers=list(answers),
         on_event=fan_out(on_event, recorder_from_environment()) or (lambda event: None),  # traces if OTEL_* asks
-        limiter=limiter,
+        limiter=limiter, tools=tools,
     )
 
 
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
+                sources: list[str | Wanted] | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -124,6 +145,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
     ``budget_usd``: the mission's cost budget in dollars, or ``"none"`` for no budget at all,
     over the mission file's; without either, ``CABAL_BUDGET_USD``, else $2.
+    ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
+    relative to the current folder, or entries already made (``cabal.sources.folder_wanted``).
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -132,13 +155,15 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         spec = parse_mission(mission)
     else:
         spec = mission
+    wanted = spec.wanted_sources(base) + typed_wanted(list(sources or []))
+    collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     starting = spec.starting_budget(budget_usd)
-    if base is not None:
-        spec = spec.anchored(base)
-    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base)
+    spec = _with_paths_anchored(spec, base)
     workspace = Workspace.at(home, url)
+    team = _team(workspace, spec)
+    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
         raise MissionError(f"invalid mission id {mission_id!r}: use m- then up to 100 letters, digits, "
                            "underscores and hyphens")
@@ -146,37 +171,63 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     with workspace.checkpointer():
         pass  # a checkpoint store that cannot be reached is an error now, before anything is written
     graph = workspace.graph(mission_id)
+    tools = None
     try:
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
-        run = _mission_run(workspace, graph, mission_id, spec, models, on_event, spec.answers, call_limiter,
-                           starting=starting.budget)
+        tools = _tool_host(workspace, mission_id, spec).start()  # a required server that fails: nothing written
+        run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers, call_limiter,
+                           starting=starting.budget, tools=tools)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
-        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": run.team.cards[a.role].persona,
+        agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": a.persona or run.team.cards[a.role].persona,
                    "skills": list(a.skills)} for a in run.team.agents]
-        run.write("start_mission", {
+        start = run.membrane.prepare("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
             "agent_models": json.dumps({a: s.model_dump(mode="json") for a, s in models.settings().items()}),
             "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
         }, {}, session_id=f"{mission_id}.start")
+        # One write: the mission exists with all its sources, or not at all.
+        clusters = [start, *(ingest_clusters(run.membrane, mission_id, collected) if collected else [])]
+        run.membrane.commit(clusters)
+        run.committed(clusters)
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
-                                operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
+                                operatives=len(run.team.ids(Role.OPERATIVE)), rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 budget_source=starting.source))
-        # A default budget on a model without prices costs nothing and needs no warning; one the
-        # user set there cannot do what they meant.
-        chosen = starting.source in ("mission file", "--budget-usd")
-        unpriced = [name for name in models.names().split(", ") if price_per_mtok(name) is None]
-        if chosen and run.budget.max_cost_usd is not None and unpriced:
-            run.emit(Warned(mission_id, message=f"no prices are known for {', '.join(unpriced)}: the cost budget "
-                                                f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "
-                                                "still is"))
+        _tell_tool_problems(run, tools)
+        _warn_at_start(run, starting.source, collected)
         return _drive(workspace, run, {"round": 0})
     finally:
+        if tools is not None:
+            tools.close()
         graph.close()
+
+
+def _with_paths_anchored(spec: MissionSpec, base: Path | None) -> MissionSpec:
+    """``spec`` with its role cards' folder and its scripts' paths made absolute (a mission file's
+    are relative to it), as stored for resuming from anywhere."""
+    if spec.team.cards and not Path(spec.team.cards).is_absolute():
+        folder = (base or Path.cwd()) / spec.team.cards
+        spec = spec.model_copy(update={"team": spec.team.model_copy(update={"cards": str(folder.resolve())})})
+    return spec.anchored(base) if base is not None else spec
+
+
+def _warn_at_start(run: MissionRun, budget_source: str, collected: Collected | None) -> None:
+    """What a new mission's user should know before round 1: sources skipped, a cost budget
+    that cannot be enforced."""
+    for line in skipped_lines(collected) if collected else []:
+        run.emit(Warned(run.mission_id, message=line))
+    # A default budget on a model without prices costs nothing and needs no warning; one the
+    # user set there cannot do what they meant.
+    chosen = budget_source in ("mission file", "--budget-usd")
+    unpriced = [name for name in run.models.names().split(", ") if price_per_mtok(name) is None]
+    if chosen and run.budget.max_cost_usd is not None and unpriced:
+        run.emit(Warned(run.mission_id, message=f"no prices are known for {', '.join(unpriced)}: the cost budget "
+                                                f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "
+                                                "still is"))
 
 
 def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
@@ -187,8 +238,35 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
     """Continue a mission: answer its pending question, pick it up after a crash, a kill or a
     model outage, or continue one the user stopped or that ran out of rounds (``rounds``: the
     new round limit). The mission file's unattended answers not yet used are used again."""
+    return _resume(mission_id, answer=answer, model=model, rounds=rounds, home=home, url=url,
+                   model_settings=model_settings, on_event=on_event, call_limiter=call_limiter)
+
+
+def continue_mission(mission_id: str, direction: str, *, rounds: int | None = None, model: Any = None,
+                     home: str | Path | None = None, url: str | None = None,
+                     model_settings: dict[str, Any] | None = None,
+                     on_event: Callable[[MissionEvent], None] | None = None,
+                     call_limiter: CallLimiter | None = None) -> MissionResult:
+    """Take a mission that ended (concluded, out of rounds or budget, stopped) further with a new
+    direction: it reopens, the Chair reads ``direction`` at the next Plan and may add, change or
+    reopen products, and the team goes on for ``rounds`` more rounds (default: the mission
+    file's ``rounds``). Versions go on from the old numbers; the report shows both parts."""
+    if rounds is not None and rounds < 1:
+        raise MissionError(f"--rounds {rounds}: continue for at least one more round")
+    problems = answer_problems(direction) if direction.strip() else ["it is empty"]
+    if problems:
+        raise MissionError("the direction cannot be used: " + "; ".join(map(str, problems)))
+    return _resume(mission_id, model=model, rounds=rounds, home=home, url=url, model_settings=model_settings,
+                   on_event=on_event, call_limiter=call_limiter, direction=direction.strip())
+
+
+def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
+            home: str | Path | None = None, url: str | None = None, model_settings: dict[str, Any] | None = None,
+            on_event: Callable[[MissionEvent], None] | None = None, call_limiter: CallLimiter | None = None,
+            direction: str | None = None) -> MissionResult:
     workspace = Workspace.at(home, url, reading=True)
     graph = _mission_graph(workspace, mission_id)
+    tools = None
     try:
         node = mission_node(graph, mission_id)
         spec = parse_mission(json.loads(node["spec"]), source=mission_id)
@@ -196,7 +274,8 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         if status.state == MissionState.RUNNING:
             raise MissionError(f"mission {mission_id} is being run by another process",
                                hint="wait for it to pause or finish, then resume")
-        extend = _continuation(status, rounds, int(node.get("rounds") or spec.rounds))
+        extend = (_directed(status, rounds or spec.rounds) if direction is not None
+                  else _continuation(status, rounds, int(node.get("rounds") or spec.rounds)))
         if status.state == MissionState.DONE and extend is None:
             if answer is not None:
                 raise MissionError(f"mission {mission_id} has ended ({status.stop_reason}); there is no question "
@@ -205,10 +284,14 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         stored = node.get("model") or ""
         if model is None and stored.startswith("object:"):
             raise MissionError(f"mission {mission_id} ran with an in-process model; pass model= to resume it")
-        models, settings, _ = _agent_models(spec, model, model_settings or {}, None, _stored_models(node, spec),
+        team = _team(workspace, spec)
+        models, settings, _ = _agent_models(spec, model, model_settings or {}, None, team,
+                                            _stored_models(node, spec, team),
                                             [switch["model"] for switch in model_output_switches(graph)])
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
-        run = _mission_run(workspace, graph, mission_id, spec, models, on_event, spec.answers[used:], call_limiter)
+        tools = _tool_host(workspace, mission_id, spec).start()  # connected again, as at the start
+        run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers[used:],
+                           call_limiter, tools=tools)
         pending = status.pending_halt
         # A run killed between asking the Chair's question and taking the mission file's answer
         # left it pending: the file's next answer is still there to take, as a clean run would.
@@ -232,16 +315,23 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                                 else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
+        _tell_tool_problems(run, tools)
+        _recheck_sources(run, int(node.get("round") or 0))
+        if direction is not None:
+            leave_note(graph, mission_id, direction, direction=True)
+            run.emit(MissionContinued(mission_id, round=status.round, direction=direction, rounds=extend))
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
                       {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
             return _drive(workspace, run, None, reopen=True)
         return _drive(workspace, run, Command(resume=answer) if answer is not None else None)
     finally:
+        if tools is not None:
+            tools.close()
         graph.close()
 
 
-def _stored_models(node: dict, spec: MissionSpec) -> dict[str, ModelSettings]:
+def _stored_models(node: dict, spec: MissionSpec, team: Team) -> dict[str, ModelSettings]:
     """The settings a mission ran with: the default's (key ``default``) and each agent's; a
     mission from before models per agent ran every agent with the default's."""
     default = ModelSettings.model_validate_json(node["model_settings"]) if node.get("model_settings") \
@@ -250,7 +340,37 @@ def _stored_models(node: dict, spec: MissionSpec) -> dict[str, ModelSettings]:
         default = default.with_overrides(name=node["model"])
     agents = {agent_id: ModelSettings.model_validate(settings)
               for agent_id, settings in json.loads(node.get("agent_models") or "{}").items()}
-    return {DEFAULT_KEY: default, **{agent_id: agents.get(agent_id, default) for agent_id in spec.agent_model_settings()}}
+    return {DEFAULT_KEY: default, **{agent_id: agents.get(agent_id, default) for agent_id in team.ids()}}
+
+
+def _tell_tool_problems(run: MissionRun, tools: ToolHost) -> None:
+    """The servers left out at the start, then each later problem, as warnings of the run."""
+    for line in tools.problems:
+        run.emit(Warned(run.mission_id, message=line))
+    tools.on_problem = lambda line: run.emit(Warned(run.mission_id, message=line))
+
+
+def _recheck_sources(run: MissionRun, round_number: int) -> None:
+    """The hash check of a resume: a source whose file changed gets its new version now."""
+    current = latest_versions(run.graph.find("source"))
+    clusters, lines = changed_sources(run.membrane, run.mission_id, current, round_number,
+                                      max_bytes=run.spec.source_limits.file_bytes)
+    if clusters:
+        run.membrane.commit(clusters)
+        run.committed(clusters)
+    for line in lines:
+        run.emit(Warned(run.mission_id, message=line))
+
+
+def _directed(status: MissionResult, more: int) -> int:
+    """The round limit of a mission the user continues with a new direction: ``more`` rounds
+    after the last; only a mission that ended can be continued."""
+    if status.state != MissionState.DONE:
+        how = {MissionState.HALTED: f"answer its question: cabal chat {status.mission_id}",
+               MissionState.RUNNING: "it is running; leave the team a message: cabal say"}.get(
+            status.state, f"go on with: cabal resume {status.mission_id}")
+        raise MissionError(f"mission {status.mission_id} has not ended ({status.state}); {how}")
+    return status.round + more
 
 
 def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:
@@ -260,19 +380,17 @@ def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int 
     only with more rounds; one that concluded, failed or ran out of budget does not."""
     if rounds is not None and rounds <= status.round:
         raise MissionError(f"--rounds {rounds} is not more than the {status.round} round(s) already run")
-    if status.state != MissionState.DONE:
-        if rounds is not None:
+    if not allows(Action.CONTINUE, status.state, status.stop_reason):
+        if rounds is None:
+            return None
+        if status.state != MissionState.DONE:
             raise MissionError(f"mission {status.mission_id} is {status.state}; --rounds continues a mission "
                                "that ended (stopped by the user or out of rounds)")
-        return None
-    if status.stop_reason == StopReason.USER_HALT:
-        return rounds or limit
-    if status.stop_reason == StopReason.NO_MORE_ROUNDS and rounds is not None:
-        return rounds
-    if rounds is not None:
         raise MissionError(f"mission {status.mission_id} ended ({status.stop_reason}); only a mission the user "
                            "stopped or one out of rounds can go on")
-    return None
+    if status.stop_reason == StopReason.USER_HALT:
+        return rounds or limit
+    return rounds  # out of rounds: it goes on only when given more
 
 
 def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool = False) -> MissionResult:
@@ -301,7 +419,7 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
             _pause(run, f"the model is unavailable: {error}")
         except KeyboardInterrupt:
             run.close(wait=False)  # do not wait for model calls in flight
-            _pause(run, "interrupted (Ctrl-C)")
+            _pause(run, "the user pressed Ctrl-C")
             raise
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)

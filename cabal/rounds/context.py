@@ -24,10 +24,12 @@ from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
 from cabal.rounds.facts import Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts, VersionRef
 from cabal.rounds.facts import Assignment as AssignmentFact
+from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.ids import TempIds
 from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.sources import read_source_text, search_text, source_line
 from cabal.rounds.team import Team
-from cabal.vocabulary import CHAIR_ID, USER_ID, Role, Step
+from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
 from cabal.yaml_reader import read_text_file
 
 # Character budgets per section (about 4 characters per token).
@@ -36,6 +38,7 @@ CONTENT_CHARS = 2400  # one version's content, beyond which it is cut (full_cont
 SECTION_CHARS = 6000  # any one detail section
 ITEM_CHARS = 400  # one collab comment, remark or finding
 OPEN_FEEDBACK_SHOWN = 8  # a product's latest open collabs shown with it
+REQUESTED_CONTEXT = "REQUESTED CONTEXT"  # how the answer to request_context starts
 
 
 def clip(text: str | None, limit: int) -> str:
@@ -127,17 +130,25 @@ class ContextBuilder:
 
     # ------------------------------------------------------------------------------ api
 
+    @property
+    def _watchdogs(self) -> list[str]:
+        return self.team.ids(Role.WATCHDOG)
+
     def build(self, agent_id: str, step: Step, *, extra: list[str] | None = None) -> Prompt:
         agent = self.team.get(agent_id)
         assert agent is not None, f"{agent_id} takes a turn, so is on the team"
         card = self.team.cards[agent.role]
         # The Chair writes personas and domains at bootstrap (and may change them later): they
         # replace the role card's persona and tell each operative what it is responsible for.
-        persona = (_charter_map(self.snapshot.mission, "personas").get(agent_id)
-                   or self.snapshot.agents.get(agent_id, {}).get("persona") or card.persona)
+        persona = str(_charter_map(self.snapshot.mission, "personas").get(agent_id)
+                      or self.snapshot.agents.get(agent_id, {}).get("persona") or agent.persona or card.persona)
+        if agent.focus:  # several watchdogs share the inspection: each knows its part
+            persona += (f"\n\nYour focus: {', '.join(agent.focus)} findings only; "
+                        "the team's other watchdogs inspect the rest.")
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
                                             persona=str(persona), step=step, skills=agent.skills)
-        ids = TempIds(agents=frozenset(self.team.ids()))
+        ids = TempIds(agents=frozenset(self.team.ids()),
+                      sources={s["source_id"]: s for s in self.snapshot.current_sources()})
         self._facts = FactsDraft()
         limit = self.snapshot.mission.get("rounds")
         sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
@@ -152,7 +163,7 @@ class ContextBuilder:
                         if step == Step.PLAN else f"## Valid ids\n{ids.summary()}")
         facts = self._facts.freeze(round=self.snapshot.round, step=step, agent=agent_id,
                                    request=str(self.snapshot.mission.get("request") or ""),
-                                   team=tuple((a.id, a.role) for a in self.team.agents))
+                                   team=tuple((a.id, a.role) for a in self.team.agents), focus=agent.focus)
         return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts,
                       charter=self._charter(agent_id))
 
@@ -170,6 +181,9 @@ class ContextBuilder:
         else:
             lines += ["## The user's request", clip(mission.get("request"), 4000)]
         domain = _charter_map(mission, "domains").get(agent_id)
+        agent = self.team.get(agent_id)
+        if not domain and agent is not None and agent.domain:  # the card's, until the Chair gives one
+            domain = {"responsibility": agent.domain}
         if isinstance(domain, dict) and domain.get("responsibility"):
             lines.append(f"## Your domain\n{clip(domain['responsibility'], ITEM_CHARS)}"
                          + (f" (area: {clip(domain.get('area'), 80)})" if domain.get("area") else ""))
@@ -263,12 +277,12 @@ class ContextBuilder:
     def _product_fact(self, product: dict, ids: TempIds) -> ProductDetail:
         """The facts ``_product_detail`` shows: its latest version, the verdict, the open feedback."""
         latest = self.snapshot.latest_version(product["id"])
-        inspection = self.snapshot.inspection_of(latest["id"]) if latest else None
+        verdict = self.snapshot.verdict_of(latest["id"], self._watchdogs) if latest else None
         return ProductDetail(
             ids.short("p", product["id"]), product["name"], product["type"], str(product.get("dod") or ""),
             VersionRef(ids.short("v", latest["id"]), ids.short("p", product["id"]), latest["number"],
                        latest.get("author")) if latest else None,
-            inspection["assessment"] if inspection else None,
+            verdict,
             tuple(ids.short("c", c["id"]) for c in self.snapshot.open_collabs(product["id"])[-OPEN_FEEDBACK_SHOWN:]),
         )
 
@@ -280,9 +294,10 @@ class ContextBuilder:
         if latest:
             contents = self._contents([latest]) if with_content else {}
             lines.append(self._version_block(latest, ids, content=contents.get(latest["id"]) if with_content else None))
-            inspection = snapshot.inspection_of(latest["id"])
-            if inspection:
-                lines.append(f"Inspection: {inspection['assessment']}")
+            several = len(self._watchdogs) > 1
+            for inspection in snapshot.inspections_of(latest["id"], self._watchdogs):
+                by = f" by {inspection.get('author')}" if several else ""
+                lines.append(f"Inspection{by}: {inspection['assessment']}")
                 for finding in snapshot.findings_of(inspection["id"])[:6]:
                     lines.append(f"- [{finding['category']} {finding['severity']}] {clip(finding.get('issue'), ITEM_CHARS)}")
         feedback = snapshot.open_collabs(product["id"])
@@ -311,9 +326,22 @@ class ContextBuilder:
 
     # ---------------------------------------------------------------- per-step detail
 
+    def _sources(self) -> str:
+        """The user's sources, one line each: what to request (need source, search_sources) and cite."""
+        sources = self.snapshot.current_sources()
+        if not sources:
+            return ""
+        self._facts.sources += [SourceFact(s["source_id"], str(s["name"]), str(s.get("note") or ""),
+                                           int(s.get("chunk_count") or 0), str(s.get("first_heading") or ""))
+                                for s in sources]
+        lines = [source_line(s) for s in sources]
+        return self._section("The user's sources (read them with request_context: need source with sourceId s1 or "
+                             "a section s1#2, or need search_sources with a query; cite them as [[s:s1]] or "
+                             "[[s:s1#2]])", lines)
+
     def _detail_bootstrap(self, agent_id: str, ids: TempIds) -> list[str]:
         team = [f"- {a.id} ({a.role})" for a in self.team.agents]
-        return ["## The team\n" + "\n".join(team), self._answered_halts()]
+        return ["## The team\n" + "\n".join(team), self._sources(), self._answered_halts()]
 
     def _detail_reflect(self, agent_id: str, ids: TempIds) -> list[str]:
         mine = [p for p in self.snapshot.owned_by(agent_id) if p.get("status") == "open"]
@@ -337,8 +365,7 @@ class ContextBuilder:
         for product in snapshot.live_products():
             latest = snapshot.latest_version(product["id"])
             if product.get("status") == "open" and latest:
-                inspection = snapshot.inspection_of(latest["id"])
-                verdict = inspection["assessment"] if inspection else "not inspected"
+                verdict = snapshot.verdict_of(latest["id"], self._watchdogs) or "not inspected"
                 blocking = len(snapshot.blocking_collabs(product["id"]))
                 candidate = Candidate(ids.short("p", product["id"]), product["name"], ids.short("v", latest["id"]),
                                       latest["number"], verdict, blocking)
@@ -353,11 +380,13 @@ class ContextBuilder:
         operatives = [f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)" for a in self.team.agents
                       if a.role == Role.OPERATIVE]
         return [
+            self._direction(),
             self._section("Reflections this round", reflections),
             self._section("Versions awaiting a decision", candidates),
             self._section("Open feedback (importance 5+ and from the user)", feedback),
             self._section("Active assignments", assignments),
             "## Operatives\n" + "\n".join(operatives),
+            self._sources(),
             self._answered_halts(),
         ]
 
@@ -383,7 +412,7 @@ class ContextBuilder:
                 if other:
                     blocks.append("Attached: " + self._product_detail(other, ids, with_content="content" in attached.get("include", [])))
                     compact.append(f"Attached: {ids.short('p', other['id'])} {other['name']}")
-        return [self._section("Your assignments this round", blocks, compact)]
+        return [self._section("Your assignments this round", blocks, compact), self._sources() if blocks else ""]
 
     def _detail_peer_review(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = [v for v in self.snapshot.new_versions()
@@ -423,12 +452,12 @@ class ContextBuilder:
         snapshot = self.snapshot
         events = []
         for version in snapshot.new_versions():
-            inspection = snapshot.inspection_of(version["id"])
+            verdict = snapshot.verdict_of(version["id"], self._watchdogs)
             name = snapshot.products[version["product_id"]]["name"]
             events.append(Event(version.get("author"), "wrote", name,
                                 f"- {version.get('author')} wrote v{version['number']} of {name}: "
                                 f"{clip(version.get('change_summary'), 200)}"
-                                + (f" (inspection: {inspection['assessment']})" if inspection else "")))
+                                + (f" (inspection: {verdict})" if verdict else "")))
         for acceptance in snapshot.acceptances:
             if acceptance.get("round") == snapshot.round:
                 name = snapshot.products.get(acceptance["product_id"], {}).get("name")
@@ -452,6 +481,19 @@ class ContextBuilder:
                 events.append(Event(CHAIR_ID, "asked", message, f"- {CHAIR_ID} asked the user: {message}"
                                     + (f" (answer: {clip(halt.get('answer'), 200)})" if halt.get("answer") else "")))
         return events
+
+    def _direction(self) -> str:
+        """The new direction of a mission the user continued after it ended, at the first Plan after."""
+        given = [c for c in self.snapshot.collabs if c.get("author") == USER_ID
+                 and c.get("type") == USER_DIRECTION_TYPE and c.get("round") == self.snapshot.round - 1]
+        if not given:
+            return ""
+        self._facts.direction = str(given[-1].get("comment"))
+        return self._section("The user's new direction", [
+            f"The mission had ended after round {self.snapshot.round - 1}; the user continued it with a new "
+            f"direction: {clip(given[-1].get('comment'), 1200)}",
+            "Follow it: ADD the products it needs, UPDATE a product it changes (an UPDATE of an accepted product "
+            "reopens it; its next version is numbered after the old ones), and assign the work."])
 
     # ------------------------------------------------------------------- shared pieces
 
@@ -488,6 +530,12 @@ class ContextBuilder:
         """Answer ``request_context``: each request resolved from the graph, ids kept short."""
         parts = []
         for request in requests:
+            if request.need == "source":
+                parts.append(f"### source {read_source_text(self.graph, request.source_id, ids.sources, 4 * CONTENT_CHARS)}")
+                continue
+            if request.need == "search_sources":
+                parts.append(f"### {search_text(self.graph, request.query, ITEM_CHARS * 2)}")
+                continue
             real = ids.real(request.product_id)
             product = self.snapshot.products.get(real or "")
             if product is None:
@@ -509,7 +557,7 @@ class ContextBuilder:
                 contents = self._contents(peers)
                 body = "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in peers) or "no peer content"
             parts.append(f"{title}\n{clip(body, 4 * CONTENT_CHARS)}")
-        return "REQUESTED CONTEXT\n\n" + "\n\n".join(parts)
+        return f"{REQUESTED_CONTEXT}\n\n" + "\n\n".join(parts)
 
 
 def _charter_map(mission: dict, key: str) -> dict:

@@ -49,13 +49,15 @@ class RoundProtocol:
 
 
 def _version(item: Any, scope: WriteScope) -> dict[str, Any]:
-    """write_version, chair_version: the next number, the version it supersedes, what it cites."""
+    """write_version, chair_version: the next number, the version it supersedes, the products it
+    references and the sources it cites (``[[s:...]]``, already mapped to the versions cited)."""
     latest = scope.snapshot.latest_version(item.product_id)
     number = latest["number"] + 1 if latest else 1
     content = item.new_version.content if hasattr(item, "new_version") else item.content
     return {"number": number, "previous_version_id": latest["id"] if latest else None, "title": f"Version {number}",
             "references": sorted({r.id for r in parse_refs(content)
-                                  if r.kind == "p" and r.id in scope.snapshot.products})}
+                                  if r.kind == "p" and r.id in scope.snapshot.products}),
+            "cited": sorted({r.id for r in parse_refs(content) if r.kind == "s"})}
 
 
 def _tree(item: Any, scope: WriteScope) -> dict[str, Any]:

@@ -18,10 +18,11 @@ from cabal.llm.usage import Usage
 from cabal.rounds.ids import item_id
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.transcript import render_transcript
+from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
-from cabal.vocabulary import USER_COLLAB_TYPE, USER_ID, MissionState, StopReason
+from cabal.vocabulary import USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason
 
 if TYPE_CHECKING:
     from cabal.report import MissionReport
@@ -100,24 +101,37 @@ def mission_overview(mission_id: str, *, home: str | Path | None = None,
 
 def say(mission_id: str, text: str, *, product: str | None = None, home: str | Path | None = None,
         url: str | None = None) -> str:
-    """Leave a user message between rounds; it becomes a collab the team reads next round."""
+    """Leave a user message between rounds; it becomes a collab the team reads next round. A
+    mission that has ended reads no more messages: ``MissionError`` says how to continue it."""
     workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
-        node = mission_node(graph, mission_id)
-        notes = len(graph.find("collab", {"author": "user"}))
-        note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
-        from cabal.membrane import Membrane  # here: status and transcript need no membrane (start-up)
+        status = status_of(workspace, graph, mission_id)
+        if status.state == MissionState.DONE:
+            raise MissionError(f"mission {mission_id} has ended ({status.stop_reason}): the team reads no more "
+                               "messages", hint=f'cabal continue {mission_id} "a new direction" [--rounds N]')
+        return leave_note(graph, mission_id, text, product=product)
 
-        membrane = Membrane(graph)
-        try:  # the user's text is checked by the protocol like any answer
-            note = membrane.prepare("user_message", {
-                "mission_id": mission_id, "round": int(node.get("round") or 0), "item_id": note_id,
-                "actor_id": USER_ID, "collab_type": "feedback" if product else USER_COLLAB_TYPE,
-            }, {"item": {"content": text, "productId": product}}, session_id=note_id)
-        except AnswerRejected as rejected:
-            raise MissionError(f"cannot leave the message: {rejected}") from None
-        membrane.commit([note])
-        return note_id
+
+def leave_note(graph: ContextGraph, mission_id: str, text: str, *, product: str | None = None,
+               direction: bool = False) -> str:
+    """Write the user's note (or, ``direction``, the new direction of a mission continued after
+    it ended) through its protocol; returns its id."""
+    node = mission_node(graph, mission_id)
+    notes = len(graph.find("collab", {"author": "user"}))
+    note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
+    from cabal.membrane import Membrane  # here: status and transcript need no membrane (start-up)
+
+    membrane = Membrane(graph)
+    try:  # the user's text is checked by the protocol like any answer
+        note = membrane.prepare("user_message", {
+            "mission_id": mission_id, "round": int(node.get("round") or 0), "item_id": note_id,
+            "actor_id": USER_ID,
+            "collab_type": USER_DIRECTION_TYPE if direction else "feedback" if product else USER_COLLAB_TYPE,
+        }, {"item": {"content": text, "productId": product}}, session_id=note_id)
+    except AnswerRejected as rejected:
+        raise MissionError(f"cannot leave the message: {rejected}") from None
+    membrane.commit([note])
+    return note_id
 
 
 def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:
@@ -125,7 +139,7 @@ def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | 
     workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
         status = status_of(workspace, graph, mission_id)
-        if status.state in (MissionState.DONE, MissionState.FAILED):
+        if not allows(Action.STOP, status.state):
             raise MissionError(f"mission {mission_id} has already ended ({status.state}"
                                + (f", {status.stop_reason}" if status.stop_reason else "") + ")")
         from cabal.membrane import Membrane

@@ -94,6 +94,17 @@ class MissionResumed(MissionEvent):
 
 
 @dataclass(frozen=True)
+class MissionContinued(MissionEvent):
+    """The user takes a mission that had ended further (``cabal continue``): it reopens after
+    ``round`` with a new direction, which the Chair reads at the next Plan, up to round ``rounds``."""
+
+    kind: ClassVar[str] = "mission_continued"
+    round: int
+    direction: str
+    rounds: int
+
+
+@dataclass(frozen=True)
 class RoundStarted(MissionEvent):
     """A round begins (after the checks of the round limit, a stop request and the budget)."""
 
@@ -162,6 +173,7 @@ class TurnDone(MissionEvent):
     cost_usd: float
     problems: tuple[str, ...]
     summary: str
+    halt: str | None = None  # a halt turn's kind of halt: question (it asks the user) or done
 
 
 @dataclass(frozen=True)
@@ -178,6 +190,36 @@ class ModelRetried(MissionEvent):
     max_retries: int
     wait_s: float
     reason: str
+
+
+@dataclass(frozen=True)
+class ToolCalled(MissionEvent):
+    """An agent calls a tool of one of the mission's MCP servers (``server__tool``), within its
+    turn; ``arguments`` as JSON, ``why`` as the agent gave it."""
+
+    kind: ClassVar[str] = "tool_call"
+    round: int
+    step: Step
+    agent: str
+    tool: str
+    arguments: str
+    why: str
+
+
+@dataclass(frozen=True)
+class ToolReturned(MissionEvent):
+    """The call's end: ``ok`` when the tool answered, else the error the agent was given (the
+    tool failed, outlasted its timeout, returned nothing readable, or its server is down).
+    ``digest``: the start of the result, printable."""
+
+    kind: ClassVar[str] = "tool_result"
+    round: int
+    step: Step
+    agent: str
+    tool: str
+    ok: bool
+    digest: str
+    duration_s: float
 
 
 # ---------------------------------------------------------------------- the user's channel

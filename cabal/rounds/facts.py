@@ -88,6 +88,17 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Source:
+    """One of the user's sources as the turn lists it: the id to request and cite."""
+
+    id: str  # s2
+    name: str
+    note: str
+    sections: int
+    first_heading: str
+
+
+@dataclass(frozen=True)
 class TurnFacts:
     round: int
     step: Step
@@ -102,6 +113,9 @@ class TurnFacts:
     candidates: tuple[Candidate, ...] = ()  # Plan: versions awaiting a decision
     events: tuple[Event, ...] = ()  # Presentation: what happened this round
     speakers: tuple[str, ...] = ()  # Presentation: whom the agent may speak as
+    focus: tuple[str, ...] = ()  # a watchdog's finding categories (none: every category)
+    sources: tuple[Source, ...] = ()  # Bootstrap, Plan, Write: the user's sources listed
+    direction: str | None = None  # Plan: the new direction of a mission the user continued after it ended
 
     def operatives(self) -> list[str]:
         return [agent for agent, role in self.team if role == Role.OPERATIVE]
@@ -119,8 +133,10 @@ class FactsDraft:
     candidates: list[Candidate] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     speakers: list[str] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    direction: str | None = None
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
-               team: tuple[tuple[str, Role], ...]) -> TurnFacts:
-        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team,
-                         **{name: tuple(value) for name, value in vars(self).items()})
+               team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:
+        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus,
+                         **{name: value if name == "direction" else tuple(value) for name, value in vars(self).items()})

@@ -11,11 +11,13 @@ the order the context shows things, and its answer is mapped back before anythin
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cabal.errors import AnswerProblem
 from cabal.refs import find_malformed, parse_refs, replace_refs
+from cabal.rounds.sources import cited_node, shown_id
 from cabal.vocabulary import USER_ID
 
 # Answer keys (camelCase, as the model writes them) that hold ids, and the kind of id.
@@ -63,9 +65,13 @@ USER_REFS = frozenset({USER_ID, "all"})  # [[u:user]] the mission's user, [[u:al
 @dataclass
 class TempIds:
     """Short ids for one model call, both ways. Agents keep their own ids (``operative-2``);
-    ``agents`` (the team's ids) lets ``[[a:...]]`` references be checked too."""
+    ``agents`` (the team's ids) lets ``[[a:...]]`` references be checked too. Sources keep their
+    stable ids (``s2``, ``s2#3``); ``sources`` (each source's current version by its id) checks
+    ``[[s:...]]`` citations and maps them to the version cited, so a later version of the file
+    never changes what a text cited."""
 
     agents: frozenset[str] = frozenset()
+    sources: Mapping[str, dict] = field(default_factory=dict)
     _short: dict[str, str] = field(default_factory=dict)
     _real: dict[str, str] = field(default_factory=dict)
     _counts: dict[str, int] = field(default_factory=dict)
@@ -91,7 +97,8 @@ class TempIds:
 
     def text_to_model(self, text: str) -> str:
         """Stored text (real ids in its references) as this call shows it."""
-        return replace_refs(text, lambda ref: self.short(ref.kind, ref.id) if ref.kind in "pvc" else ref.id)
+        return replace_refs(text, lambda ref: self.short(ref.kind, ref.id) if ref.kind in "pvc"
+                            else shown_id(ref.id) if ref.kind == "s" else ref.id)
 
     def answer_to_graph(self, answer: Any, path: str = "") -> tuple[Any, list[AnswerProblem]]:
         """The model's raw answer with every short id mapped back; unknown ids are problems.
@@ -130,7 +137,7 @@ class TempIds:
             return text
         for bad in find_malformed(text):
             problems.append(AnswerProblem(path, f"{bad} is not a reference; write [[p:id]], [[v:id]], [[c:id]], "
-                                                "[[a:agent-id]] or [[u:user]]"))
+                                                "[[a:agent-id]], [[u:user]] or [[s:source-id]]"))
         for ref in parse_refs(text):
             if ref.kind in "pvc" and self.real(ref.id) is None:
                 problems.append(AnswerProblem(path, f"reference {ref.render()} names no {ref.kind_name} in your context"))
@@ -139,4 +146,9 @@ class TempIds:
                                                     f"({', '.join(sorted(self.agents))})"))
             elif ref.kind == "u" and ref.id not in USER_REFS:
                 problems.append(AnswerProblem(path, f"reference {ref.render()} names no user; use [[u:user]] or [[u:all]]"))
-        return replace_refs(text, lambda ref: self._real.get(ref.id, ref.id) if ref.kind in "pvc" else ref.id)
+            elif ref.kind == "s" and cited_node(ref.id, self.sources) is None:
+                known = ", ".join(self.sources) or "none in this mission"
+                problems.append(AnswerProblem(path, f"citation {ref.render()} names no source or section (sources: "
+                                                    f"{known}; a section is [[s:s2#3]])"))
+        return replace_refs(text, lambda ref: self._real.get(ref.id, ref.id) if ref.kind in "pvc"
+                            else cited_node(ref.id, self.sources) or ref.id if ref.kind == "s" else ref.id)

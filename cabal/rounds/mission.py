@@ -9,22 +9,29 @@ team:
   operatives: 2
   names: {operative-1: Ada, operative-2: Brook}
   skills: {operative-1: [module_design]}
+  cards: cards/                         # optional: role cards declaring the team's members
 rounds: 4
 budget: {tokens: 400000, cost_usd: 5}   # default: $2, asking before more; `budget: none`: no budget
 model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
 models: {chair: claude-opus-4-1, operative-2: {name: scripted:brook.yaml, output: json}}  # optional
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
+sources:                                # optional: the user's files (docs/guide/sources.md)
+  - docs/                               # a folder, a file or a glob, relative to this file
+  - {path: data/prices.csv, note: Competitor prices, checked in May}
 ```
 """
 
 from __future__ import annotations
 
 import os
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError,
                       ValidationInfo, field_validator,
                       model_serializer)
@@ -33,27 +40,40 @@ from cabal.errors import ConfigError, closest
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
-from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
-from cabal.yaml_reader import line_at, read_settings_file
+from cabal.sources import SourceEntry, SourceLimits, Wanted, mission_wanted
+from cabal.tools.spec import DEFAULT_MAX_TOOL_CALLS, DEFAULT_TOOL_TIMEOUT_S, ToolServerSpec, unique_names
+from cabal.vocabulary import CHAIR_ID, DEFAULT_OPERATIVES, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
+from cabal.yaml_reader import line_at, read_settings_file, read_text_file
 
 
 
 class TeamSpec(BaseModel):
-    """Who is on the team. The Chair, the Watchdog and the Envoy are always there."""
+    """Who is on the team. The Chair, a Watchdog and the Envoy are always there; the role cards
+    (``agents/*.yaml``, or the folder ``cards`` names) may declare more Watchdogs and named
+    Operatives."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    operatives: int = Field(2, ge=1, le=12, description="how many operatives (operative-1 .. operative-N)")
+    operatives: int | None = Field(None, ge=1, le=12, description="how many operatives (operative-1 .. operative-N); "
+                                   "default: the operative card's members or count, else 2")
+    cards: str | None = Field(None, min_length=1, description="a folder of role cards for this mission, relative to "
+                              "the mission file; its cards override the project's and the built-in ones by kind")
     names: dict[str, str] = Field(default_factory=dict, description="display names by agent id")
     skills: dict[str, list[str]] = Field(default_factory=dict, description="skill names by agent id")
+
+    @property
+    def counted_operatives(self) -> int:
+        """The operatives a reader of the file alone can tell: the count given, else the default
+        (role cards that name their operatives decide when the mission runs)."""
+        return self.operatives or DEFAULT_OPERATIVES
 
     @field_validator("names", "skills")
     @classmethod
     def _known_agents(cls, value: dict) -> dict:
         for agent_id in value:
             if not is_agent_id(agent_id):
-                raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID} "
-                                 "or operative-N")
+                raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID}, "
+                                 "operative-N or an id the role cards declare (KIND-NAME)")
         return value
 
 
@@ -149,6 +169,28 @@ class MissionSpec(BaseModel):
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
+    tools: list[ToolServerSpec] = Field(default_factory=list, description="MCP servers whose tools the team may "
+                                                                         "call (docs/guide/tools.md)")
+    max_tool_calls: int = Field(DEFAULT_MAX_TOOL_CALLS, ge=0, le=50, description="tool calls an agent may make in "
+                                                                                "one turn")
+    tool_timeout_s: float = Field(DEFAULT_TOOL_TIMEOUT_S, gt=0, le=600, description="how long one tool call may "
+                                                                                    "take, in seconds")
+    sources: list[SourceEntry] = Field(
+        default_factory=list, max_length=200,
+        description="the user's files the team reads and cites: files, folders or globs relative to the mission "
+                    "file, each a path or a mapping with path and note")
+    source_limits: SourceLimits = Field(default_factory=SourceLimits,
+                                        description="how much the sources may hold: files, MB per file, MB in all")
+    # Where the file named each source (its line), for located errors; set by load_mission.
+    _source_lines: dict[int, int] = PrivateAttr(default_factory=dict)
+    _origin: str = PrivateAttr("<mission>")
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _paths_alone(cls, value: object) -> object:
+        """A plain path is an entry without a note."""
+        return [{"path": item} if isinstance(item, str) else item for item in value] if isinstance(value, list) \
+            else value
 
     @field_validator("budget", mode="before")
     @classmethod
@@ -190,9 +232,11 @@ class MissionSpec(BaseModel):
         team = info.data.get("team")
         if not value or team is None:
             return value
-        known = model_keys(team.operatives)
+        # Role cards may name agents the file alone does not know: any agent id passes here,
+        # and the team checks it when it is built (``agent_model_settings``).
+        known = model_keys(role_ids_of(team.counted_operatives))
         for key in value:
-            if key not in known:
+            if key not in known and not is_agent_id(key):
                 raise ValueError(f"unknown role or agent {key!r}; closest: {', '.join(closest(key, known)[:3])} "
                                  f"(known: {', '.join(known)})")
         return value
@@ -207,6 +251,11 @@ class MissionSpec(BaseModel):
                 raise ValueError(f"contains {wrong}; write plain text")
         return value
 
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, value: list[ToolServerSpec]) -> list[ToolServerSpec]:
+        return unique_names(value)
+
     def model_settings(self) -> ModelSettings:
         """The default model's settings the mission file gives (defaults for what it leaves out)."""
         default = (self.models or {}).get(DEFAULT_KEY, self.model)
@@ -214,20 +263,30 @@ class MissionSpec(BaseModel):
             return default
         return ModelSettings(name=default) if default else ModelSettings()
 
-    def agent_model_settings(self) -> dict[str, ModelSettings]:
-        """Each agent's model settings: its own entry in ``models``, else its role's, else the
-        default; an entry's settings are the default's with those it gives replaced."""
+    def agent_model_settings(self, roster: Mapping[str, tuple[Role, str | None]] | None = None,
+                             ) -> dict[str, ModelSettings]:
+        """Each agent's model settings: its own entry in ``models``, else the model its role card
+        gives it, else its role's entry, else the default; an entry's settings are the default's
+        with those it gives replaced. ``roster``: the team's agents (id: role, card model);
+        default: the agents the file alone names (counted operatives, no cards)."""
+        if roster is None:
+            roster = {agent_id: (role, None) for role in Role
+                      for agent_id in role_ids(role, self.team.counted_operatives)}
         default, entries = self.model_settings(), self.models or {}
+        strangers = [key for key in entries if key not in model_keys(list(roster))]
+        if strangers:
+            known = model_keys(list(roster))
+            raise ConfigError(f"models: unknown role or agent {strangers[0]!r}; closest: "
+                              f"{', '.join(closest(strangers[0], known)[:3])} (known: {', '.join(known)})")
         chosen = {}
-        for role in Role:
-            for agent_id in role_ids(role, self.team.operatives):
-                entry = entries.get(agent_id, entries.get(role.value))
-                if entry is None:
-                    chosen[agent_id] = default
-                elif isinstance(entry, str):
-                    chosen[agent_id] = default.with_overrides(name=entry)
-                else:
-                    chosen[agent_id] = default.with_overrides(**entry.model_dump(include=entry.model_fields_set))
+        for agent_id, (role, card_model) in roster.items():
+            entry = entries.get(agent_id, card_model if card_model else entries.get(role.value))
+            if entry is None:
+                chosen[agent_id] = default
+            elif isinstance(entry, str):
+                chosen[agent_id] = default.with_overrides(name=entry)
+            else:
+                chosen[agent_id] = default.with_overrides(**entry.model_dump(include=entry.model_fields_set))
         return chosen
 
     def anchored(self, base: Path) -> MissionSpec:
@@ -242,14 +301,23 @@ class MissionSpec(BaseModel):
         models = {key: anchor(entry) for key, entry in self.models.items()} if self.models else self.models
         return self.model_copy(update={"model": anchor(self.model), "models": models})
 
+    def wanted_sources(self, base: Path | None) -> list[Wanted]:
+        """The ``sources:`` entries to collect, relative to the mission file's folder (``base``)
+        and located by its lines."""
+        return mission_wanted(self.sources, base or Path.cwd(), self._origin, self._source_lines)
+
 
 DEFAULT_KEY = "default"
 
 
-def model_keys(operatives: int) -> list[str]:
+def model_keys(agent_ids: list[str]) -> list[str]:
     """The keys a mission file's ``models`` may use: default, the roles, the agents' ids."""
-    return [DEFAULT_KEY, *(role.value for role in Role),
-            *(agent_id for role in Role for agent_id in role_ids(role, operatives))]
+    return [DEFAULT_KEY, *(role.value for role in Role), *agent_ids]
+
+
+def role_ids_of(operatives: int) -> list[str]:
+    """The agents' ids of a team of ``operatives`` counted operatives and no cards."""
+    return [agent_id for role in Role for agent_id in role_ids(role, operatives)]
 
 
 def anchored_spec(spec: str, base: Path) -> str:
@@ -267,27 +335,115 @@ def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     path = Path(path)
     data = read_settings_file(path, "mission file", "request")
     data.setdefault("name", path.stem.removesuffix(".mission"))
-    return parse_mission(data, source=str(path)), path.parent.resolve()
+    spec = parse_mission(data, source=str(path))
+    spec._origin = str(path)
+    if spec.sources:
+        spec._source_lines = _source_item_lines(path) or {
+            index: line for index in range(len(spec.sources)) if (line := line_at(data, ("sources", index)))}
+    return with_tool_folders(spec, path.parent.resolve()), path.parent.resolve()
+
+
+def with_tool_folders(spec: MissionSpec, base: Path) -> MissionSpec:
+    """``spec`` with each stdio server's folder made absolute from the mission file's (its
+    relative ``args`` then mean what they say in the file, and a resume finds them again)."""
+    if not any(server.command for server in spec.tools):
+        return spec
+    servers = [server.model_copy(update={"cwd": str(base / (server.cwd or "."))}) if server.command else server
+               for server in spec.tools]
+    return spec.model_copy(update={"tools": servers})
+
+
+def _source_item_lines(path: Path) -> dict[int, int]:
+    """The line of each ``sources:`` item, plain paths included (the file's lines record mappings
+    only): from the YAML's node tree, which names every item's line. Composing expands no alias."""
+    try:
+        root = yaml.compose(read_text_file(path), Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        return {}
+    for key, value in root.value:
+        if getattr(key, "value", None) == "sources" and isinstance(value, yaml.SequenceNode):
+            return {index: item.start_mark.line + 1 for index, item in enumerate(value.value)}
+    return {}
 
 
 def parse_mission(data: dict, *, source: str = "<mission>") -> MissionSpec:
     try:
         return MissionSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(located_problems(exc, data, source, "invalid mission")) from None
+        raise ConfigError(located_problems(exc, data, source, "invalid mission", MissionSpec)) from None
 
 
-def located_problems(error: ValidationError, data: dict, source: str, what: str) -> str:
-    """One line for every problem of ``data``: ``SOURCE:LINE: WHAT: field: message; ...``, each
-    problem after the first with its own line (when ``data`` was read with lines)."""
+def located_problems(error: ValidationError, data: dict, source: str, what: str, model: type[BaseModel]) -> str:
+    """One line for every problem of ``data`` (read as ``model``): ``SOURCE:LINE: WHAT: field:
+    message; ...``, each problem after the first with its own line (when ``data`` was read with
+    lines). A field the file may not have is named with the closest ones it may."""
     parts, first_line = [], None
-    for problem in error.errors():
+    located = [(line_at(data, problem["loc"]), problem) for problem in error.errors()]
+    for line, problem in sorted(located, key=lambda item: item[0] or 1 << 30):  # the file's order
         field = ".".join(str(p) for p in problem["loc"]) or "(top)"
-        line = line_at(data, problem["loc"])
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            field, message = _unknown_field(model, problem["loc"])
         if first_line is None:
             first_line = line or 0
-            parts.append(f"{field}: {problem['msg']}")
+            parts.append(f"{field}: {message}" if field else message)
         else:
-            parts.append(f"{field}{f' (line {line})' if line else ''}: {problem['msg']}")
+            parts.append(f"{field}{f' (line {line})' if line else ''}: {message}" if field
+                         else message + (f" (line {line})" if line else ""))
     where = f"{source}:{first_line}" if first_line else source
     return f"{where}: {what}: " + "; ".join(parts)
+
+
+def _unknown_field(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[str, str]:
+    """Where an unknown field sits and what to say of it: ``unknown field `round`; did you mean
+    `rounds`?``, with the names allowed there, closest first."""
+    allowed = _fields_at(model, tuple(loc[:-1]))
+    where = ".".join(str(part) for part in loc[:-1])
+    message = f"unknown field `{loc[-1]}`"
+    if allowed:
+        names = closest(str(loc[-1]), sorted(allowed))
+        message += f"; did you mean `{names[0]}`?"
+        if len(names) > 1:
+            message += " (allowed: " + ", ".join(names) + ")"
+    return where, message
+
+
+def _fields_at(annotation: Any, path: tuple[str | int, ...]) -> list[str]:
+    """The field names of the model at ``path`` inside ``annotation``, or none when no model sits
+    there. Steps through unions (pydantic names the member: ``model.ModelSettings.x``), lists
+    and dicts (an index or a key in the path)."""
+    models = _models_in(annotation)
+    if not path:
+        return [name for model in models for name in model.model_fields]
+    head, rest = path[0], path[1:]
+    for model in models:
+        if head == model.__name__:
+            return _fields_at(model, rest)
+        if isinstance(head, str) and head in model.model_fields:
+            return _fields_at(model.model_fields[head].annotation, rest)
+    for inner in _contained(annotation):
+        found = _fields_at(inner, rest)
+        if found:
+            return found
+    return []
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models ``annotation`` is, or is a union of."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (list, dict, tuple, set, frozenset):
+        return []
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+
+
+def _contained(annotation: Any) -> list[Any]:
+    """What a list's items or a dict's values are (through a union of them)."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, set, frozenset):
+        return list(typing.get_args(annotation)[:1])
+    if origin is dict:
+        return list(typing.get_args(annotation)[1:])
+    return [inner for arg in typing.get_args(annotation) for inner in _contained(arg)]

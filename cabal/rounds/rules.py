@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cabal.entities import (
     AddProduct,
@@ -30,8 +30,10 @@ from cabal.entities import (
     VersionWrite,
 )
 from cabal.rounds.snapshot import Snapshot
-from cabal.rounds.team import Team
 from cabal.vocabulary import USER_ID, Role, Step
+
+if TYPE_CHECKING:  # the team's cards name these rules, so team.py imports this module
+    from cabal.rounds.team import Team
 
 CLOSED_STATUSES = ("accepted", "removed")
 
@@ -41,13 +43,16 @@ class RuleContext:
     """What the rules of one turn know: the snapshot, the team, who is answering.
 
     ``added`` collects the products an answer's ADD operations create (``new-N`` ->
-    {name, type, parent_id}), so later items of the same answer can use them.
+    {name, type, parent_id}), so later items of the same answer can use them; ``reopened`` the
+    accepted products its UPDATEs reopen (an UPDATE of an accepted product makes it open again),
+    so later items may assign them.
     """
 
     snapshot: Snapshot
     team: Team
     agent_id: str
     added: dict[str, dict] = field(default_factory=dict)
+    reopened: dict[str, dict] = field(default_factory=dict)
     seen: set[tuple[str, str]] = field(default_factory=set)
 
     def once(self, kind: str, key: str) -> bool:
@@ -59,8 +64,8 @@ class RuleContext:
 
     def product(self, product_id: str) -> dict | None:
         """A live product, or one added earlier in this answer."""
-        if product_id in self.added:
-            return self.added[product_id]
+        if product_id in self.added or product_id in self.reopened:
+            return self.added.get(product_id) or self.reopened[product_id]
         product = self.snapshot.products.get(product_id)
         return product if product and product.get("status") != "removed" else None
 
@@ -166,6 +171,8 @@ def _update(item: UpdateProduct, product: dict, ctx: RuleContext) -> list[str]:
         if patch.name.casefold() in ctx.children_names(product.get("parent_id")):
             problems.append(f"a product named {patch.name!r} already exists under the same parent")
     problems += _operative(patch.assignee, ctx)
+    if not problems and product.get("status") == "accepted":
+        ctx.reopened[item.product_id] = {**product, "status": "open"}
     return problems
 
 
@@ -199,12 +206,7 @@ def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
     version_id = item.version_id or latest["id"]
     if version_id != latest["id"]:
         return [f"only the latest version can be accepted (v{latest['number']})"]
-    problems = []
-    inspection = snapshot.inspection_of(version_id)
-    if inspection is None:
-        problems.append(f"v{latest['number']} of {product['name']!r} has not been inspected yet")
-    elif inspection["assessment"] != "approved":
-        problems.append(f"v{latest['number']} of {product['name']!r} did not pass inspection ({inspection['assessment']})")
+    problems = _inspection_problems(f"v{latest['number']} of {product['name']!r}", version_id, ctx)
     blocking = snapshot.blocking_collabs(item.product_id)
     if blocking:
         problems.append(f"{len(blocking)} open collab(s) of importance >= 8 block acceptance: "
@@ -217,6 +219,26 @@ def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
                         "definition of done is not reported met")
     elif any(status != "met" for status in verdicts):
         problems.append(f"its owner reports the definition of done as {', '.join(s for s in verdicts if s != 'met')}")
+    return problems
+
+
+def _inspection_problems(what: str, version_id: str, ctx: RuleContext) -> list[str]:
+    """Every watchdog of the team must have approved the version (one watchdog: its latest
+    inspection, whoever wrote it)."""
+    watchdogs = ctx.team.ids(Role.WATCHDOG)
+    if len(watchdogs) <= 1:
+        inspection = ctx.snapshot.inspection_of(version_id)
+        if inspection is None:
+            return [f"{what} has not been inspected yet"]
+        return [] if inspection["assessment"] == "approved" else \
+            [f"{what} did not pass inspection ({inspection['assessment']})"]
+    problems = []
+    for watchdog in watchdogs:
+        inspection = ctx.snapshot.inspection_of(version_id, watchdog)
+        if inspection is None:
+            problems.append(f"{what} has not been inspected yet by {watchdog}")
+        elif inspection["assessment"] != "approved":
+            problems.append(f"{what} did not pass {watchdog}'s inspection ({inspection['assessment']})")
     return problems
 
 
@@ -302,6 +324,11 @@ def new_version(item: Inspection, ctx: RuleContext) -> list[str]:
     if version is None or version["product_id"] != item.product_id:
         return ["versionId is not a version of that product"]
     problems = list(item.verdict_problems())
+    inspector = ctx.team.get(ctx.agent_id)
+    focus = inspector.focus if inspector else ()
+    problems += [f"findings.{index}: category {finding.category!r} is outside your focus ({', '.join(focus)}); "
+                 "another watchdog inspects it" for index, finding in enumerate(item.findings)
+                 if focus and finding.category not in focus]
     if version.get("round") != ctx.snapshot.round:
         problems.append("inspect only versions written this round")
     if not ctx.once("inspection", item.version_id):

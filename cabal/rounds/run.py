@@ -31,8 +31,10 @@ from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
 from cabal.rounds.team import Team
+from cabal.rounds.tooluse import TurnTools
 from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
 from cabal.rounds.writes import TurnPlace, TurnWriter
+from cabal.tools.host import ToolHost
 from cabal.vocabulary import USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
 
 ENGINE_ACTOR = "cabal"  # the engine's own writes (mission status, budget questions) are expressed by this actor
@@ -55,6 +57,7 @@ class MissionRun:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     meter: SpendMeter | None = None  # the budget's gate; built from the graph's spend at the first use
     limiter: CallLimiter | None = None  # limits on model calls shared with other missions (a batch)
+    tools: ToolHost | None = None  # the mission's MCP servers, connected (the caller opens and closes it)
     # The view: one snapshot, loaded at its first use and kept current by applying each
     # committed cluster at the next step boundary (agents within a step share one view).
     _view: Snapshot | None = field(default=None, repr=False)
@@ -222,9 +225,10 @@ class MissionRun:
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step))
         chosen = self.models.of(agent_id)
+        tools = self._turn_tools(place)
         turn = Turn(chosen.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
-                    settings=chosen.settings, limiter=self.limiter,
+                    settings=chosen.settings, limiter=self.limiter, tools=tools,
                     on_retry=self._retry_events(snapshot.round, step, agent_id),
                     on_tools_refused=self._tools_refused(snapshot.round, step, agent_id))
         try:
@@ -241,11 +245,22 @@ class MissionRun:
             writes = [writer.prepare_one("raise_halt", halt, {
                 "status": "pending" if halt.type == "question" else "done",
                 "item_id": halt_id(snapshot.round, step, attempt)})]
+        if tools is not None:
+            writes += tools.clusters(self.membrane)
         done = TurnDone(self.mission_id, round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,
                         attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
                         output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
-                        cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"])
+                        cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"],
+                        halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT else None)
         return FinishedTurn(result, writer.unit(writes, record), done)
+
+    def _turn_tools(self, place: TurnPlace) -> TurnTools | None:
+        """The mission's MCP tools ``place``'s agent is offered in its step, if any."""
+        agent = self.team.get(place.agent_id)
+        offered = self.tools.tools_for(place.agent_id, agent.role, place.step) if self.tools and agent else []
+        if not offered or self.spec.max_tool_calls == 0:
+            return None
+        return TurnTools(self.tools, offered, place, self.spec.max_tool_calls, self.emit)
 
     def _call_events(self, round_number: int, step: Step, agent_id: str) -> Callable[[CallRecord], None]:
         """The listener that turns each model call of one turn into a ``model_call`` event."""

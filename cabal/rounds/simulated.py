@@ -16,11 +16,18 @@ What each role does:
   owner reflected ``met``; ADDs ``products_per_round`` new ``Content`` products under a
   Collection; assigns each open work product without an approved latest version to its owner.
   It halts ``done`` in round ``done_at_round`` (if given), or when every work product is
-  accepted and nothing is left to add.
+  accepted and nothing is left to add. Given a new direction (a mission continued after it
+  ended), it reopens the first accepted work product with an UPDATE and assigns it again.
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
   answering every open collab they are shown; Write a 300-600 character version of each
   assignment; Peer Review approves every version shown, with a suggestion now and then.
-- Watchdog: inspects every new version: ``approved``, with one minor finding.
+  When the mission has sources, a writer first requests the first source and searches the
+  sources for its product's words, then cites the source and the best section found as
+  ``[[s:...]]`` in each version. When a tool of the mission's MCP servers is offered, a writer
+  calls the first one once (the assignment's name for each required text argument) and quotes
+  its answer in each version.
+- Watchdog: inspects every new version: ``approved``, with one minor finding (of its focus's
+  first category, when its card gives it a focus).
 - Envoy: one message per speaker who did something this round.
 """
 
@@ -31,9 +38,14 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
 from cabal.errors import ModelError
 from cabal.llm.scripted import FunctionChatModel, ModelRequest
+from cabal.refs import parse_refs
+from cabal.rounds.context import REQUESTED_CONTEXT
 from cabal.rounds.facts import TreeProduct, TurnFacts
+from cabal.tools.spec import SEPARATOR as TOOL_SEPARATOR
 from cabal.vocabulary import CHAIR_ID
 
 CONTAINER_TYPES = ("Collection", "Orchestration", "Decision")  # may hold Content
@@ -41,6 +53,13 @@ WORK_TYPES = ("Content", "Decision")  # get versions; Collection/Orchestration o
 TOPICS = ("overview", "audience", "requirements", "risks", "timeline", "budget", "operations",
           "support", "metrics", "communication", "security", "rollout")
 MESSAGE_CHARS = 400
+FINDINGS = {  # category: (issue, recommendation) of the one minor finding a watchdog reports
+    "quality": ("One sentence could be shorter.", "Tighten it in a later version."),
+    "security": ("It does not say who may read the data it mentions.", "Name who has access in a later version."),
+    "completeness": ("One point of the definition of done is thin.", "Give it one more concrete detail."),
+    "coherence": ("Two sentences say nearly the same thing.", "Merge them in a later version."),
+    "integration": ("It does not link to the products it depends on.", "Add the links in a later version."),
+}
 
 
 def _stable(*parts: Any) -> int:
@@ -67,6 +86,19 @@ class SimulatedTeam:
         if not isinstance(facts, TurnFacts):
             raise ModelError("the simulated team plays Cabal missions: the call carries no turn facts "
                              "(it is only answered inside the round engine)", provider="simulated")
+        if facts.step == "write" and facts.assignments:
+            cited: tuple[str, ...] = ()
+            if facts.sources:
+                read = _requested_context(request.messages)
+                if read is None:
+                    return {"tool": "request_context", "args": {"requests": _source_requests(facts)}}
+                searched = read.split("### search", 1)[-1]  # the search's best section, not the source read whole
+                found = [r.render() for r in parse_refs(searched) if r.kind == "s" and "#" in r.id]
+                cited = (f"[[s:{facts.sources[0].id}]]", *found[:1])
+            offered, quoted = _mcp_tool(request), _tool_answer(request)
+            if offered is not None and quoted is None:
+                return {"tool": offered["name"], "args": _tool_arguments(offered, facts.assignments[0].product.name)}
+            return {"tool": "final_output", "args": self._write(facts, cited=cited, quoted=quoted)}
         answer = getattr(self, f"_{facts.step}")(facts)
         return {"tool": answer[0], "args": answer[1]} if isinstance(answer, tuple) else {"tool": "final_output", "args": answer}
 
@@ -110,16 +142,23 @@ class SimulatedTeam:
         if self.done_at_round is not None and round_number >= self.done_at_round:
             return "halt", {"type": "done", "to": ["u:all"],
                             "message": f"The team stops after {round_number - 1} round(s), as planned."}
-        if not self.products_per_round and tree and not open_work:
+        reopened = next((p for p in tree if p.status == "accepted" and p.type in WORK_TYPES), None) \
+            if facts.direction else None
+        if not self.products_per_round and tree and not open_work and reopened is None:
             return "halt", {"type": "done", "to": ["u:all"], "message": "Every product is accepted; the mission is met."}
 
-        assignments = []
+        assignments, operations = [], []
+        if reopened is not None:  # the user's new direction changes the first accepted product
+            owner = reopened.owner if reopened.owner in operatives else operatives[0]
+            operations.append({"action": "UPDATE", "productId": reopened.id,
+                               "product": {"description": f"Reworked for the user's new direction: "
+                                                          f"{_plain(facts.direction, 300)}"}})
+            assignments.append(_assignment(reopened.id, owner, reopened.name, reopened.version, round_number))
         for product in open_work:
             if product.id in approved:  # passed inspection: accepted now, or waiting for its owner's word
                 continue
             owner = product.owner if product.owner in operatives else operatives[0]
             assignments.append(_assignment(product.id, owner, product.name, product.version, round_number))
-        operations = []
         parent = _container(tree)
         if parent is not None:
             for index in range(self.products_per_round):
@@ -165,14 +204,16 @@ class SimulatedTeam:
         return {"reasoning": f"{len(reflections)} product(s) of mine to judge against their definitions of done.",
                 "reflections": reflections}
 
-    def _write(self, facts: TurnFacts) -> dict:
+    def _write(self, facts: TurnFacts, cited: tuple[str, ...] = (), quoted: str | None = None) -> dict:
         versions = []
         for assignment in facts.assignments:
             product = assignment.product
             number = product.latest.number + 1 if product.latest else 1
             content = (
                 f"{product.name}, version {number}, written by {facts.agent} in round {facts.round} for "
-                f"[[p:{product.id}]]. Objective: {assignment.objective or 'the directive'} "
+                f"[[p:{product.id}]]. " + (f"From the user's material: {' and '.join(cited)}. " if cited else "")
+                + (f"A tool answered: {quoted} " if quoted else "")
+                + f"Objective: {assignment.objective or 'the directive'} "
                 f"What it covers: {product.dod or 'the definition of done'} "
                 f"Point one: the section states who it serves and what they get, in one concrete sentence. "
                 f"Point two: it lists the first action, its owner and the day it happens."
@@ -202,10 +243,12 @@ class SimulatedTeam:
     # -------------------------------------------------------------------- Watchdog
 
     def _inspect(self, facts: TurnFacts) -> dict:
-        return {"reasoning": f"{len(facts.new_versions)} new version(s); no finding is serious.", "inspections": [
+        category = facts.focus[0] if facts.focus else "quality"  # a watchdog with a focus finds only its kind
+        issue, recommendation = FINDINGS.get(category, FINDINGS["quality"])
+        return {"reasoning": f"{len(facts.new_versions)} new version(s); no {category} finding is serious.",
+                "inspections": [
             {"productId": version.product, "versionId": version.id, "assessment": "approved",
-             "findings": [{"category": "quality", "severity": 2, "issue": "One sentence could be shorter.",
-                           "recommendation": "Tighten it in a later version."}]}
+             "findings": [{"category": category, "severity": 2, "issue": issue, "recommendation": recommendation}]}
             for version in facts.new_versions
         ]}
 
@@ -217,7 +260,8 @@ class SimulatedTeam:
             if event.agent in facts.speakers:
                 events.setdefault(event.agent, []).append(event)
         messages = []
-        for speaker in sorted(events, key=_agent_order)[:10]:
+        roster = [agent for agent, _ in facts.team]
+        for speaker in sorted(events, key=lambda agent: roster.index(agent) if agent in roster else len(roster))[:10]:
             done = events[speaker]
             if speaker == CHAIR_ID:
                 accepted = sum(e.kind == "accepted" for e in done)
@@ -237,6 +281,47 @@ class SimulatedTeam:
         return {"reasoning": "One message per agent who did something this round.", "messages": messages}
 
 
+def _mcp_tool(request: ModelRequest) -> dict | None:
+    """The first tool of the mission's MCP servers the call offers (``server__tool``), if any."""
+    return next((tool for tool in request.tools if isinstance(tool, dict) and TOOL_SEPARATOR in tool.get("name", "")),
+                None)
+
+
+def _tool_answer(request: ModelRequest) -> str | None:
+    """What the turn's tool call answered (its first line of data, clipped), once it was made."""
+    for message in request.messages:
+        if isinstance(message, ToolMessage) and TOOL_SEPARATOR in str(message.content).split("\n", 1)[0]:
+            lines = str(message.content).split("\n")
+            data = lines[1] if message.status != "error" and len(lines) > 1 else "nothing usable"
+            return _plain(data, 120)
+    return None
+
+
+def _tool_arguments(tool: dict, subject: str) -> dict:
+    """Arguments for a tool from its schema: ``subject`` for each required text, 1 for a number, true for a flag."""
+    schema = tool.get("input_schema") or {}
+    samples = {"string": subject, "integer": 1, "number": 1, "boolean": True}
+    arguments = {name: samples[kind] for name in schema.get("required") or ()
+                 if (kind := (schema.get("properties") or {}).get(name, {}).get("type")) in samples}
+    return {**arguments, "why": f"To ground the version of {subject} in what the tool knows."}
+
+
+def _requested_context(messages: tuple) -> str | None:
+    """The text of the context this turn already requested (a tool result), or None."""
+    for message in messages:
+        if isinstance(message, ToolMessage) and str(message.content).startswith(REQUESTED_CONTEXT):
+            return str(message.content)
+    return None
+
+
+def _source_requests(facts: TurnFacts) -> list[dict]:
+    """Read the first source, and search the sources for the first assignment's words."""
+    product = facts.assignments[0].product
+    return [{"need": "source", "sourceId": facts.sources[0].id, "reason": "The user's material comes first."},
+            {"need": "search_sources", "query": f"{product.name} {facts.request}"[:200],
+             "reason": f"What the sources say about {product.name}."}]
+
+
 def _container(tree: list[TreeProduct]) -> TreeProduct | None:
     """Where new Content goes: a Collection, else any product that may hold Content."""
     return next((p for p in tree if p.type == "Collection" and p.status != "removed"), None) or \
@@ -250,13 +335,6 @@ def _assignment(product_id: str, assignee: str, name: str, version: int | None, 
         "why": f"It is open work for round {round_number}.",
         "importance": 6,
     }}
-
-
-def _agent_order(agent_id: str) -> tuple[int, int]:
-    if agent_id == CHAIR_ID:
-        return (0, 0)
-    number = agent_id.rsplit("-", 1)[-1]
-    return (1, int(number) if number.isdigit() else 0)
 
 
 # ------------------------------------------------------------------------------ factories

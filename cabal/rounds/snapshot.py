@@ -18,6 +18,8 @@ What the round protocols write (the fields read here), one node type per mechani
 - acceptance: product_id, version_id, accepted, rejection_reason, round
 - halt: type, message, options, status (pending, answered), answer, round, step
 - message: content, as_agent, round, position
+- source: source_id (s1, s2, ...), version, name, note, size, format, first_heading, chunk_count
+  (one node per version of a user's file; its chunks are read on request, never kept here)
 - moment type "turn": round, step, agent, outcome, usage (the marker of a committed turn)
 
 Lifespans are derived from facts, never kept as status fields that could disagree with them:
@@ -32,16 +34,22 @@ of its turns had committed reads the mission as of the step's start (``load_snap
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
 from cabal.rounds.ids import step_prefix
+from cabal.sources import latest_versions
+
+VERDICTS = ("approved", "needs_revision", "blocked")
+"""An inspection's assessments, the most lenient first."""
 from cabal.vocabulary import BLOCKING_IMPORTANCE, USER_ID
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
+SOURCE_META = ["source_id", "version", "name", "note", "size", "format", "first_heading", "chunk_count", "round",
+               "path", "sha256"]
 # Node types kept whole, and those kept for a window of rounds (as load_snapshot reads them).
 _KEPT = {"collab": "collabs", "inspection": "inspections", "finding": "findings", "acceptance": "acceptances",
          "halt": "halts"}
@@ -71,6 +79,7 @@ class Snapshot:
     messages: list[dict]
     turns: list[dict]
     addressed: set[str] = field(default_factory=set)  # collab ids answered by a reflection
+    sources: list[dict] = field(default_factory=list)  # every version of every source (metadata only)
     _latest: dict[str, dict] = field(default_factory=dict, repr=False)
     # The content of each product's latest version, once committed by this process or read:
     # prompts show latest versions, and this saves a read per prompt. Bounded by the products.
@@ -171,6 +180,10 @@ class Snapshot:
         if added:
             self.collabs = sorted(self.collabs + added, key=lambda row: row["id"])
 
+    def current_sources(self) -> list[dict]:
+        """Each source's latest version, in ingest order (s1, s2, ...)."""
+        return latest_versions(self.sources)
+
     def has_turn(self, turn_id: str) -> bool:
         return any(t["id"] == turn_id for t in self.turns)
 
@@ -248,10 +261,28 @@ class Snapshot:
 
     # ------------------------------------------------------------------------ verdicts
 
-    def inspection_of(self, version_id: str) -> dict | None:
-        """The latest inspection of a version (inspections live until the next version)."""
-        found = [i for i in self.inspections if i.get("version_id") == version_id]
+    def inspection_of(self, version_id: str, author: str | None = None) -> dict | None:
+        """The latest inspection of a version (by ``author``, if given; inspections live until
+        the next version)."""
+        found = [i for i in self.inspections if i.get("version_id") == version_id
+                 and (author is None or i.get("author") == author)]
         return max(found, key=lambda i: i.get("round", 0)) if found else None
+
+    def inspections_of(self, version_id: str, inspectors: Sequence[str] = ()) -> list[dict]:
+        """The latest inspection of a version by each of several ``inspectors`` who gave one;
+        with one inspector or none named, the latest by anyone."""
+        if len(inspectors) <= 1:
+            return [found] if (found := self.inspection_of(version_id)) else []
+        return [found for who in inspectors if (found := self.inspection_of(version_id, who))]
+
+    def verdict_of(self, version_id: str, inspectors: Sequence[str] = ()) -> str | None:
+        """The team's verdict on a version: the strictest of its inspectors' (a version is
+        accepted only when every one allows it); None while an approval is still missing."""
+        found = self.inspections_of(version_id, inspectors)
+        worst = max((i["assessment"] for i in found), key=VERDICTS.index, default=None)
+        if worst == "approved" and len(found) < len(inspectors):
+            return None
+        return worst
 
     def findings_of(self, inspection_id: str) -> list[dict]:
         return [f for f in self.findings if f.get("inspection_id") == inspection_id]
@@ -329,6 +360,7 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         "halts": reads.find("halt"),
         "messages": reads.find("message", {"round": round_number}),
         "turns": reads.find("moment", {"type": "turn", "round": round_number}, fields=["round", "step", "agent", "outcome"]),
+        "sources": reads.find("source", fields=SOURCE_META),
     })
     if step is not None:
         read = _as_of_start(read, step_prefix(round_number, step), round_number)
@@ -353,6 +385,7 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         messages=read["messages"],
         turns=read["turns"],
         addressed={collab for r in read["addressed"] for collab in r.get("addressed") or []},
+        sources=read["sources"],
     )
 
 
@@ -365,5 +398,5 @@ def _as_of_start(read: dict[str, list[dict]], written: str, round_number: int) -
             return False
         return not (kind == "collabs" and row.get("author") == USER_ID and (row.get("round") or 0) >= round_number)
 
-    whole = ("mission", "agents", "turns")
+    whole = ("mission", "agents", "turns", "sources")
     return {kind: rows if kind in whole else [row for row in rows if kept(kind, row)] for kind, rows in read.items()}

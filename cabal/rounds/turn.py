@@ -9,6 +9,9 @@ for every agent of the role, from one round to the next (``llm/call.py`` marks i
 Within a turn:
 - a ``request_context`` answer is served from the graph and the model asked again
   (at most ``MAX_CONTEXT_REQUESTS`` requests, ``MAX_CONTEXT_ITERATIONS`` times);
+- a call to one of the mission's MCP tools offered to the agent (``tooluse.TurnTools``) is
+  made and its result (or its error) given back as that call's tool result, and the model
+  asked again (at most the mission's ``max_tool_calls`` times);
 - an answer that fails (unknown ids, schema, the engine's rules, the membrane) goes back to
   the model with every problem listed, at most ``max_attempts`` answers in all;
 - a reply that is not one valid tool call (plain text, several calls, unreadable arguments,
@@ -43,6 +46,7 @@ from cabal.llm.usage import estimate_tokens
 from cabal.membrane import Cluster
 from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import Prompt
+from cabal.rounds.tooluse import TurnTools, tool_message
 from cabal.vocabulary import Step, TurnOutcome
 
 DEFAULT_MAX_ATTEMPTS = 3
@@ -136,13 +140,15 @@ class Turn:
     # A provider said the model cannot be offered tools: the run records it and returns the
     # settings to go on with (json output); the call is made again at once.
     on_tools_refused: Callable[[ModelError], ModelSettings] | None = None
+    tools: TurnTools | None = None  # the mission's MCP tools this agent is offered in this step
     result: TurnResult = field(default_factory=lambda: TurnResult(outcome=TurnOutcome.FAILED))
 
     def run(self) -> TurnResult:
         """The turn to its end. ``BudgetSpent`` (from the gate) or ``ModelError`` (the provider)
         stop it early; what it spent until then is in ``self.result``."""
-        tools = step_tools(self.step)
+        tools = step_tools(self.step) + (self.tools.definitions() if self.tools else [])
         models = envelope_models(self.step)
+        outside = self.tools.names if self.tools else frozenset()
         messages: list[BaseMessage] = [self.prompt.system_message(), self.prompt.first_message()]
         result = self.result
         metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index,
@@ -150,7 +156,7 @@ class Turn:
         while result.attempts < self.max_attempts:
             reply = self._ask(messages, tools, metadata)
             messages.append(reply.history)
-            call, problems = _one_call(reply, models)
+            call, problems = _one_call(reply, models, outside)
             if call is not None:  # before anything walks the arguments: depth, size, characters
                 problems = answer_problems(call["args"])
             if call is None or problems:
@@ -158,6 +164,15 @@ class Turn:
                 self._reject(messages, reply, problems, result)
                 continue
             name, raw = call["name"], call["args"]
+            if name in outside:
+                if self.tools.spent():
+                    result.attempts += 1
+                    self._reject(messages, reply, [AnswerProblem("", f"no more tool calls in this turn (limit "
+                                                                     f"{self.tools.max_calls}); give your final_output")], result)
+                    continue
+                outcome = self.tools.call(name, raw, reply.text)
+                messages.append(_result_message(reply, call, tool_message(name, outcome), ok=outcome.ok))
+                continue
             if name == REQUEST_CONTEXT:
                 if result.context_iterations >= MAX_CONTEXT_ITERATIONS:
                     result.attempts += 1
@@ -201,9 +216,10 @@ class Turn:
         """One model call through the gate; its usage is counted even when its answer is not."""
         gate, reservation = self.gate, None
         if gate is not None:
-            prompt_chars = sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
+            prompt_chars = (sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
+                            + (len(json.dumps(self.tools.definitions())) if self.tools else 0))
             reservation = gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
-                                                output_tokens=self.settings.max_tokens, calls=1), model_name(self.model))
+                                           output_tokens=self.settings.max_tokens, calls=1), model_name(self.model))
         try:
             reply = self._call(messages, tools, metadata)
         except BaseException:
@@ -244,17 +260,19 @@ class Turn:
             messages.append(ToolMessage(feedback, tool_call_id=call["id"], status="error"))
 
 
-def _result_message(reply: ModelReply, call: dict, text: str) -> BaseMessage:
-    """What answers a served request: the result of its tool call, or (an answer read from
-    text, with no tool call to match) a user message."""
+def _result_message(reply: ModelReply, call: dict, text: str, *, ok: bool = True) -> BaseMessage:
+    """What answers a served request or a tool's call: the result of its tool call, or (an
+    answer read from text, with no tool call to match) a user message."""
     if reply.history.tool_calls:
-        return ToolMessage(text, tool_call_id=call["id"])
+        return ToolMessage(text, tool_call_id=call["id"], status="success" if ok else "error")
     return HumanMessage(text)
 
 
-def _one_call(reply: ModelReply, models: Mapping[str, type[BaseModel]]) -> tuple[dict | None, list[AnswerProblem]]:
-    """The reply's one usable tool call and no problem, or no call and why the reply is not an answer."""
-    allowed = ", ".join(models)
+def _one_call(reply: ModelReply, models: Mapping[str, type[BaseModel]],
+              outside: frozenset[str] = frozenset()) -> tuple[dict | None, list[AnswerProblem]]:
+    """The reply's one usable tool call (an envelope of the step, or one of the ``outside``
+    tools offered) and no problem, or no call and why the reply is not an answer."""
+    allowed = ", ".join([*models, *sorted(outside)])
     if reply.stop_reason == "max_tokens":
         return None, [AnswerProblem("", "your answer was cut off at the output limit (max_tokens); "
                                         "give a shorter answer: fewer items, shorter texts")]
@@ -272,7 +290,7 @@ def _one_call(reply: ModelReply, models: Mapping[str, type[BaseModel]]) -> tuple
         return None, [AnswerProblem("", f"call exactly one tool per answer; you called {len(reply.tool_calls)} "
                                         f"({names})")]
     call = reply.tool_calls[0]
-    if call["name"] not in models:
+    if call["name"] not in models and call["name"] not in outside:
         return None, [AnswerProblem("", f"tool {call['name']!r} is not allowed in this step; use one of {allowed}")]
     if not isinstance(call["args"], dict):
         return None, [AnswerProblem("", f"the arguments of {call['name']} must be a JSON object, "

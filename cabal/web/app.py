@@ -10,7 +10,8 @@
     POST /missions/{id}/say             leave the team a message
     POST /missions/{id}/stop            ask the team to stop at its next round
     POST /missions/{id}/resume          go on after an interruption (a kill, a model outage)
-    GET  /missions/{id}/report.{fmt}    the export: html, md or json
+    POST /missions/{id}/continue        take a mission that ended further, with a new direction
+    GET  /missions/{id}/report.{fmt}    the export: a mission format of ``cabal.exports``
     GET  /live, /live/missions/{id}     the event streams of the two pages
     GET  /static/{name}                 the stylesheets and the script
 
@@ -26,7 +27,7 @@ import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from starlette.routing import Route
 
 from cabal.errors import CabalError, GraphUnavailable, MissionError, ResourceNotFound
 from cabal.limits import answer_problems
-from cabal.report.formats import MEDIA_TYPES, render_report
+from cabal.exports import export_format, names, render_mission
 from cabal.rounds.control import say, stop_mission
 from cabal.rounds.workspace import Workspace
 from cabal.web import forms, views
@@ -56,10 +57,12 @@ STATIC = {  # every file the server hands out, by name: nothing else on the disk
     "live.js": Path(__file__).resolve().parent / "static" / "live.js",
     "report.css": Path(__file__).resolve().parents[1] / "report" / "templates" / "report.css",
 }
-MAX_BODY = 256 * 1024  # any request; an upload is checked again against forms.MAX_UPLOAD
+# Any request: the new-mission form with its uploaded sources is the largest; each upload is
+# checked again against its own bound (forms.MAX_UPLOAD, forms.MAX_SOURCE_BYTES).
+MAX_BODY = 256 * 1024 + forms.MAX_SOURCE_BYTES
 MAX_TEXT = 20_000  # an answer or a message, as the mission file's request
+MAX_MORE_ROUNDS = 50  # how many more rounds the page's "continue" may ask for
 START_TIMEOUT_S = 60  # how long a start or an answer may take to reach the mission's first event
-EXPORTS = {"html": "html", "md": "md", "json": "json"}
 
 
 @dataclass
@@ -110,6 +113,7 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
         Route("/missions/{mission_id}/say", leave_message, methods=["POST"]),
         Route("/missions/{mission_id}/stop", stop, methods=["POST"]),
         Route("/missions/{mission_id}/resume", resume, methods=["POST"]),
+        Route("/missions/{mission_id}/continue", continue_further, methods=["POST"]),
         Route("/missions/{mission_id}/report.{fmt}", export),
         Route("/live", live_missions),
         Route("/live/missions/{mission_id}", live_mission),
@@ -163,11 +167,12 @@ def _new_page(request: Request, *, status: int = 200, **context: Any) -> Respons
 
 async def export(request: Request) -> Response:
     mission_id = await _known(request)
-    chosen = EXPORTS.get(request.path_params["fmt"])
-    if chosen is None:
-        raise HTTPException(404, "There is no such export: the report comes as report.html, report.md or report.json.")
-    text = await run_in_threadpool(lambda: render_report(_room(request).reader.view(mission_id).report, chosen))
-    return Response(text, media_type=MEDIA_TYPES[chosen],
+    chosen = request.path_params["fmt"]
+    if chosen not in names("mission"):
+        raise HTTPException(404, "There is no such export: the report comes as "
+                                 + ", ".join(f"report.{name}" for name in names("mission")) + ".")
+    text = await run_in_threadpool(lambda: render_mission(_room(request).reader.view(mission_id).report, chosen))
+    return Response(text, media_type=export_format(chosen, "mission").media_type,
                     headers={"content-disposition": f'attachment; filename="{mission_id}.{chosen}"'})
 
 
@@ -224,7 +229,7 @@ def state_changing(handler: Handler) -> Callable[[Request], Awaitable[Response]]
     or the ``X-CSRF-Token`` header); it receives the parsed form."""
     @functools.wraps(handler)
     async def checked(request: Request) -> Response:
-        form = await request.form(max_files=1, max_fields=20, max_part_size=forms.MAX_UPLOAD)
+        form = await request.form(max_files=forms.MAX_SOURCE_FILES + 1, max_fields=20, max_part_size=forms.MAX_UPLOAD)
         offered = request.headers.get(CSRF_HEADER) or form.get(CSRF_FIELD)
         if not _room(request).security.csrf_matches(offered if isinstance(offered, str) else None):
             raise HTTPException(403, "This request did not come from a page of this server (its CSRF token is "
@@ -273,7 +278,15 @@ async def _went_on(started: Future[str]) -> str:
 @state_changing
 async def start_from_form(request: Request, form: FormData) -> Response:
     fields = {key: value for key, value in form.items() if isinstance(value, str) and key != CSRF_FIELD}
-    return await _start(request, lambda: forms.form_launch(fields), values=fields, where="form")
+    uploads = [(upload.filename or "", await upload.read(forms.MAX_SOURCE_BYTES + 1))
+               for upload in form.getlist("sources") if isinstance(upload, UploadFile)]
+    home = _room(request).workspace.home
+
+    def launch() -> forms.Launch:
+        chosen = forms.form_launch(fields)  # the form is checked before any file is kept
+        return replace(chosen, sources=forms.saved_sources(home, uploads))
+
+    return await _start(request, launch, values=fields, where="form")
 
 
 @state_changing
@@ -296,7 +309,8 @@ async def _start(request: Request, launch: Callable[[], forms.Launch], **shown: 
     """Start what ``launch`` makes; a refusal comes back on the new-mission page, with the form refilled."""
     try:
         chosen = await run_in_threadpool(launch)
-        mission_id = await _went_on(_room(request).runner.start(chosen.mission, model=chosen.model))
+        mission_id = await _went_on(_room(request).runner.start(chosen.mission, model=chosen.model,
+                                                                sources=chosen.sources))
     except Busy:
         raise
     except CabalError as error:
@@ -343,6 +357,17 @@ async def resume(request: Request, form: FormData) -> Response:
         raise MissionError(f"mission {mission_id} is not interrupted: there is nothing to resume")
     await _went_on(room.runner.resume(mission_id))
     return _done(request, mission_id, "The team goes on.")
+
+
+@state_changing
+async def continue_further(request: Request, form: FormData) -> Response:
+    room, mission_id = _room(request), await _known(request)
+    direction = _posted(_text(form, "direction"), "direction", "Write the new direction first.")
+    rounds = _text(form, "rounds")
+    if rounds and not (rounds.isdigit() and 1 <= int(rounds) <= MAX_MORE_ROUNDS):
+        raise HTTPException(400, f"More rounds is a whole number from 1 to {MAX_MORE_ROUNDS}.")
+    await _went_on(room.runner.go_further(mission_id, direction, rounds=int(rounds) if rounds else None))
+    return _done(request, mission_id, "The mission continues with your new direction.")
 
 
 # ------------------------------------------------------------------------------- errors

@@ -12,6 +12,7 @@ in the package; the page names only the example.
 from __future__ import annotations
 
 import re
+import secrets
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,13 +22,18 @@ from typing import TypeVar
 
 from cabal.errors import CabalError, ConfigError
 from cabal.llm.settings import DEFAULT_MODEL
+from cabal.private import open_private, private_folder
 from cabal.resources import builtin_dir
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
+from cabal.sources import Wanted, folder_wanted
 
 SIMULATED = "py:cabal.rounds.simulated:team"
 MODEL_CHOICES = {"simulated": SIMULATED, DEFAULT_MODEL: DEFAULT_MODEL}  # the form's list; any Claude name may be typed
 CLAUDE_MODEL = re.compile(r"claude-[a-z0-9][a-z0-9.-]{0,60}")
 MAX_UPLOAD = 64 * 1024  # a mission file is a request and a few settings: 64 KiB is plenty
+MAX_SOURCE_FILES = 10  # files the new-mission form takes as the mission's sources
+MAX_SOURCE_BYTES = 2_000_000  # all of them together; the mission's own source_limits apply too
+UPLOADS = "uploads"  # the workspace's folder of uploaded sources, one private folder per mission started
 Number = TypeVar("Number", int, float)
 
 
@@ -38,6 +44,7 @@ class Launch:
 
     mission: Path | dict
     model: str | None = None
+    sources: tuple[Wanted, ...] = ()  # folders of uploaded files, read as the mission's sources
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,14 @@ def example_launch(name: str, *, answer_myself: bool) -> Launch:
     if model.startswith("scripted:"):  # its script lies next to it; the spec alone would look in the current folder
         model = "scripted:" + str((example.path.parent / model.removeprefix("scripted:")).resolve())
     data = example.spec.model_dump(exclude_none=True)
+    if example.spec.team.cards:  # its role cards lie next to it too
+        data["team"]["cards"] = str((example.path.parent / example.spec.team.cards).resolve())
+    # Its sources lie next to it too: read from its folder and named from it, as `cabal run` does.
+    sources = tuple(example.spec.wanted_sources(example.path.parent))
+    data.pop("sources", None)
     if answer_myself:
         data["answers"] = []
-    return Launch(data, model)
+    return Launch(data, model, sources)
 
 
 def form_launch(fields: Mapping[str, str]) -> Launch:
@@ -124,7 +136,39 @@ def upload_launch(filename: str, data: bytes) -> Launch:
         except CabalError as error:  # say where the user knows the file as, not where it was read
             raise ConfigError(str(error).replace(str(path), shown)) from None
     checked_model(spec.model_settings().name)
+    if spec.team.cards:  # as for a script: the page may not make the server read a folder of its disk
+        raise ConfigError("A mission started from this page cannot name a folder of role cards (team.cards): the "
+                          "cards would be read from this machine. Run it with `cabal run`, or put the cards in "
+                          "the project's agents/ folder.")
     return Launch(spec.model_dump(exclude_none=True))
+
+
+def saved_sources(home: Path, files: list[tuple[str, bytes]]) -> tuple[Wanted, ...]:
+    """Files uploaded with the form, kept in a new private folder of the workspace (a resumed
+    mission reads them again), named by their own last path part made plain; refused past
+    ``MAX_SOURCE_FILES`` or ``MAX_SOURCE_BYTES``. The folder is what the mission reads: a source
+    may not leave it."""
+    files = [(name, data) for name, data in files if name or data]  # a form with no file chosen sends an empty part
+    if not files:
+        return ()
+    if len(files) > MAX_SOURCE_FILES:
+        raise ConfigError(f"{len(files)} files were uploaded as sources; at most {MAX_SOURCE_FILES} are taken.")
+    total = sum(len(data) for _, data in files)
+    if total > MAX_SOURCE_BYTES:
+        raise ConfigError(f"The uploaded sources hold {total:,} bytes; at most {MAX_SOURCE_BYTES:,} in all are taken.")
+    folder = private_folder(private_folder(home / UPLOADS) / secrets.token_hex(8))
+    used: set[str] = set()
+    for index, (name, data) in enumerate(files, start=1):
+        plain = re.sub(r"[^A-Za-z0-9._ -]+", "-", Path(name or "").name).strip(" .-")[:100] or f"source-{index}"
+        stem, dot, ext = plain.rpartition(".") if "." in plain else (plain, "", "")
+        chosen, number = plain, 1
+        while chosen.lower() in used:
+            number += 1
+            chosen = f"{stem}-{number}{dot}{ext}"
+        used.add(chosen.lower())
+        with open_private(folder / chosen, "wb") as handle:
+            handle.write(data)
+    return (folder_wanted(folder, "the uploaded files"),)
 
 
 def checked_model(model: str) -> str:

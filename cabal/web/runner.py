@@ -23,7 +23,8 @@ from typing import Any
 
 from cabal.errors import MissionError
 from cabal.rounds import events as ev
-from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.api import continue_mission, resume_mission, run_mission
+from cabal.sources import Wanted
 from cabal.rounds.workspace import Workspace
 
 log = logging.getLogger("cabal.web")
@@ -75,22 +76,34 @@ class Runner:
 
     # ---------------------------------------------------------------------------- asking
 
-    def start(self, mission: Path | dict, *, model: str | None = None) -> Future[str]:
-        """Start a new mission; the future holds its id once it is written, or the error that
-        stopped it before (a bad mission, a model that cannot be made)."""
+    def start(self, mission: Path | dict, *, model: str | None = None, sources: tuple[Wanted, ...] = ()) -> Future[str]:
+        """Start a new mission (``sources``: folders of files it reads as its sources); the future
+        holds its id once it is written, or the error that stopped it before (a bad mission, a
+        source past its limits, a model that cannot be made)."""
         return self._launch(None, lambda listener: run_mission(
-            mission, model=model, home=self.workspace.home, url=self.workspace.url, on_event=listener))
+            mission, model=model, home=self.workspace.home, url=self.workspace.url, on_event=listener,
+            sources=list(sources)))
 
     def resume(self, mission_id: str, *, answer: str | None = None) -> Future[str]:
         """Answer a mission's question, or continue it after an interruption; the future holds its
         id once it goes on, or the error that stopped it from going on."""
+        self._not_running(mission_id)
+        return self._launch(mission_id, lambda listener: resume_mission(
+            mission_id, answer=answer, home=self.workspace.home, url=self.workspace.url,
+            on_event=listener))
+
+    def go_further(self, mission_id: str, direction: str, *, rounds: int | None = None) -> Future[str]:
+        """Continue a mission that ended with a new direction (``continue_mission``)."""
+        self._not_running(mission_id)
+        return self._launch(mission_id, lambda listener: continue_mission(
+            mission_id, direction, rounds=rounds, home=self.workspace.home, url=self.workspace.url,
+            on_event=listener))
+
+    def _not_running(self, mission_id: str) -> None:
         with self._lock:
             if mission_id in self._runs:
                 raise MissionError(f"this server is already running {mission_id}",
                                    hint="wait for it to pause or finish")
-        return self._launch(mission_id, lambda listener: resume_mission(
-            mission_id, answer=answer, home=self.workspace.home, url=self.workspace.url,
-            on_event=listener))
 
     # ------------------------------------------------------------------------- reading
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
+from cabal.batch.plan import short_model
 from cabal.batch.store import BatchMembers, batch_members
 from cabal.errors import GraphUnavailable, ResourceNotFound
 from cabal.graph import ContextGraph
@@ -34,6 +35,9 @@ class MissionRow:
 
     id: str
     name: str
+    request: str  # its first line
+    model: str | None
+    started_at: str | None  # when it started (ISO 8601, UTC), for a mission that records it
     state: str
     stop_reason: str | None
     round: int
@@ -158,7 +162,9 @@ class WorkspaceReader:
         status = status_of(self.workspace, graph, mission_id)
         node = graph.get(mission_id) or {}
         return MissionRow(
-            id=mission_id, name=str(node.get("name") or mission_id), state=str(status.state),
+            id=mission_id, name=str(node.get("name") or mission_id),
+            request=next((line.strip() for line in str(node.get("request") or "").splitlines() if line.strip()), ""),
+            model=short_model(node["model"]) if node.get("model") else None, started_at=node.get("started_at") or None, state=str(status.state),
             stop_reason=str(status.stop_reason) if status.stop_reason else None, round=status.round,
             rounds=node.get("rounds"),
             question=str(status.pending_halt.get("message")) if status.pending_halt else None,

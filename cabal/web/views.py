@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment
-from markupsafe import Markup
 
 from cabal import __version__
 from cabal.report.html import report_context, template_environment
+from cabal.exports import formats as export_formats
+from cabal.rounds.transitions import ENDED, Action, allows
 from cabal.vocabulary import Step
-from cabal.web.forms import MODEL_CHOICES, SIMULATED, examples
+from cabal.web.forms import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, MODEL_CHOICES, SIMULATED, examples
 from cabal.web.live import Parts
 from cabal.web.runner import Activity
 from cabal.web.state import MissionGroup, MissionView
@@ -28,7 +29,6 @@ from cabal.web.state import MissionGroup, MissionView
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MISSION_PARTS = ("head", "question", "actions", "conversation", "request", "tree", "products", "timeline", "usage")
 LIST_PARTS = ("missions",)
-ENDED = ("done", "failed")
 
 
 def _environment() -> Environment:
@@ -62,14 +62,6 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
     report, status = view.report, view.status
     pending = view.question
     question = next((q for q in report.questions if pending and q.id == pending.get("id")), None)
-    names = {agent.id: agent.name for agent in report.agents}
-
-    def who(agent: str) -> Markup:  # an agent by its name, and its id when the name is another
-        name = names.get(agent, agent)
-        if name == agent:
-            return Markup("{}").format(name)
-        return Markup('{} <span class="muted">({})</span>').format(name, agent)
-
     return {
         **report_context(report),
         # The state a live process sees (a mission whose process died is interrupted, not running).
@@ -78,10 +70,12 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
         # ending) come after the graph says it stopped.
         "activity": activity if status.state == "running" else None,
         "view": view, "status": status, "csrf": csrf, "workspace": workspace,
-        "question": question, "who": who, "step_heading": _step_heading,
+        "exports": export_formats("mission"),  # the download links: one per format of the registry
+        "question": question, "step_heading": _step_heading,
         "can_answer": question is not None and view.driver is None,
-        "can_stop": status.state not in ENDED,
-        "can_resume": status.state == "interrupted" and view.driver is None,
+        "can_stop": allows(Action.STOP, status.state),
+        "can_resume": allows(Action.RESUME, status.state) and view.driver is None,
+        "can_continue": status.state == "done" and view.driver is None,
         "stop_asked": report.mission.stop_requested and status.state not in ENDED,
     }
 
@@ -94,4 +88,5 @@ def new_context(*, csrf: str, workspace: Path, values: dict[str, str] | None = N
                 where: str | None = None) -> dict[str, Any]:
     """The new-mission page; ``values`` refill the form after ``error`` (found in the form ``where``)."""
     return {"examples": examples(), "models": MODEL_CHOICES, "simulated": SIMULATED, "csrf": csrf,
-            "workspace": workspace, "values": values or {}, "error": error, "where": where}
+            "workspace": workspace, "values": values or {}, "error": error, "where": where,
+            "max_source_files": MAX_SOURCE_FILES, "max_source_mb": f"{MAX_SOURCE_BYTES / 1_000_000:g}"}

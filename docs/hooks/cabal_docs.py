@@ -174,7 +174,7 @@ def _default(field: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------- events
 
 def events_table() -> str:
-    from cabal.report.schema import event_description, event_fields
+    from cabal.rounds.event_schema import event_description, event_fields
     from cabal.rounds.events import EVENT_TYPES
 
     rows = ["| kind | fields | when |", "|---|---|---|"]

@@ -194,3 +194,29 @@ def test_a_batch_exits_with_its_worst_missions_status(states: list[str], failed_
     rows = tuple(row(f"k{n}", state, 0.0, 1.0, failed_turns=failed_turns if n == 0 else 0)
                  for n, state in enumerate(states))
     assert batch_exit(BatchReport("b-x-00000000", "x", "/x", False, BatchBudget(), rows)) == code
+
+
+def test_a_folder_batch_says_which_files_it_skips_and_counts_a_mission_that_did_not_load(
+        home: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "broken.mission.yaml").write_text("request: A.\nround: 2\n")
+    (tmp_path / "clinic.yaml").write_text("request: B.\n")
+    (tmp_path / "all.batch.yaml").write_text("requests: [C.]\n")
+
+    status, out, _ = cli(capsys, "batch", str(tmp_path), "--home", home)
+
+    lines = out.splitlines()
+    assert lines[:2] == [f"skipped all.batch.yaml: a batch file: run it alone, cabal batch {tmp_path / 'all.batch.yaml'}",
+                         "skipped clinic.yaml: not named *.mission.yaml: rename it clinic.mission.yaml to run it"]
+    assert status == exits.FAILED
+    assert lines[2].endswith(": nothing to run: 1 mission: 1 invalid")
+    assert lines[3].endswith(f"{tmp_path / 'broken.mission.yaml'}:2: invalid mission: unknown field `round`; "
+                             "did you mean `rounds`? (allowed: rounds, model, budget, request, name, answers, team)")
+
+
+def test_the_live_counter_counts_a_mission_that_did_not_load() -> None:
+    view = BatchProgress(io.StringIO())
+
+    view(BatchStarted("b-demo-2", "demo", 3, 2, 1, "2 local processes", 2,
+                      {"m-a": "pending", "m-b": "pending", "m-bad": "invalid"}, {}))
+
+    assert view.status_line() == "0/3 done · 0 running · 0 halted · 1 failed · 0 tokens · $0.0000"

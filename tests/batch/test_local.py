@@ -18,7 +18,7 @@ from cabal.batch.events import BatchEnded, BatchStarted, MissionAssigned, Missio
 from cabal.rounds.events import (Answered, MissionEvent, MissionStarted, MissionStopped, RunEnded, StepStarted,
                                  TurnDone, TurnStarted)
 from cabal.batch.plan import load_plan
-from cabal.batch.render import render
+from cabal.exports import render_batch as render
 
 from .conftest import ANSWER, INPUT, OUTPUT, QUESTION_SCRIPT, TOKENS, WorkerKiller, batch_file, cabal, cli, mission_facts, readme_requests
 
@@ -196,3 +196,20 @@ def test_a_killed_worker_process_resumes_its_mission_with_the_graph_of_a_clean_r
     reference = mission_facts(home, clean.mission_id)
     for row in result.report.rows:
         assert mission_facts(home, row.mission_id) == reference, row.key
+
+
+def test_the_report_reads_every_mission_over_one_connection(six, home: str, monkeypatch) -> None:
+    from cabal.batch.report import collect
+    from cabal.batch.store import BatchStore
+    from cabal.graph import ContextGraph
+    from cabal.rounds.workspace import Workspace
+
+    path, result, _ = six
+    workspace = Workspace.at(home)
+    opened = []
+    real_open = ContextGraph.open.__func__
+    monkeypatch.setattr(ContextGraph, "open", classmethod(lambda cls, *a, **k: opened.append(k.get("name"))
+                                                          or real_open(cls, *a, **k)))
+    report = collect(workspace, BatchStore(workspace.home, result.batch_id), load_plan(path))
+    assert [row.state for row in report.rows] == ["done"] * 6  # every mission read
+    assert opened == [report.rows[0].mission_id]  # one connection, where each mission opened its own

@@ -130,7 +130,11 @@ def test_a_broken_mission_file_stays_in_the_plan_with_its_located_error(tmp_path
     ("requests: &r [A]\nmission: {answers: *r}\n", {},
      "batch file {batch}:2: invalid YAML: an alias (*r) is not allowed here; write the value out"),
     ("name: x\nrequests: [A]\nrepeats: 2\n", {},
-     "{batch}:3: invalid batch file: repeats: Extra inputs are not permitted"),
+     "{batch}:3: invalid batch file: unknown field `repeats`; did you mean `repeat`? (allowed: repeat, requests, "
+     "budget, matrix, name, mission)"),
+    ("requests: [A]\nmission:\n  round: 2\n", {},
+     "{batch}:3: invalid batch file: mission: unknown field `round`; did you mean `rounds`? (allowed: rounds, model, "
+     "budget, models, request, sources, name, source_limits, tool_timeout_s, tools, answers, max_tool_calls, team)"),
     ("requests: [A]\nmission:\n  request: B\n", {},
      "{batch}:3: invalid batch file: mission.request: Input should be None"),
     ("requests: [A]\nmission:\n  team: {operatives: 0}\n", {},
@@ -180,3 +184,14 @@ def test_the_batch_schema_documents_the_file(tmp_path: Path) -> None:
     assert set(schema["$defs"]["Matrix"]["properties"]) == {"model", "models", "operatives", "rounds"}
     # and it is the file the tests' batches are written in
     assert load_plan(batch_file(tmp_path, "schema-check", ["A"])).missions[0].spec.request == "A"
+
+
+def test_a_folder_plan_lists_the_yaml_files_it_does_not_run(tmp_path: Path) -> None:
+    write(tmp_path / "good.mission.yaml", "request: Fine.\n")
+    write(tmp_path / "clinic.yml", "request: Booking onboarding.\n")
+    write(tmp_path / "notes.txt", "not YAML, not said")
+
+    plan = load_plan(tmp_path)
+
+    assert [m.key for m in plan.missions] == ["good.mission.yaml"]
+    assert plan.skipped == (("clinic.yml", "not named *.mission.yaml: rename it clinic.mission.yml to run it"),)

@@ -11,7 +11,8 @@ import pytest
 
 from cabal.batch.html import BAR_W, LABEL_W, STATE_COLOURS
 from cabal.batch.plan import BatchBudget
-from cabal.batch.render import FORMATS, render
+from cabal.exports import names
+from cabal.exports import render_batch as render
 from cabal.batch.report import STATE_ORDER, BatchReport, MissionRow
 from cabal.errors import ConfigError
 
@@ -94,8 +95,8 @@ def test_the_html_page_is_self_contained_with_charts_to_scale(report: BatchRepor
 
 def test_every_state_has_a_colour_and_an_unknown_format_is_refused(report: BatchReport) -> None:
     assert set(STATE_COLOURS) == {str(state) for state in STATE_ORDER}
-    assert FORMATS == ("md", "html", "json", "csv")
-    with pytest.raises(ConfigError, match="unknown report format 'pdf'; use one of md, html, json, csv"):
+    assert names("batch") == ["html", "md", "json", "csv"]
+    with pytest.raises(ConfigError, match="unknown batch report format 'pdf'; use one of html, md, json, csv"):
         render(report, "pdf")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cabal.batch import batch_status, resume_batch, run_batch
 from cabal.batch.events import BudgetReached
-from cabal.batch.render import render
+from cabal.exports import render_batch as render
 
 from .conftest import ANSWER, QUESTION, QUESTION_SCRIPT, TOKENS, batch_file, cabal, readme_requests
 

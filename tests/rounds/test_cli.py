@@ -137,7 +137,7 @@ def test_transcript_and_missions_list_the_mission(launch, home: str) -> None:
     assert transcript.returncode == 0 and missions.returncode == 0
     assert_plain(transcript)
     assert transcript.stdout.startswith(f"# launch-plan ({mission_id})\n\nState: done, round 4, stopped: concluded")
-    assert "**operative-2:** Pricing now compares us with the leading note app and passed inspection." in transcript.stdout
+    assert "**Brook (operative-2):** Pricing now compares us with the leading note app and passed inspection." in transcript.stdout
     assert "- r2 plan chair-1: final, 2 assignments, 2 acceptance [1 attempt(s)]" in transcript.stdout
     assert f"{mission_id}: done (concluded), round 4" in missions.stdout.splitlines()
 

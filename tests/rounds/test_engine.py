@@ -119,7 +119,7 @@ def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
         rewrite = Membrane(graph).run("write_version", {
             "mission_id": result.mission_id, "round": 1, "step": "write", "agent_id": "operative-2",
             "actor_id": "operative-2", "turn_id": "r1.write.operative-2", "index": 0, "item_id": PRICING_V1,
-            "number": 1, "previous_version_id": None, "title": "Version 1", "references": [],
+            "number": 1, "previous_version_id": None, "title": "Version 1", "references": [], "cited": [],
         }, {"item": {"productId": PRICING, "newVersion": {
             "contentTitle": "Margin pricing, rewritten", "content": "Plus costs 9 euros a month and there is no student discount.",
             "changeSummary": "An attempt to rewrite history."}}}, session_id="test.rewrite-v1")
@@ -281,7 +281,7 @@ def test_envoy_speaking_as_the_watchdog_is_refused_and_retried(deviated: Deviate
     assert "You may speak as: chair-1, operative-1, operative-2." in first.prompt
     assert tool_feedback(retry.last) == (
         "Your answer was rejected (1 problem(s)); fix each:\n"
-        "- messages.0.asAgent: String should match pattern '^(chair-1|operative-\\d+)$' (got str 'watchdog-1')")
+        "- messages.0.asAgent: String should match pattern '^(chair-1|operative-[a-z0-9]+(?:-[a-z0-9]+)*)$' (got str 'watchdog-1')")
     with deviated.graph() as graph:
         assert [(r, speaker) for r, speaker, _ in spoken(graph) if r == 1] == [
             (1, "chair-1"), (1, "operative-1"), (1, "operative-2")]

@@ -43,7 +43,8 @@ def test_every_unknown_reference_is_a_problem():
     assert problems == [
         AnswerProblem("collabs.0.refersToProduct", "unknown id 'p7'; known p-ids: p1, p2"),
         AnswerProblem("collabs.0.refersToVersion", "unknown id 'p1'; known v-ids: v1"),
-        AnswerProblem("collabs.0.comment", "[[x:1]] is not a reference; write [[p:id]], [[v:id]], [[c:id]], [[a:agent-id]] or [[u:user]]"),
+        AnswerProblem("collabs.0.comment", "[[x:1]] is not a reference; write [[p:id]], [[v:id]], [[c:id]], [[a:agent-id]], [[u:user]] "
+                                                 "or [[s:source-id]]"),
         AnswerProblem("collabs.0.comment", "reference [[p:p9]] names no product in your context"),
         AnswerProblem("collabs.0.comment", "reference [[a:operative-4]] names no agent of this team (chair-1, operative-1)"),
         AnswerProblem("collabs.0.comment", "reference [[u:boss]] names no user; use [[u:user]] or [[u:all]]"),

@@ -143,8 +143,11 @@ def test_an_unknown_role_or_agent_is_a_located_error_with_the_closest_names(tmp_
         f"{mission}:3: invalid mission: models: Value error, unknown role or agent 'chiar'; closest: chair, chair-1, "
         "watchdog (known: default, chair, operative, watchdog, envoy, chair-1, operative-1, operative-2, watchdog-1, "
         "envoy-1)")
+    # An agent id the file alone cannot rule out (a role card may name it) is checked against the
+    # team the mission gets.
+    spec = parse_mission({"request": "r", "team": {"operatives": 2}, "models": {"operative-3": "x"}})
     with pytest.raises(ConfigError, match="unknown role or agent 'operative-3'; closest: operative-1, operative-2"):
-        parse_mission({"request": "r", "team": {"operatives": 2}, "models": {"operative-3": "x"}})
+        spec.agent_model_settings()
     with pytest.raises(ConfigError, match="both `model` and `models.default` name the default model: keep one"):
         parse_mission({"request": "r", "model": "x", "models": {"default": "y"}})
 

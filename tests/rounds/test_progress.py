@@ -7,6 +7,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import time
 
@@ -15,8 +16,8 @@ from rich.console import Console
 
 from cabal.cli.progress import Progress
 from cabal.rounds.events import (
-    Answered, GraphRestarted, HaltRaised, MissionStarted, MissionStopped, ModelCalled, Presented, RoundStarted, RunEnded, SpokenLine,
-    StepStarted, TurnDone, TurnStarted, UserMessage,
+    Answered, GraphRestarted, HaltRaised, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
+    ModelCalled, Presented, RoundStarted, RunEnded, SpokenLine, StepStarted, TurnDone, TurnStarted, UserMessage,
 )
 from cabal.vocabulary import MissionState, Step, StopReason, TurnOutcome
 
@@ -65,10 +66,10 @@ def test_a_graph_restart_is_said_in_one_line() -> None:
 
 
 def done(agent: str, step: Step, tokens: tuple[int, int], cost: float, outcome=TurnOutcome.FINAL, attempts=1,
-         problems=()) -> TurnDone:
-    return TurnDone(M, round=1, step=step, agent=agent, outcome=outcome, attempts=attempts, calls=attempts,
+         problems=(), halt=None, round=1) -> TurnDone:  # noqa: A002
+    return TurnDone(M, round=round, step=step, agent=agent, outcome=outcome, attempts=attempts, calls=attempts,
                     input_tokens=tokens[0], output_tokens=tokens[1], cache_read_tokens=0, cost_usd=cost,
-                    problems=problems, summary="")
+                    problems=problems, summary="", halt=halt)
 
 
 def test_plain_lines_tell_each_turn_and_the_conversation_once() -> None:
@@ -106,6 +107,31 @@ def test_plain_lines_tell_each_turn_and_the_conversation_once() -> None:
         "you: Cheaper, please.\n"
         "\n── round 2 ──\n"
         "chair-1: All done. (mission concluded)\n")
+
+
+def test_a_resumed_run_shows_its_rounds_heading_only_questions_are_tagged_and_a_pause_is_said_once() -> None:
+    out = io.StringIO()
+    progress = Progress(out)
+
+    for event in [
+        MissionResumed(M, name="demo", round=3, answer=None, model="scripted:x", budget_tokens=None,
+                       budget_cost_usd=None, spent_tokens=900, spent_cost_usd=0.0),
+        Presented(M, round=3, agent="envoy-1", lines=(SpokenLine("operative-1", "Checklist written."),)),
+        done("chair-1", Step.PLAN, (10, 2), 0.0, outcome=TurnOutcome.HALT, halt="question", round=4),
+        done("chair-1", Step.PLAN, (10, 2), 0.0, outcome=TurnOutcome.HALT, halt="done", round=5),
+        MissionInterrupted(M, round=5, detail="the user pressed Ctrl-C", hint=f"cabal resume {M}"),
+    ]:
+        progress(event)
+    progress.close()
+
+    assert out.getvalue() == (
+        "mission m-demo-000001 resumed in round 3 (900 tokens, $0.0000 spent so far)\n"
+        "\n── round 3 ──\n"
+        "operative-1: Checklist written.\n"
+        "round 4 · plan · chair-1 (question) · 912 tokens · $0.0000\n"
+        "round 5 · plan · chair-1 · 924 tokens · $0.0000\n"
+        "paused: the user pressed Ctrl-C; go on with: cabal resume m-demo-000001\n")
+    assert progress.interrupted
 
 
 def test_a_terminal_shows_every_working_agent_at_once_with_the_spend_against_the_budget() -> None:
@@ -146,11 +172,13 @@ def rendered(progress: Progress) -> str:
     return console.file.getvalue()
 
 
-def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server) -> None:
+def run_on_a_terminal(home, latency: str, seen=None, **terminal_size: str) -> tuple[subprocess.Popen, bytes]:
+    """`cabal run` of the launch example on a pseudo-terminal, to its end; ``seen(process, output)``
+    hears the output so far after each read."""
     controller, terminal = pty.openpty()
-    environment = {**os.environ, "PYTHONPATH": str(DATA), "CABAL_TEST_LATENCY": "0.3", "COLUMNS": "120"}
+    environment = {**os.environ, "PYTHONPATH": str(DATA), "CABAL_TEST_LATENCY": latency, **terminal_size}
     process = subprocess.Popen([str(CABAL), "run", str(LAUNCH), "--model", "py:slow_factory:launch_model",
-                                "--home", str(graph_server.home)],
+                                "--home", str(home)],
                                stdin=terminal, stdout=terminal, stderr=terminal, cwd=ROOT, env=environment)
     os.close(terminal)
     output = b""
@@ -162,6 +190,13 @@ def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server
         if not chunk:
             break
         output += chunk
+        if seen is not None:
+            seen(process, output)
+    return process, output
+
+
+def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server) -> None:
+    process, output = run_on_a_terminal(graph_server.home, "0.3", COLUMNS="120")
     assert process.wait(timeout=60) == 0
     lines = ANSI.sub("", output.decode()).replace("\r\n", "\n").split("\n")
 
@@ -197,3 +232,28 @@ def test_no_control_sequence_from_model_or_user_text_reaches_the_terminal() -> N
     assert plain.getvalue().count("Donesoon.") == 7
     shown = ANSI.sub("", terminal.getvalue())  # rich's own styling is the only escape left
     assert not CONTROLS.search(shown.replace("\n", "").replace("\r", "")) and shown.count("Donesoon.") == 7
+
+
+FOOTER = re.compile(r"round \d+ · \w+ · \d+:\d\d · ")  # the live line: where, the clock, the spend
+
+
+def test_ctrl_c_on_a_terminal_leaves_no_stale_footer_and_says_the_pause_once(graph_server) -> None:
+    import pyte
+
+    interrupted = []
+
+    def press_ctrl_c(process: subprocess.Popen, output: bytes) -> None:
+        if not interrupted and b"round 1 \xc2\xb7 write" in output:  # two operatives at work, the footer drawn
+            time.sleep(0.3)
+            process.send_signal(signal.SIGINT)
+            interrupted.append(True)
+
+    process, output = run_on_a_terminal(graph_server.home, "0.5", press_ctrl_c, COLUMNS="100", LINES="60")
+    assert process.wait(timeout=60) == 130
+    screen = pyte.Screen(100, 60)
+    pyte.ByteStream(screen).feed(output)
+    shown = [line.rstrip() for line in screen.display if line.strip()]
+
+    assert not [line for line in shown if FOOTER.search(line)], "\n".join(shown)
+    assert shown[-1].startswith("paused: the user pressed Ctrl-C; go on with: cabal resume m-launch-plan-")
+    assert sum("Ctrl-C" in line for line in shown) == 1

@@ -12,7 +12,8 @@ import pytest
 
 from cabal.report.html import render_html
 from cabal.report.markdown import render_markdown
-from cabal.report.schema import events_schema, report_schema
+from cabal.report.schema import report_schema
+from cabal.rounds.event_schema import events_schema
 from cabal.rounds.api import run_mission
 from cabal.rounds.workspace import mission_report
 
@@ -75,9 +76,9 @@ def test_show_prints_the_accepted_launch_briefs_text(launch: str, home: str) -> 
     assert result.returncode == 0, result.stderr
     assert_plain(result)
     assert result.stdout == (
-        "### Launch brief\n\nContent · accepted · owner operative-1 · added in round 0\n\n"
+        "### Launch brief\n\nContent · accepted · owner Ada (operative-1) · added in round 0\n\n"
         "Definition of done: Names the audience, the promise in one sentence and three proof points a student would "
-        "believe.\n\n#### v1 (accepted): Margin launch brief\n\nWritten in round 1 by operative-1. First version of "
+        "believe.\n\n#### v1 (accepted): Margin launch brief\n\nWritten in round 1 by Ada (operative-1). First version of "
         f"the brief.\n\n{BRIEF_TEXT}\n")
 
 
@@ -89,25 +90,25 @@ def test_show_the_tree_a_version_and_the_history(launch: str, home: str) -> None
     assert whole.stdout.startswith(
         f"# launch-plan ({launch})\n\nState: done, round 4, stopped: concluded (The launch plan is complete: brief, "
         "pricing and launch-day checklist are all accepted.)\n\n## Products\n\n"
-        "- Launch brief [Content] accepted · v1 accepted · owner operative-1\n"
-        "- Pricing decision [Decision] accepted · v2 accepted · owner operative-2\n"
-        "- Launch-day checklist [Content] accepted · v1 accepted · owner operative-1\n")
+        "- Launch brief [Content] accepted · v1 accepted · owner Ada (operative-1)\n"
+        "- Pricing decision [Decision] accepted · v2 accepted · owner Brook (operative-2)\n"
+        "- Launch-day checklist [Content] accepted · v1 accepted · owner Ada (operative-1)\n")
     assert re.findall(r"^#### .*$", whole.stdout, re.MULTILINE) == [
         "#### v1 (accepted): Margin launch brief", "#### v2 (accepted): Margin pricing, with comparison",
         "#### v1 (accepted): Launch-day checklist"]
     assert "#### History" not in whole.stdout
-    assert "#### v1 (not accepted): Margin pricing\n\nWritten in round 1 by operative-2. First pricing proposal." in (
+    assert "#### v1 (not accepted): Margin pricing\n\nWritten in round 1 by Brook (operative-2). First pricing proposal." in (
         version.stdout)
     assert "Comparison" not in version.stdout  # v1 had none: that is why it was blocked
-    assert ("- v1, round 1, by operative-2: First pricing proposal.\n"
-            "  - review by operative-1: needs_revision. The plans and the discount are clear, but the comparison the "
+    assert ("- v1, round 1, by Brook (operative-2): First pricing proposal.\n"
+            "  - review by Ada (operative-1): needs_revision. The plans and the discount are clear, but the comparison the "
             "DoD asks for is missing.\n"
             "  - inspection by watchdog-1: blocked\n"
             "    - finding, severity 8, completeness: The DoD asks for at least one comparison; there is none, so the "
             "reasoning cannot be checked. Recommendation: Compare with one competitor's student plan.\n") in history.stdout
     assert "- round 2: the Chair rejected v1: Blocked by inspection until the comparison is added.\n" in history.stdout
-    assert ("- feedback by operative-1, round 1, importance 6: Add the comparison with one competitor's student price "
-            "so the reasoning can be checked. [addressed: accept by operative-2 in round 2 (Compare with a "
+    assert ("- feedback by Ada (operative-1), round 1, importance 6: Add the comparison with one competitor's student price "
+            "so the reasoning can be checked. [addressed: accept by Brook (operative-2) in round 2 (Compare with a "
             "competitor's student plan.)]") in history.stdout
 
 
@@ -143,7 +144,7 @@ def test_export_md_is_the_transcript_and_json_follows_the_published_schema(launc
     for section in ("## Request", "## Mission", "## Products", "## Conversation", "## Questions and answers",
                     "## Usage", "## Failed turns", "## Turns"):
         assert f"\n{section}\n" in md.stdout
-    assert "| operative-1 | 8 | 8,670 | 920 | 0 | 0.0000 |" in md.stdout
+    assert "| Ada (operative-1) | 8 | 8,670 | 920 | 0 | 0.0000 |" in md.stdout
     assert exported.stdout == f"wrote {tmp_path / 'launch.json'} (json, {(tmp_path / 'launch.json').stat().st_size:,} bytes)\n"
     data = json.loads((tmp_path / "launch.json").read_text())
     jsonschema.Draft202012Validator(json.loads((SCHEMAS / "mission-report.schema.json").read_text())).validate(data)
@@ -164,6 +165,23 @@ def test_status_json_carries_each_products_content(launch: str, home: str) -> No
                                              ("Pricing decision", 2, True, "Margin pricing, with comparison"),
                                              ("Launch-day checklist", 1, True, "Launch-day checklist")]
     assert status["products"][0]["content"]["text"].strip() == BRIEF_TEXT
+
+
+def test_status_names_each_owner_as_the_team_named_it(launch: str, home: str) -> None:
+    status = cabal("status", launch, "--home", home)
+
+    assert status.stdout.splitlines()[1:4] == ["- Launch brief [Content] accepted · v1 · Ada (operative-1)",
+                                               "- Pricing decision [Decision] accepted · v2 · Brook (operative-2)",
+                                               "- Launch-day checklist [Content] accepted · v1 · Ada (operative-1)"]
+
+
+def test_the_html_export_names_the_agents_beside_their_ids(launch: str, home: str) -> None:
+    page = render_html(mission_report(launch, home=home))
+
+    assert '<span class="speaker">Brook (operative-2):</span> Pricing now compares' in page
+    assert "<tr><td>Ada (operative-1)</td>" in page  # usage by agent
+    assert "owner Brook (operative-2)" in page
+    assert "chair-1 (chair-1)" not in page  # an agent without a name of its own keeps its id alone
 
 
 # ------------------------------------------------------------------------------------ HTML
@@ -193,15 +211,29 @@ def test_the_html_escapes_what_agents_wrote_and_loads_nothing(launch: str, home:
     assert "default-src 'none'" in page
 
 
+def test_an_empty_mission_says_so_in_each_card_instead_of_a_bare_header(launch: str, home: str) -> None:
+    report = mission_report(launch, home=home)
+    empty = report.model_copy(update={"products": (), "turns": (), "conversation": (), "questions": (),
+                                      "usage": report.usage.model_copy(update={"by_agent": (), "by_round": ()})})
+
+    text = " ".join(re.sub(r"<[^>]+>", " ", render_html(empty)).split())
+
+    for said in ("Product tree No products yet: the Chair sets them out in round 0, from the request.",
+                 "Products No products yet: the Chair sets them out in round 0, and each one's work appears here",
+                 "By agent No turn has ended yet", "By round No round has spent anything yet",
+                 "Timeline No turns yet.", "Conversation Nothing said yet."):
+        assert said in text, said
+
+
 def test_the_html_pictures_hold_every_product_and_every_turn(launch: str, home: str) -> None:
     report = mission_report(launch, home=home)
 
     page = render_html(report)
 
-    tree = re.search(r'<svg class="tree".*?</svg>', page, re.S).group(0)
+    tree = re.search(r'<ul class="tree".*?</ul>\s*</li>\s*</ul>', page, re.S).group(0)
     timeline = re.search(r'<svg class="timeline".*?</svg>', page, re.S).group(0)
-    assert re.findall(r'<a href="#(product-\d)">', tree) == ["product-1", "product-2", "product-3"]
-    assert tree.count("<rect") == 3
+    assert re.findall(r'href="#(product-\d)"', tree) == ["product-1", "product-2", "product-3"]
+    assert tree.count('class="node"') == 3
     assert timeline.count("<circle") == len(report.turns) == 28
     assert re.findall(r"<title>accepted: ([^<]*)</title>", timeline) == ["Launch brief", "Pricing decision, Launch-day checklist"]
     for product in report.products:
@@ -224,10 +256,10 @@ def test_the_html_report_opens_offline_in_chromium(launch: str, home: str, tmp_p
             requests: list[str] = []
             page.on("request", lambda request: requests.append(request.url))
             page.goto(page_file.as_uri())
-            boxes = page.locator("svg.tree rect").count()
+            boxes = page.locator("ul.tree .node").count()
             dots = page.locator("svg.timeline circle").count()
             brief = page.locator("#product-1 .content").inner_text()
-            tree_width = page.locator("svg.tree").bounding_box()["width"]
+            tree_width = page.locator("ul.tree").bounding_box()["width"]
         finally:
             browser.close()
     assert requests == [page_file.as_uri()]

@@ -15,7 +15,7 @@ from opentelemetry.trace import StatusCode
 
 from cabal.errors import ConfigError
 from cabal.rounds.api import run_mission
-from cabal.tracing import SpanRecorder, recorder_from_environment
+from cabal.rounds.tracing import SpanRecorder, recorder_from_environment
 
 from .players import LAUNCH_MISSION, ScriptPlayer
 from .test_cli import cabal, mission_id_of

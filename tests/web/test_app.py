@@ -15,9 +15,11 @@ import yaml
 from starlette.testclient import TestClient
 
 from cabal import mission_status, run_mission
-from cabal.report.formats import render_report
+from cabal.exports import render_mission as render_report
+from cabal.report.html import when
 from cabal.batch.store import BatchMembers
 from cabal.rounds.workspace import Workspace, mission_graph, mission_report
+from cabal.web.app import MAX_BODY
 from cabal.web.forms import MAX_UPLOAD, SIMULATED
 from cabal.web.state import MissionGroup, MissionRow, WorkspaceReader, group_missions
 
@@ -26,6 +28,8 @@ from tests.polling import wait_until
 from .conftest import QUESTION, QUESTION_SCRIPT
 
 QUESTION_TEXT = "Who reads the README first, people installing tally or people contributing to it?"
+REQUEST_TEXT = ("Write the opening paragraph of the README for tally, a command-line tool that counts lines of code "
+                "per language.")
 
 
 def text(response) -> str:
@@ -61,12 +65,14 @@ def test_the_missions_list_shows_state_round_question_and_spend(client: TestClie
 
     row = " ".join(unescape(re.sub(r"<[^>]+>", " ", row_of(client.get("/").text, asking))).split())
 
-    assert row == (f"readme-intro {asking} halted questionToUser round 0 of 3 Waiting for you: {QUESTION_TEXT} "
+    started = when(mission_report(asking, home=graph_server.home).mission.started_at)
+    assert row == (f"readme-intro {REQUEST_TEXT} {asking} · started {started} · model scripted:question.script.yaml "
+                   f"halted questionToUser round 0 of 3 Waiting for you: {QUESTION_TEXT} "
                    f"{status.usage.total_tokens:,} tokens $0.0000 of $2.00")  # every mission has a budget: $2 by default
 
 
 def _row(mission_id: str, active_at: float) -> MissionRow:
-    return MissionRow(id=mission_id, name="x", state="done", stop_reason=None, round=1, rounds=2, question=None,
+    return MissionRow(id=mission_id, name="x", request="r", model=None, started_at=None, state="done", stop_reason=None, round=1, rounds=2, question=None,
                       tokens=0, cost_usd=0.0, budget_tokens=None, budget_cost_usd=None, driver=None, active_at=active_at)
 
 
@@ -127,7 +133,7 @@ def test_a_missions_page_shows_the_question_the_conversation_and_the_usage(clien
     assert f'<input type="hidden" name="csrf" value="{security.csrf}">' in page.text
     assert re.findall(r'name="option" value="([^"]+)"', page.text) == ["users", "contributors"]
     assert f"Round 0 chair-1 asks you: {QUESTION_TEXT} (users / contributors)" in read
-    assert "Usage and cost" in read and "No products yet." in read
+    assert "Usage and cost" in read and "Products No products yet: the Chair sets them out in round 0" in read
     assert f'data-live="/live/missions/{asking}"' in page.text
 
 
@@ -291,6 +297,7 @@ def test_an_uploaded_mission_file_starts_as_cabal_run_reads_it(client: TestClien
     (b"request: hi\nmodel: scripted:../../secret.yaml\n",
      "The model 'scripted:../../secret.yaml' cannot be chosen here"),
     (b"request: hi\nmodel: {name: 'py:os:system'}\n", "The model 'py:os:system' cannot be chosen here"),
+    (b"request: hi\nteam: {cards: /etc}\n", "A mission started from this page cannot name a folder of role cards"),
     (b"\xff\xfe", "The mission file is not UTF-8 text."),
     (b'request: &r "hi"\nanswers: [*r, *r]\n',
      "picnic.yaml:2: invalid YAML: an alias (*r) is not allowed here; write the value out"),
@@ -307,7 +314,7 @@ def test_an_upload_that_cannot_start_says_why(client: TestClient, security, cont
 
 def test_a_body_over_the_limit_is_413(client: TestClient, security) -> None:
     refused = client.post("/missions/upload", data={"csrf": security.csrf},
-                          files={"mission": ("big.yaml", b"x" * 300_000, "text/yaml")})
+                          files={"mission": ("big.yaml", b"x" * (MAX_BODY + 1), "text/yaml")})
 
     assert (refused.status_code, refused.text) == (413, "Content Too Large")
 
@@ -348,6 +355,27 @@ def test_only_an_interrupted_mission_resumes(client: TestClient, asking: str, se
 
     assert refused.status_code == 409
     assert refused.json() == {"ok": False, "error": f"mission {asking} is not interrupted: there is nothing to resume"}
+
+
+def test_a_mission_that_ended_continues_from_its_page(client: TestClient, security, graph_server) -> None:
+    ended = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 2, "model": SIMULATED},
+                        home=graph_server.home)
+    page = client.get(f"/missions/{ended.mission_id}").text
+
+    empty = json_post(client, f"/missions/{ended.mission_id}/continue", security, direction=" ")
+    went_on = json_post(client, f"/missions/{ended.mission_id}/continue", security,
+                        direction="Add a rain plan.", rounds="1")
+
+    assert (ended.state, ended.round) == ("done", 2)
+    assert f'action="/missions/{ended.mission_id}/continue"' in page and "Continue the mission" in page
+    assert (empty.status_code, empty.json()["error"]) == (400, "Write the new direction first.")
+    assert went_on.json() == {"ok": True, "mission": ended.mission_id,
+                              "message": "The mission continues with your new direction."}
+    again = wait_until(lambda: (s := mission_status(ended.mission_id, home=graph_server.home)).round == 3
+                       and s.state == "done" and s, what="the continued mission to end")
+    assert again.stop_reason is not None
+    conversation = mission_report(ended.mission_id, home=graph_server.home).conversation
+    assert [line.text for line in conversation if line.kind == "direction"] == ["Add a rain plan."]
 
 
 def test_a_server_running_all_it_may_says_busy(workspace, security) -> None:

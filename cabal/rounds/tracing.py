@@ -26,7 +26,7 @@ from typing import Any
 from cabal.errors import ConfigError
 from cabal.rounds.events import (
     Answered, HaltRaised, MissionEvent, MissionResumed, MissionStarted, MissionStopped, ModelCalled, Presented,
-    RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted, UserMessage,
+    RoundStarted, RunEnded, StepStarted, ToolReturned, TurnDone, TurnStarted, UserMessage,
 )
 from cabal.vocabulary import StopReason, TurnOutcome
 
@@ -169,6 +169,15 @@ class SpanRecorder:
                 "gen_ai.usage.cache_read.input_tokens": event.cache_read_tokens,
                 "gen_ai.usage.cache_creation.input_tokens": event.cache_write_tokens,
                 "cabal.cost_usd": event.cost_usd, "cabal.call": event.call})
+            span.end(end_time=_ns(event.at))
+        elif isinstance(event, ToolReturned):  # the tool's answer is data: its name and outcome only
+            span = self._start(f"execute_tool {event.tool}", self._turns.get(event.agent) or self._step,
+                               event.at - event.duration_s, {
+                                   "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.tool,
+                                   "gen_ai.agent.id": event.agent, "cabal.round": event.round,
+                                   "cabal.step": str(event.step), "cabal.tool.ok": event.ok})
+            if not event.ok:
+                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, "the agent was given the tool's error"))
             span.end(end_time=_ns(event.at))
         elif isinstance(event, TurnDone):
             span = self._turns.pop(event.agent, None)

@@ -1,0 +1,167 @@
+"""A mission file's ``tools:``: the MCP servers whose tools the team may call.
+
+```yaml
+tools:
+  - name: prices                      # unique in the mission; prefixes its tools: prices__lookup
+    command: python                   # stdio: command, args, env (only what is listed, plus PATH)
+    args: [tools/prices_server.py]
+    env: {PRICES_CSV: docs/competitor-prices.csv}
+    allow: [operatives]               # roles or agent ids; default: operatives
+    steps: [write, reflect]           # default: write and reflect
+  - name: search
+    url: http://127.0.0.1:8931/mcp    # streamable HTTP; loopback unless allow_remote: true
+    required: true                    # the mission refuses to start without it
+```
+
+Values only: connecting is ``cabal.tools.host``'s work.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from cabal.errors import closest
+from cabal.limits import unprintable
+from cabal.vocabulary import Role, Step, is_agent_id
+
+SEPARATOR = "__"
+"""Between a server's name and its tool's: ``prices__lookup``. A model's tool name may hold
+letters, digits, ``_`` and ``-`` (at most 64), so the server's name is kept to the same."""
+
+SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,23}")
+ROLE_WORDS = {"operatives": Role.OPERATIVE, "operative": Role.OPERATIVE, "chair": Role.CHAIR,
+              "watchdog": Role.WATCHDOG, "envoy": Role.ENVOY}
+DEFAULT_ALLOW = ("operatives",)
+DEFAULT_STEPS = (Step.WRITE, Step.REFLECT)
+TOOL_STEPS = tuple(step for step in Step if step != Step.BOOTSTRAP)  # bootstrap runs before any server is asked
+LOOPBACK_HOSTS = {"localhost"}
+DEFAULT_MAX_TOOL_CALLS = 5
+DEFAULT_TOOL_TIMEOUT_S = 30.0
+
+
+class ToolServerSpec(BaseModel):
+    """One MCP server of a mission: how to reach it, and who may call its tools when."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="unique in the mission; its tools are offered as NAME__TOOL")
+    command: str | None = Field(None, min_length=1, description="stdio: the program that serves MCP on stdin/stdout")
+    args: tuple[str, ...] = Field((), description="stdio: the program's arguments")
+    env: dict[str, str] = Field(default_factory=dict,
+                                description="stdio: the server's whole environment besides PATH (nothing else "
+                                            "of Cabal's environment reaches it)")
+    cwd: str | None = Field(None, description="stdio: the folder the server runs in; default: the mission file's")
+    url: str | None = Field(None, description="streamable HTTP: the server's MCP endpoint")
+    allow_remote: bool = Field(False, description="let url name a host that is not this machine")
+    allow: tuple[str, ...] = Field(DEFAULT_ALLOW, description="roles (operatives, chair, watchdog, envoy) or "
+                                                              "agent ids that may call the tools")
+    steps: tuple[Step, ...] = Field(DEFAULT_STEPS, description="the steps in which the tools are offered")
+    required: bool = Field(False, description="refuse to start (or resume) the mission when the server cannot "
+                                              "be reached")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        # pydantic's "extra inputs are not permitted" names no alternative; a typo deserves one.
+        if isinstance(data, dict):
+            known = list(cls.model_fields)
+            for key in data:
+                if isinstance(key, str) and key not in known:
+                    raise ValueError(f"unknown field {key!r} (closest: {', '.join(closest(key, known)[:3])})")
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not SERVER_NAME.fullmatch(value) or SEPARATOR in value:
+            raise ValueError(f"{value!r} is not a server name: a letter, then up to 23 letters, digits or "
+                             "single hyphens")
+        return value
+
+    @field_validator("args", "env", "command", "cwd", "url")
+    @classmethod
+    def _plain(cls, value: Any) -> Any:
+        texts = (list(value) + list(value.values()) if isinstance(value, dict)
+                 else list(value) if isinstance(value, tuple) else [value] if value else [])
+        for text in texts:
+            wrong = unprintable(text)
+            if wrong:
+                raise ValueError(f"contains {wrong}")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ValueError(f"{key!r} is not an environment variable name")
+        return value
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for who in value:
+            if who not in ROLE_WORDS and not is_agent_id(who):
+                known = [*ROLE_WORDS, "operative-N"]
+                raise ValueError(f"{who!r} is neither a role nor an agent id (closest: "
+                                 f"{', '.join(closest(who, known)[:3])})")
+        return value
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _steps(cls, value: Any) -> Any:
+        names = [step.value for step in TOOL_STEPS]
+        for step in value if isinstance(value, (list, tuple)) else []:
+            if step not in names:
+                raise ValueError(f"{step!r} is not a step tools can be offered in (closest: "
+                                 f"{', '.join(closest(str(step), names)[:3])})")
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ToolServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a stdio server) or url (a streamable HTTP server)")
+        if self.url is not None:
+            if self.args or self.env or self.cwd:
+                raise ValueError("args, env and cwd are for a stdio server (command), not for url")
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"url {self.url!r} is not an http(s) URL")
+            if not self.allow_remote and not is_loopback(parts.hostname):
+                raise ValueError(f"url {self.url!r} is not on this machine (127.0.0.1, ::1, localhost); "
+                                 "add allow_remote: true to use a remote server")
+        elif self.allow_remote:
+            raise ValueError("allow_remote is for a url, not for a stdio server")
+        return self
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "streamable HTTP"
+
+    def allows(self, agent_id: str, role: Role, step: Step) -> bool:
+        """Whether ``agent_id`` (of ``role``) is offered this server's tools in ``step``."""
+        return step in self.steps and any(who == agent_id or ROLE_WORDS.get(who) == role for who in self.allow)
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def unique_names(servers: list[ToolServerSpec]) -> list[ToolServerSpec]:
+    """``servers``, or a ``ValueError`` naming a server given twice."""
+    seen: set[str] = set()
+    for server in servers:
+        if server.name in seen:
+            raise ValueError(f"two servers are named {server.name!r}; each name must be unique")
+        seen.add(server.name)
+    return servers
