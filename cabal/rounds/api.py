@@ -91,7 +91,8 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
 
 def _team(workspace: Workspace, spec: MissionSpec) -> Team:
     """The mission's team: the built-in role cards, the project's, then the mission's own folder."""
-    card_dirs = [*workspace.extra_dirs.get("agents", []), *([spec.team.cards] if spec.team.cards else [])]
+    card_dirs: list[str | Path] = [*workspace.extra_dirs.get("agents", []),
+                                   *([spec.team.cards] if spec.team.cards else [])]
     return Team.build(spec.team.operatives, load_role_cards(card_dirs), spec.team.names, spec.team.skills)
 
 
@@ -317,7 +318,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
         _tell_tool_problems(run, tools)
         _recheck_sources(run, int(node.get("round") or 0))
-        if direction is not None:
+        if direction is not None and extend is not None:  # a direction always gives the new round limit
             leave_note(graph, mission_id, direction, direction=True)
             run.emit(MissionContinued(mission_id, round=status.round, direction=direction, rounds=extend))
         if extend is not None:

@@ -11,6 +11,7 @@ Ids are the short ones the call uses (``p1``, ``v2``, ``c3``); agents keep their
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from cabal.vocabulary import Role, Step
 
@@ -138,5 +139,6 @@ class FactsDraft:
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:
-        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus,
-                         **{name: value if name == "direction" else tuple(value) for name, value in vars(self).items()})
+        drafted: dict[str, Any] = {name: value if name == "direction" else tuple(value)
+                                   for name, value in vars(self).items()}
+        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus, **drafted)

@@ -225,7 +225,7 @@ class MissionRun:
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step))
         chosen = self.models.of(agent_id)
-        tools = self._turn_tools(place)
+        tools = self._turn_tools(place, step)
         turn = Turn(chosen.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
                     settings=chosen.settings, limiter=self.limiter, tools=tools,
@@ -251,13 +251,15 @@ class MissionRun:
                         attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
                         output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
                         cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"],
-                        halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT else None)
+                        halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT and result.halt else None)
         return FinishedTurn(result, writer.unit(writes, record), done)
 
-    def _turn_tools(self, place: TurnPlace) -> TurnTools | None:
-        """The mission's MCP tools ``place``'s agent is offered in its step, if any."""
+    def _turn_tools(self, place: TurnPlace, step: Step) -> TurnTools | None:
+        """The mission's MCP tools ``place``'s agent is offered in ``step``, if any."""
         agent = self.team.get(place.agent_id)
-        offered = self.tools.tools_for(place.agent_id, agent.role, place.step) if self.tools and agent else []
+        if self.tools is None or agent is None:
+            return None
+        offered = self.tools.tools_for(place.agent_id, agent.role, step)
         if not offered or self.spec.max_tool_calls == 0:
             return None
         return TurnTools(self.tools, offered, place, self.spec.max_tool_calls, self.emit)

@@ -164,7 +164,7 @@ class Turn:
                 self._reject(messages, reply, problems, result)
                 continue
             name, raw = call["name"], call["args"]
-            if name in outside:
+            if self.tools is not None and name in outside:
                 if self.tools.spent():
                     result.attempts += 1
                     self._reject(messages, reply, [AnswerProblem("", f"no more tool calls in this turn (limit "
