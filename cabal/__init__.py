@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
     from cabal.rounds import (
-        MissionResult, aresume_mission, arun_mission, mission_report, mission_status, resume_mission, run_mission, say,
-        stop_mission, stream_mission, stream_resume, transcript,
+        MissionResult, aresume_mission, arun_mission, continue_mission, mission_report, mission_status, resume_mission,
+        run_mission, say, stop_mission, stream_mission, stream_resume, transcript,
     )
 
 __version__ = "0.1.0"

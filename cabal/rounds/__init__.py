@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from cabal.lazy import lazy_names
 
 if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
-    from cabal.rounds.api import run_mission, resume_mission
+    from cabal.rounds.api import continue_mission, resume_mission, run_mission
     from cabal.rounds.control import (
         MissionResult, mission_status, mission_overview, say, stop_mission, transcript,
     )
