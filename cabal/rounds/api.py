@@ -26,7 +26,8 @@ from cabal.errors import CabalError, CallRefused, GraphUnavailable, MissionError
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, make_model, model_name
-from cabal.llm.usage import price_per_mtok
+from cabal.llm.prices import price_of
+from cabal.llm.providers.local import module_file
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
@@ -59,12 +60,27 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
         return model, settings, f"object:{model_name(model)}"
     if isinstance(model, str):
         settings = settings.with_overrides(name=model)
-    chosen = settings.name
-    if chosen.startswith("scripted:") and base is not None:
-        path = Path(chosen.removeprefix("scripted:"))
-        chosen = f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
+    chosen = near_mission(settings.name, base)
+    if chosen != settings.name:
         settings = settings.with_overrides(name=chosen)
     return make_model(chosen, settings), settings, chosen
+
+
+def near_mission(spec: str, base: Path | None) -> str:
+    """``spec`` with what it names next to the mission file (in ``base``) made absolute: a
+    script's relative path; a ``py:`` module that is a file there (found before any installed
+    module of that name), as the path of its file."""
+    if base is None:
+        return spec
+    if spec.startswith("scripted:"):
+        path = Path(spec.removeprefix("scripted:"))
+        return f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
+    if spec.startswith("py:") and spec.count(":") == 2:
+        _, module, factory = spec.split(":")
+        found = module_file(module, base)
+        if found is not None:
+            return f"py:{found}:{factory}"
+    return spec
 
 
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
@@ -140,7 +156,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
                                 operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
-        if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
+        if spec.budget.cost_usd is not None and price_of(model_name(chat_model)) is None:
             run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
                                                 f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
                                                 "still is"))
