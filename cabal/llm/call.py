@@ -132,6 +132,9 @@ def call_model(
     return reply
 
 
+_CUT_OFF = frozenset({"length", "MAX_TOKENS"})
+
+
 def _reply_of(raw: AIMessage) -> ModelReply:
     calls = [{"name": c["name"], "args": c["args"], "id": c["id"]} for c in raw.tool_calls]
     invalid = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id"), "error": c.get("error")}
@@ -142,6 +145,8 @@ def _reply_of(raw: AIMessage) -> ModelReply:
     history = AIMessage(content=text, tool_calls=[{**c, "type": "tool_call"} for c in echoed
                                                   if isinstance(c["args"], dict)])
     metadata = raw.response_metadata or {}
-    stop_reason = metadata.get("stop_reason") or metadata.get("finish_reason")
+    stop_reason = metadata.get("stop_reason") or metadata.get("finish_reason") or metadata.get("done_reason")
+    if stop_reason in _CUT_OFF:  # OpenAI's and Ollama's "length", Gemini's "MAX_TOKENS": Anthropic's name
+        stop_reason = "max_tokens"
     return ModelReply(tool_calls=calls, text=text, usage=Usage.from_message(raw), raw=raw,
                       invalid_tool_calls=invalid, stop_reason=stop_reason, history=history)
