@@ -71,6 +71,21 @@ def resolve(spec: str) -> tuple[Provider, str]:
     raise ModelError(f"unknown model spec {spec!r}; expected {_SPEC_FORMS}. Known providers: {known}")
 
 
+def modules_to_preload(spec: str) -> list[str]:
+    """The modules a process that will build ``spec``'s model may import ahead (a batch's
+    worker server): the provider's LangChain package, or a ``py:`` factory's module."""
+    try:
+        chosen, rest = resolve(spec.strip())
+    except ModelError:
+        return []  # the mission will say what is wrong with it when it starts
+    if chosen.name == "py":
+        module = rest.rpartition(":")[0]
+        return [module] if module and not module.endswith(".py") else []
+    if chosen.name == "simulated":
+        return ["cabal.rounds.simulated"]
+    return [chosen.package] if chosen.package and chosen.installed else []
+
+
 def model_name(model: Any) -> str:
     """The provider's name for ``model`` (what prices are looked up by), through bindings."""
     while hasattr(model, "bound"):
@@ -87,4 +102,4 @@ def redact_secrets(text: str) -> str:
     return redact(text)
 
 
-__all__ = ["make_model", "model_name", "provider_of", "redact_secrets", "resolve"]
+__all__ = ["make_model", "model_name", "modules_to_preload", "provider_of", "redact_secrets", "resolve"]

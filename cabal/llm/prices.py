@@ -24,14 +24,18 @@ if TYPE_CHECKING:
 FREE = ModelPrice(input_per_mtok=0.0, output_per_mtok=0.0)
 _OWN_MODELS = "cabal-"  # Cabal's scripted and function models: known to cost nothing
 _SAMPLE = 1000  # tokens priced at a time: far below any tier that starts at a long prompt
-_remembered: dict[str, tuple[str | None, ModelPrice | None]] = {}  # name -> (provider, the mission's price)
+_own_prices: dict[str, ModelPrice] = {}  # a model's name -> the price its mission file set
 _lock = threading.Lock()
 
 
 def remember(model_name: str, provider: Provider, price: ModelPrice | None) -> None:
     """``model_name`` was built for ``provider``, with the mission file's ``price`` if it set one."""
-    with _lock:
-        _remembered[model_name] = (provider.name, price)
+    from cabal.llm.providers import record_built
+
+    record_built(model_name, provider)
+    if price is not None:
+        with _lock:
+            _own_prices[model_name] = price
 
 
 def price_of(model_name: str) -> ModelPrice | None:
@@ -39,17 +43,15 @@ def price_of(model_name: str) -> ModelPrice | None:
     if model_name.startswith(_OWN_MODELS):
         return FREE
     with _lock:
-        provider_name, own = _remembered.get(model_name, (None, None))
+        own = _own_prices.get(model_name)
     if own is not None:
         return own
-    prices_id = None
-    if provider_name is not None:
-        from cabal.llm.providers import PROVIDERS
+    from cabal.llm.providers import provider_named
 
-        prices_id = PROVIDERS[provider_name].prices_id
-        if prices_id is None:
-            return None  # a provider the database does not price (a local server)
-    return database_price(model_name, prices_id)
+    provider = provider_named(model_name)
+    if provider is not None and provider.prices_id is None:
+        return None  # a provider the database does not price (a local server)
+    return database_price(model_name, provider.prices_id if provider is not None else None)
 
 
 @lru_cache(maxsize=256)

@@ -163,16 +163,21 @@ def openai_script_responder(script: Path) -> Callable[[dict[str, Any]], dict[str
     answer = scripted_answers(script)
 
     def respond(body: dict[str, Any]) -> dict[str, Any]:
-        messages = body.get("messages") or []
-        system = "\n".join(prompt_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
-        user = next(prompt_text(m.get("content")) for m in messages if m.get("role") == "user")
-        tools = [t.get("function", t) for t in body.get("tools") or []]
+        system, user, tools = openai_prompts(body)
         name, args, number = answer(system, user, tools)
         if not tools:
             return completion({"content": json.dumps(args)})
         return tool_call_completion([(name, args)], call_ids=[f"call_script_{number:05d}"])
 
     return respond
+
+
+def openai_prompts(body: Mapping[str, Any]) -> tuple[str, str, list[dict[str, Any]]]:
+    """A request's system text, first user message and tools (name, description, parameters)."""
+    messages = body.get("messages") or []
+    system = "\n".join(prompt_text(m.get("content")) for m in messages if m.get("role") in ("system", "developer"))
+    user = next(prompt_text(m.get("content")) for m in messages if m.get("role") == "user")
+    return system, user, [t.get("function", t) for t in body.get("tools") or []]
 
 
 # Variables that would send a call anywhere but the fake server.

@@ -46,18 +46,19 @@ def script_responder(script: Path) -> Callable[[dict[str, Any]], dict[str, Any]]
     return respond
 
 
-def scripted_answers(script: Path) -> Callable[[str, str, list[Any]], tuple[str, dict[str, Any], int]]:
-    """``fn(system_text, first_user_text, tools) -> (tool, args, n)``: the script's answer for
-    the key the prompts name, whatever API carried them; ``n`` numbers the answers (for ids)."""
+def scripted_answers(script: Path) -> Callable[..., tuple[str, dict[str, Any], int]]:
+    """``fn(system_text, first_user_text, tools, turn=0) -> (tool, args, n)``: the script's
+    answer for the key the prompts name, whatever API carried them (``turn``: the user's answers
+    the turn follows, as ``call_metadata`` counts them); ``n`` numbers the answers (for ids)."""
     model = ScriptedChatModel.from_file(script)
     ids = itertools.count(1)
     lock = threading.Lock()
 
-    def answer(system: str, user: str, tools: list[Any]) -> tuple[str, dict[str, Any], int]:
+    def answer(system: str, user: str, tools: list[Any], turn: int = 0) -> tuple[str, dict[str, Any], int]:
         round_number, step, agent = key_of(system, user)
         reply = model.bind_tools(tools).invoke([HumanMessage("answer")],
                                                config={"metadata": call_metadata(round=round_number, step=step,
-                                                                                 agent=agent)})
+                                                                                 agent=agent, turn=turn)})
         (call,) = reply.tool_calls
         with lock:
             return call["name"], call["args"], next(ids)

@@ -283,3 +283,36 @@ def test_a_fake_server_answers_a_request_without_tools_in_plain_text(ollama_api:
         reply = call_model(make_model(spec), prompt, [], metadata=metadata)
         assert reply.tool_calls == []
         assert json.loads(reply.text)["type"] == "question"  # the script's first answer, the Chair's halt
+
+
+def test_traces_name_the_provider_a_model_was_built_for(openai_api: FakeOpenAI, ollama_api: FakeOllama) -> None:
+    from cabal.tracing import provider_name
+
+    make_model("openai:gpt-4.1-nano")
+    make_model("ollama:llama3.2:1b")
+
+    assert [provider_name(name) for name in ("gpt-4.1-nano", "llama3.2:1b", "claude-sonnet-4-6", "cabal-scripted")] \
+        == ["openai", "ollama", "anthropic", "_OTHER"]
+
+
+def test_the_web_form_takes_any_providers_model_but_no_script_or_code() -> None:
+    from cabal.web.forms import checked_model
+
+    assert [checked_model(spec) for spec in ("openai:gpt-4.1-mini", "ollama:qwen3:8b", "claude-sonnet-4-6",
+                                             "simulated", "py:cabal.rounds.simulated:team")] == [
+        "openai:gpt-4.1-mini", "ollama:qwen3:8b", "claude-sonnet-4-6", "simulated", "simulated"]
+    for refused in ("scripted:/etc/passwd", "py:os:system", "scripted:../x.yaml"):
+        with pytest.raises(ConfigError, match="cannot be chosen here"):
+            checked_model(refused)
+    with pytest.raises(ConfigError, match="^unknown model spec 'opnai:x'.*Known providers: openai, "):
+        checked_model("opnai:x")
+
+
+def test_a_batch_preloads_the_package_of_each_missions_provider() -> None:
+    from cabal.llm.models import modules_to_preload
+
+    assert [modules_to_preload(spec) for spec in ("openai:gpt-4o", "claude-sonnet-4-6", "ollama:qwen3:8b",
+                                                  "py:tests.llm.factories:make", "py:/x/model.py:make", "simulated",
+                                                  "scripted:x.yaml", "nonsense")] == [
+        ["langchain_openai"], ["langchain_anthropic"], ["langchain_ollama"], ["tests.llm.factories"], [],
+        ["cabal.rounds.simulated"], [], []]

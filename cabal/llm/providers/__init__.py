@@ -137,9 +137,9 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
                ("AZURE_AI_CREDENTIAL",), system="azure.ai.inference", prices="azure",
                sdk=("azure", *_HTTP), model_field="model_name"),
     # Cabal's own stand-ins for a model: they cost nothing and need no key.
-    Provider("scripted", "local", system="cabal"),
-    Provider("py", "local", system="cabal"),
-    Provider("simulated", "local", system="cabal"),
+    Provider("scripted", "local"),
+    Provider("py", "local"),
+    Provider("simulated", "local"),
 )}
 
 # Bare names a user may type without their provider, and the provider they belong to
@@ -196,3 +196,23 @@ def provider_of(model: Any) -> Provider | None:
     return (named or matches or [None])[0]
 
 
+
+
+_built: dict[str, str] = {}  # a model's name as its provider reports it -> the provider it was built for
+
+
+def record_built(model_name: str, built_for: Provider) -> None:
+    """``make_model`` built a model that reports ``model_name`` for ``built_for``: usage,
+    prices and traces, which know a model only by that name, can tell its provider."""
+    _built[model_name] = built_for.name
+
+
+def provider_named(model_name: str) -> Provider | None:
+    """The provider of a model known by the name it reports (None when nothing says)."""
+    if model_name in _built:
+        return PROVIDERS[_built[model_name]]
+    if model_name.startswith("claude"):
+        return PROVIDERS["anthropic"]
+    if model_name.startswith("cabal-"):
+        return PROVIDERS["py"]
+    return None
