@@ -11,7 +11,7 @@ team:
   skills: {operative-1: [module_design]}
 rounds: 4
 budget: {tokens: 400000, cost_usd: 5}
-model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
+model: scripted:launch.script.yaml      # or openai:gpt-4.1-mini, ollama:qwen3:8b, claude-..., simulated, py:module:factory, or a mapping:
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
 ```
@@ -75,7 +75,7 @@ class MissionSpec(BaseModel):
     rounds: int = Field(3, ge=1, le=200, description="round limit after bootstrap")
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     model: str | ModelSettings | None = Field(
-        None, description="model name, scripted:PATH or py:module:factory; or a mapping with name, timeout_s, "
+        None, description="model spec (PROVIDER:MODEL, claude-..., simulated, scripted:PATH or py:module:factory); or a mapping with name, base_url, price, timeout_s, "
                           "max_retries, max_tokens and temperature")
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"

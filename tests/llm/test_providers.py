@@ -316,3 +316,21 @@ def test_a_batch_preloads_the_package_of_each_missions_provider() -> None:
                                                   "scripted:x.yaml", "nonsense")] == [
         ["langchain_openai"], ["langchain_anthropic"], ["langchain_ollama"], ["tests.llm.factories"], [],
         ["cabal.rounds.simulated"], [], []]
+
+
+def test_cabal_models_lists_the_providers_and_describes_one(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cabal.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    assert main(["models", "--json"]) == 0
+    rows = {row["provider"]: row for row in json.loads(capsys.readouterr().out)}
+    assert (rows["openai"]["installed"], rows["openai"]["key_set"]) == (True, True)
+    assert (rows["google_genai"]["installed"], rows["google_genai"]["install"], rows["google_genai"]["key_set"]) == (
+        False, "pip install 'cabal[google]'", False)
+
+    assert main(["models", "openai:gpt-4.1-mini", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["provider"], facts["key"], facts["key_set"], facts["price_per_mtok"]["input_per_mtok"]) == (
+        "openai", "OPENAI_API_KEY", True, pytest.approx(0.4))
+    assert KEY not in json.dumps(facts)
