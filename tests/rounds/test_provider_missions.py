@@ -148,3 +148,36 @@ def test_cabal_run_with_claude_loads_no_openai(graph_server, monkeypatch) -> Non
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env)
 
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_simulated_runs_a_mission_offline(graph_server) -> None:
+    result = run_mission(example("launch"), model="simulated", home=graph_server.home)
+
+    assert (result.state, result.failed_turns, result.cost_usd) == ("done", 0, 0.0)
+
+
+def test_a_py_model_next_to_the_mission_file_is_found_first_and_kept_for_resume(graph_server, tmp_path: Path) -> None:
+    from cabal.graph import ContextGraph
+
+    (tmp_path / "team_model.py").write_text(
+        "from cabal.rounds.simulated import simulated_team\n\n\ndef make():\n    return simulated_team(done_at_round=1)\n")
+    mission = tmp_path / "near.mission.yaml"
+    mission.write_text("request: Plan a picnic for ten.\nteam: {operatives: 1}\nrounds: 2\nmodel: py:team_model:make\n")
+
+    result = run_mission(mission, home=graph_server.home)
+
+    assert result.state == "done"
+    with ContextGraph.open(name=result.mission_id, home=graph_server.home) as graph:
+        assert graph.get(result.mission_id)["model"] == f"py:{tmp_path / 'team_model.py'}:make"
+
+
+def test_the_guides_function_model_runs_a_mission(graph_server, tmp_path: Path) -> None:
+    guide = (ROOT / "docs" / "guide" / "models.md").read_text()
+    code = guide.split("```python\n")[1].split("```")[0]
+    (tmp_path / "echo_model.py").write_text(code)
+    mission = tmp_path / "echo.mission.yaml"
+    mission.write_text("request: Plan a picnic for ten.\nteam: {operatives: 1}\nrounds: 1\n")
+
+    result = run_mission(mission, model="py:echo_model:make", home=graph_server.home)
+
+    assert (result.state, result.failed_turns) == ("done", 0)
