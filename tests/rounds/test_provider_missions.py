@@ -181,3 +181,19 @@ def test_the_guides_function_model_runs_a_mission(graph_server, tmp_path: Path) 
     result = run_mission(mission, model="py:echo_model:make", home=graph_server.home)
 
     assert (result.state, result.failed_turns) == ("done", 0)
+
+
+def test_a_cost_budget_on_a_model_without_prices_is_said_once_to_be_unenforceable(ollama_api: FakeOllama,
+                                                                                    graph_server) -> None:
+    from cabal.rounds.events import Warned
+
+    ollama_api.respond_with(ollama_script_responder(EXAMPLES["launch"][1]))
+    spec = example("launch").model_copy(update={"budget": example("launch").budget.model_copy(
+        update={"cost_usd": 1.0})})
+    events: list = []
+
+    result = run_mission(spec, model="ollama:qwen3:8b", home=graph_server.home, on_event=events.append)
+
+    assert (result.state, result.cost_usd) == ("done", 0.0)
+    assert [e.message for e in events if isinstance(e, Warned)] == [
+        "no prices are known for qwen3:8b: the cost budget ($1.0) cannot be enforced; the token budget still is"]
