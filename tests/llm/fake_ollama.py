@@ -116,3 +116,10 @@ def fake_ollama_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def ollama_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:
+    """A fake Ollama server, OLLAMA_HOST aimed at it."""
+    with fake_ollama_api(monkeypatch) as server:
+        yield server

@@ -200,3 +200,13 @@ def fake_openai_api(monkeypatch: pytest.MonkeyPatch, api_key: str) -> Iterator[F
         yield server
     finally:
         server.stop()
+
+
+TEST_KEY = "sk-proj-test-4f1c9a7e2b6d8035"  # what the tests send: it must reach the server and nothing else
+
+
+@pytest.fixture
+def openai_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """A fake Chat Completions server, OPENAI_* aimed at it with ``TEST_KEY``."""
+    with fake_openai_api(monkeypatch, TEST_KEY) as server:
+        yield server

@@ -5,7 +5,6 @@ the real clients against the fake OpenAI and Ollama servers."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -17,28 +16,17 @@ from cabal.llm.prices import database_price, price_of
 from cabal.llm.providers import PROVIDERS, provider_of
 from cabal.llm.usage import Usage
 
-from .fake_ollama import FakeOllama, fake_ollama_api
-from .fake_openai import FakeOpenAI, fake_openai_api
+from .fake_ollama import FakeOllama, ollama_api  # noqa: F401 - fixture
+from .fake_openai import TEST_KEY as KEY
+from .fake_openai import FakeOpenAI, openai_api  # noqa: F401 - fixture
 
-KEY = "sk-proj-test-providers-77a1"
+
 TOOL = {"name": "write_answer", "description": "Submit the Write step's answer.",
         "input_schema": {"type": "object", "properties": {"versions": {"type": "array", "items": {"type": "object"}}},
                          "required": ["versions"]}}
 ARGS = {"versions": [{"productId": "p1", "content": "A first version."}]}
 PROMPT = [SystemMessage("You write."), HumanMessage("Write p1.")]
 METADATA = call_metadata(round=1, step="write", agent="operative-1")
-
-
-@pytest.fixture
-def openai_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    with fake_openai_api(monkeypatch, KEY) as server:
-        yield server
-
-
-@pytest.fixture
-def ollama_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:
-    with fake_ollama_api(monkeypatch) as server:
-        yield server
 
 
 def ask(spec: str, retries: int = 0, notices: list | None = None):

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,28 +18,16 @@ from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.events import ModelRetried
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import CannedResponse, Disconnect, Hang
-from tests.llm.fake_ollama import FakeOllama, fake_ollama_api, ollama_script_responder
-from tests.llm.fake_openai import FakeOpenAI, error_body, fake_openai_api, openai_script_responder
+from tests.llm.fake_ollama import FakeOllama, ollama_api, ollama_script_responder  # noqa: F401 - fixture
+from tests.llm.fake_openai import TEST_KEY as OPENAI_KEY
+from tests.llm.fake_openai import FakeOpenAI, error_body, openai_api, openai_script_responder  # noqa: F401 - fixture
 
 from .test_outages import Outages, the_work
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {name: (ROOT / "examples" / name / f"{name}.mission.yaml", ROOT / "examples" / name / f"{name}.script.yaml")
             for name in ("launch", "research")}
-OPENAI_KEY = "sk-proj-test-4f1c9a7e2b6d8035"
 CABAL = Path(sys.executable).with_name("cabal")
-
-
-@pytest.fixture
-def openai_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    with fake_openai_api(monkeypatch, OPENAI_KEY) as server:
-        yield server
-
-
-@pytest.fixture
-def ollama_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:
-    with fake_ollama_api(monkeypatch) as server:
-        yield server
 
 
 def example(name: str):
