@@ -330,12 +330,14 @@ def read_requests(path: Path, column: str, name_column: str | None = None) -> li
 
 
 def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
-    """``spec`` with a relative ``scripted:`` path made absolute against ``base``, so a worker
-    anywhere finds the script."""
+    """``spec`` with a relative ``scripted:`` path, or a ``py:`` module next to the file, made
+    absolute against ``base``, so a worker anywhere finds them."""
+    from cabal.llm.providers.local import near_mission
+
     settings = spec.model_settings()
-    if not settings.name.startswith("scripted:") or Path(settings.name.removeprefix("scripted:")).is_absolute():
+    name = near_mission(settings.name, base)
+    if name == settings.name:
         return spec
-    name = f"scripted:{(base / settings.name.removeprefix('scripted:')).resolve()}"
     model: str | ModelSettings = settings.with_overrides(name=name) if isinstance(spec.model, ModelSettings) else name
     return spec.model_copy(update={"model": model})
 

@@ -27,7 +27,7 @@ from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, make_model, model_name
 from cabal.llm.prices import price_of
-from cabal.llm.providers.local import module_file
+from cabal.llm.providers.local import near_mission
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
@@ -64,23 +64,6 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
     if chosen != settings.name:
         settings = settings.with_overrides(name=chosen)
     return make_model(chosen, settings), settings, chosen
-
-
-def near_mission(spec: str, base: Path | None) -> str:
-    """``spec`` with what it names next to the mission file (in ``base``) made absolute: a
-    script's relative path; a ``py:`` module that is a file there (found before any installed
-    module of that name), as the path of its file."""
-    if base is None:
-        return spec
-    if spec.startswith("scripted:"):
-        path = Path(spec.removeprefix("scripted:"))
-        return f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
-    if spec.startswith("py:") and spec.count(":") == 2:
-        _, module, factory = spec.split(":")
-        found = module_file(module, base)
-        if found is not None:
-            return f"py:{found}:{factory}"
-    return spec
 
 
 def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,

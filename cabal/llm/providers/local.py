@@ -11,13 +11,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage
-
 from cabal.errors import ModelError
 from cabal.llm.providers import SIMULATED_FACTORY, Provider
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import BaseMessage
 
     from cabal.llm.settings import ModelSettings
 
@@ -32,6 +31,24 @@ def build(provider: Provider, rest: str, settings: ModelSettings, options: dict[
 
 def classify(provider: Provider, error: BaseException) -> ModelError | None:
     return None  # a stand-in's failure is Cabal's own (or the user's factory's): nothing to judge
+
+
+def near_mission(spec: str, base: Path | None) -> str:
+    """``spec`` with what it names next to the mission file (in ``base``) made absolute: a
+    script's relative path; a ``py:`` module that is a file there (found before any installed
+    module of that name), as the path of its file. So a resumed mission, or a batch's worker
+    anywhere, finds them again."""
+    if base is None:
+        return spec
+    if spec.startswith("scripted:"):
+        path = Path(spec.removeprefix("scripted:"))
+        return f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
+    if spec.startswith("py:") and spec.count(":") == 2:
+        _, module, factory = spec.split(":")
+        found = module_file(module, base)
+        if found is not None:
+            return f"py:{found}:{factory}"
+    return spec
 
 
 def module_file(module_name: str, base: Path) -> Path | None:
