@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, RecordedRequest
+from .fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, RecordedRequest, aim, serving
 from .fake_openai import CHARS_PER_TOKEN, NO_TOOLS
 from .script_responder import prompt_text, scripted_answers
 
@@ -110,13 +110,8 @@ def ollama_script_responder(script: Path) -> Callable[[dict[str, Any]], list[dic
 @contextmanager
 def fake_ollama_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:
     """A fake Ollama server with OLLAMA_HOST aimed at it, stopped at the end."""
-    server = FakeOllama().start()
-    monkeypatch.setenv("OLLAMA_HOST", server.url)
-    try:
+    with serving(FakeOllama(), lambda server: aim(monkeypatch, {"OLLAMA_HOST": server.url}, ())) as server:
         yield server
-    finally:
-        server.stop()
-
 
 @pytest.fixture
 def ollama_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOllama]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from .fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, RecordedRequest
+from .fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, RecordedRequest, aim, serving
 from .script_responder import prompt_text, scripted_answers
 
 CHARS_PER_TOKEN = 4
@@ -184,23 +184,13 @@ def openai_prompts(body: Mapping[str, Any]) -> tuple[str, str, list[dict[str, An
 _ELSEWHERE = ("OPENAI_ORG_ID", "OPENAI_PROJECT_ID", "LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2")
 
 
-def aim_openai(monkeypatch: pytest.MonkeyPatch, base_url: str, api_key: str) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", api_key)
-    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
-    for name in _ELSEWHERE:
-        monkeypatch.delenv(name, raising=False)
-
-
 @contextmanager
 def fake_openai_api(monkeypatch: pytest.MonkeyPatch, api_key: str) -> Iterator[FakeOpenAI]:
     """A fake Chat Completions server with OPENAI_* aimed at it, stopped at the end."""
-    server = FakeOpenAI().start()
-    aim_openai(monkeypatch, server.base_url, api_key)
-    try:
+    variables = {"OPENAI_API_KEY": api_key}
+    with serving(FakeOpenAI(), lambda server: aim(monkeypatch, {**variables, "OPENAI_BASE_URL": server.base_url},
+                                                  _ELSEWHERE)) as server:
         yield server
-    finally:
-        server.stop()
-
 
 TEST_KEY = "sk-proj-test-4f1c9a7e2b6d8035"  # what the tests send: it must reach the server and nothing else
 
