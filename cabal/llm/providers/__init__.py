@@ -16,7 +16,6 @@ import difflib
 import importlib
 import importlib.util
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
