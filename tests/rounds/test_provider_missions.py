@@ -184,3 +184,22 @@ def test_a_cost_budget_on_a_model_without_prices_is_said_once_to_be_unenforceabl
     assert (result.state, result.cost_usd) == ("done", 0.0)
     assert [e.message for e in events if isinstance(e, Warned)] == [
         "no prices are known for qwen3:8b: the cost budget ($1.0) cannot be enforced; the token budget still is"]
+
+
+def test_an_error_no_rule_names_from_inside_a_providers_sdk_pauses_the_mission_not_fails_it(
+        openai_api: FakeOpenAI, graph_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai
+
+    from cabal.llm import make_model
+
+    model = make_model("openai:gpt-4.1-mini")
+
+    def broken(*args, **kwargs):
+        raise openai.OpenAIError("the client cannot sign this request")
+
+    monkeypatch.setattr(model.root_client.chat.completions, "create", broken)
+
+    result = run_mission(example("launch"), model=model, home=graph_server.home)
+
+    assert (result.state, result.round) == ("interrupted", 0)
+    assert result.detail == "the model is unavailable: openai client failed: OpenAIError: the client cannot sign this request"
