@@ -128,13 +128,21 @@ def test_cabal_run_with_openai_loads_no_anthropic_leaks_no_key_and_ends_done(
     assert leaked == []
 
 
-def test_cabal_run_with_claude_loads_no_openai(graph_server, monkeypatch) -> None:
-    probe = ("import sys\nfrom cabal.llm import make_model\nmake_model('claude-sonnet-4-6')\n"
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'langchain_openai', 'ollama')))")
-    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-probe"}
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env)
+def test_cabal_run_with_claude_loads_no_openai(graph_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.llm.fake_anthropic import fake_api
+    from tests.llm.script_responder import script_responder
 
-    assert result.stdout.strip() == "[]", result.stderr
+    probe = ("import json, sys\nfrom cabal.cli import main\ncode = main(sys.argv[1:])\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'langchain_openai', "
+             "'ollama', 'langchain_ollama'))), file=sys.stderr)\nsys.exit(code)")
+    with fake_api(monkeypatch, "sk-ant-test-probe-0001") as server:
+        server.respond_with(script_responder(EXAMPLES["launch"][1]))
+        env = {**os.environ, "CABAL_HOME": str(graph_server.home)}
+        result = subprocess.run([sys.executable, "-c", probe, "run", str(EXAMPLES["launch"][0]), "--model",
+                                 "claude-sonnet-4-6"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stderr.strip().splitlines()[-1]) == []
 
 
 def test_simulated_runs_a_mission_offline(graph_server) -> None:
