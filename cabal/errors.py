@@ -187,10 +187,11 @@ class ModelError(CabalError):
     Either way the mission is not at fault: it pauses ``interrupted`` and can be resumed."""
 
     def __init__(self, message: str, *, status: int | None = None, provider: str | None = None,
-                 transient: bool = False) -> None:
+                 transient: bool = False, retry_after_s: float | None = None) -> None:
         self.status = status
         self.provider = provider
         self.transient = transient
+        self.retry_after_s = retry_after_s  # the wait the provider asked for before a retry, if it did
         super().__init__(message)
 
 

@@ -31,7 +31,7 @@ from cabal.batch.worker import MissionTask, run_task
 
 # Imported once by the fork server, so no mission process pays for it: the engine, the Claude
 # client (imported at a Claude mission's first call otherwise), and the plan's py: model modules.
-PRELOAD = ["cabal.batch.worker", "langchain_anthropic"]
+PRELOAD = ["cabal.batch.worker"]
 POLL_S = 0.5  # the longest the loop sleeps with nothing to read (a pipe that has something wakes it)
 EXIT_GRACE_S = 10.0  # a process that reported its outcome but does not exit is ended after this
 
@@ -135,9 +135,11 @@ class LocalPool:
 
 
 def _model_modules(tasks: list[MissionTask]) -> list[str]:
-    """The modules of the tasks' ``py:MODULE:FACTORY`` models."""
-    names = {task.spec.model_settings().name for task in tasks}
-    return sorted({name.split(":")[1] for name in names if name.startswith("py:") and name.count(":") == 2})
+    """The modules that build the tasks' models: each provider's LangChain package (its SDK
+    with it), each ``py:MODULE:FACTORY``'s module."""
+    from cabal.llm.models import modules_to_preload
+
+    return sorted({module for task in tasks for module in modules_to_preload(task.spec.model_settings().name)})
 
 
 def _death(process: BaseProcess) -> str:

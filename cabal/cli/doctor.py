@@ -25,7 +25,7 @@ def register(commands: Any) -> None:
     add_graph_options(doctor)
     answerer = doctor.add_mutually_exclusive_group()
     answerer.add_argument("--answers", metavar="FILE", help="YAML answers keyed by protocol name (with --fix)")
-    answerer.add_argument("--model", metavar="SPEC", help="a model: claude-..., scripted:PATH or py:MODULE:FACTORY (with --fix)")
+    answerer.add_argument("--model", metavar="SPEC", help="a model: PROVIDER:MODEL, claude-..., simulated, scripted:PATH or py:MODULE:FACTORY (with --fix)")
     doctor.add_argument("--gap", action="append", dest="gaps", metavar="KIND", help="only this gap kind (repeatable)")
     doctor.add_argument("--actor", default=None, help="the actor id the doctor's moments are expressed by")
     doctor.add_argument("--skills", action="append", default=[], metavar="DIR", help="a folder of extra skills")

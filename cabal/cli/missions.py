@@ -337,7 +337,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     def common(parser: argparse.ArgumentParser, *, model: bool = False, runs: bool = False) -> argparse.ArgumentParser:
         add_graph_options(parser)
         if model:
-            parser.add_argument("--model", help="Claude model name, scripted:PATH or py:module:factory")
+            parser.add_argument("--model", help="a model: PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b), claude-..., simulated, scripted:PATH or py:MODULE:FACTORY (cabal models lists the providers)")
             parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one model call may take")
             parser.add_argument("--max-retries", type=int, metavar="N",
                                 help="retries of a failed model call (rate limit, overload, timeout) before pausing")

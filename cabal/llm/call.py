@@ -12,30 +12,22 @@ worker hold off, not only the one that got it.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, convert_to_messages
 
 from cabal.errors import ModelError
 from cabal.llm import json_answers
-from cabal.llm.models import model_name, redact_secrets
+from cabal.llm.models import model_name
 from cabal.llm.observe import call_returned
+from cabal.llm.providers import provider_of
+from cabal.llm.providers.failures import SHARED_BACKOFF_STATUSES, judged
 from cabal.llm.settings import RetryPolicy
 from cabal.llm.usage import Usage
-
-if TYPE_CHECKING:
-    import anthropic
-
-CACHE_CONTROL = {"type": "ephemeral"}
-# Statuses worth another try: timeout, conflict, rate limit, server errors, overload (529).
-TRANSIENT_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
-# Statuses that speak for the whole account (rate limit, overload), not for one request.
-SHARED_BACKOFF_STATUSES = frozenset({429, 529})
 
 
 class CallLimiter(Protocol):
@@ -99,19 +91,24 @@ def call_model(
     """Offer ``tools`` (Anthropic format: name, description, input_schema) and ask once.
 
     ``metadata`` travels in the run config (fake models read ``cabal_round``, ``cabal_step``
-    and ``cabal_agent`` from it). The stable prefix is marked for prompt caching
-    (``with_cache_breakpoints``).
+    and ``cabal_agent`` from it). The model's provider prepares the prompt (Anthropic marks
+    its stable prefix for caching; the others cache a repeated prefix by themselves) and
+    judges its failures (``cabal.llm.providers``).
     Transient failures (rate limits, overload, 5xx, timeouts, dropped connections) are retried
     under ``retry``; a failure that outlasts it, or one no retry can fix (a bad request, a bad
-    key), raises ``ModelError`` (``transient`` says which).
+    key, an error from inside the provider's SDK), raises ``ModelError`` (``transient`` says
+    which). Any other exception is Cabal's own and goes up as it is.
 
     ``output="json"``: no tools are sent; they are described in the prompt and the reply's
     first JSON object is read back as the tool call (``cabal.llm.json_answers``).
     """
+    provider = provider_of(model)
     offered = [str(tool["name"]) for tool in tools]
+    prepared = convert_to_messages(messages)
     if output == json_answers.OUTPUT_JSON:
-        messages, tools = with_answer_instructions(convert_to_messages(messages), tools), ()
-    prepared = with_cache_breakpoints(convert_to_messages(messages))
+        prepared, tools = with_answer_instructions(prepared, tools), ()
+    if provider is not None:
+        prepared = provider.module().prepare(prepared)
     runnable = model
     if tools:
         try:
@@ -126,12 +123,13 @@ def call_model(
             break
         except ModelError:
             raise  # a fake model's own refusal, or the limiter's (CallRefused): nothing to retry
-        except _failures_to_judge() as error:
-            # ValueError and friends: a body the client could not read (not JSON, not a message).
-            failure = _model_error(error)
+        except Exception as error:
+            failure = judged(provider, error)
+            if failure is None:
+                raise  # not the provider's: Cabal's own bug, which fails the mission
             if not failure.transient or attempt >= retry.max_retries:
                 raise failure from error
-            wait = retry.wait_s(attempt + 1, _retry_after_s(error))
+            wait = retry.wait_s(attempt + 1, failure.retry_after_s)
             if limiter is not None and failure.status in SHARED_BACKOFF_STATUSES:
                 limiter.hold_off(wait)
             if on_retry is not None:
@@ -144,6 +142,9 @@ def call_model(
     return reply
 
 
+_CUT_OFF = frozenset({"length", "MAX_TOKENS"})
+
+
 def _reply_of(raw: AIMessage) -> ModelReply:
     calls = [{"name": c["name"], "args": c["args"], "id": c["id"]} for c in raw.tool_calls]
     invalid = [{"name": c.get("name"), "args": c.get("args"), "id": c.get("id"), "error": c.get("error")}
@@ -154,7 +155,9 @@ def _reply_of(raw: AIMessage) -> ModelReply:
     history = AIMessage(content=text, tool_calls=[{**c, "type": "tool_call"} for c in echoed
                                                   if isinstance(c["args"], dict)])
     metadata = raw.response_metadata or {}
-    stop_reason = metadata.get("stop_reason") or metadata.get("finish_reason")
+    stop_reason = metadata.get("stop_reason") or metadata.get("finish_reason") or metadata.get("done_reason")
+    if stop_reason in _CUT_OFF:  # OpenAI's and Ollama's "length", Gemini's "MAX_TOKENS": Anthropic's name
+        stop_reason = "max_tokens"
     return ModelReply(tool_calls=calls, text=text, usage=Usage.from_message(raw), raw=raw,
                       invalid_tool_calls=invalid, stop_reason=stop_reason, history=history)
 
@@ -183,116 +186,3 @@ def _text_reply_of(raw: AIMessage, offered: Sequence[str]) -> ModelReply:
     return ModelReply(tool_calls=[call] if call else [], text=text, usage=Usage.from_message(raw), raw=raw,
                       invalid_tool_calls=[], stop_reason=metadata.get("stop_reason") or metadata.get("finish_reason"),
                       history=AIMessage(content=text), problem=problem)
-
-
-# A body the client could not read (not JSON, not a message) surfaces as one of these.
-_UNREADABLE_REPLY = (ValueError, KeyError, TypeError)
-
-
-def _failures_to_judge() -> tuple[type[Exception], ...]:
-    """What a call's failure may be: an unreadable reply, or the anthropic SDK's errors once a
-    Claude model has loaded it. Importing the SDK costs ~0.8 s and ~75 MB, so a scripted or
-    function model never does, and then none of its errors can occur."""
-    anthropic = sys.modules.get("anthropic")
-    return (anthropic.AnthropicError, *_UNREADABLE_REPLY) if anthropic is not None else _UNREADABLE_REPLY
-
-
-def _model_error(error: Exception) -> ModelError:
-    anthropic = sys.modules.get("anthropic")
-    if anthropic is None:
-        return _unreadable(error)
-    if isinstance(error, anthropic.APIStatusError):
-        should = (error.response.headers.get("x-should-retry") or "").lower()
-        transient = should == "true" or (should != "false" and error.status_code in TRANSIENT_STATUSES)
-        return ModelError(_status_message(error), status=error.status_code, provider="anthropic", transient=transient)
-    if isinstance(error, anthropic.APITimeoutError):
-        return ModelError(redact_secrets(f"anthropic did not answer in time ({error.request.url})"),
-                          provider="anthropic", transient=True)
-    if isinstance(error, anthropic.APIConnectionError):
-        message = redact_secrets(f"cannot reach anthropic at {error.request.url}: {error.message}")
-        return ModelError(message, provider="anthropic", transient=True)
-    if isinstance(error, anthropic.AnthropicError):
-        return ModelError(redact_secrets(f"anthropic client failed: {error}"), provider="anthropic")
-    return _unreadable(error)
-
-
-def _unreadable(error: Exception) -> ModelError:
-    summary = " ".join(str(error).split())[:200]
-    return ModelError(redact_secrets(f"the model's reply could not be read ({type(error).__name__}: {summary})"),
-                      transient=True)
-
-
-def _retry_after_s(error: Exception) -> float | None:
-    """The wait the server asks for (``retry-after-ms``, else ``retry-after`` in seconds)."""
-    response = getattr(error, "response", None)
-    if response is None:
-        return None
-    for header, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = response.headers.get(header)
-        if value:
-            try:
-                return float(value) / scale
-            except ValueError:
-                return None  # an HTTP date: fall back to our own backoff
-    return None
-
-
-def with_cache_breakpoints(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` with cache breakpoints at the end of the leading system prompt, after its
-    first block when it has several, and after the first block of the first user message when
-    that has several.
-
-    Anthropic caches the request prefix up to a breakpoint (tools, then system, then messages).
-    The round engine's system prompt is the role's block then the agent's own, and its first
-    user block is the mission's charter: so every call of a step reads the tools and the role's
-    block from cache for every agent of the role, an agent's later calls of the step read its
-    own block too, and every call that also shares the charter reads that. Three of the four
-    breakpoints a request may carry.
-    """
-    marked = list(messages)
-    last_system = -1
-    for index, message in enumerate(marked):
-        if not isinstance(message, SystemMessage):
-            break
-        last_system = index
-    if last_system >= 0:
-        blocks = _with_breakpoint(marked[last_system].content)
-        if blocks is not None and len(blocks) > 1:
-            blocks = (_with_breakpoint(blocks[:1]) or blocks[:1]) + blocks[1:]
-        if blocks is not None:
-            marked[last_system] = marked[last_system].model_copy(update={"content": blocks})
-    first_user = last_system + 1
-    if first_user < len(marked) and isinstance(marked[first_user], HumanMessage):
-        content = marked[first_user].content
-        if isinstance(content, list) and len(content) > 1:
-            blocks = _with_breakpoint(content[:1])
-            if blocks is not None:
-                marked[first_user] = marked[first_user].model_copy(update={"content": blocks + list(content[1:])})
-    return marked
-
-
-def _with_breakpoint(content: str | list[Any]) -> list[Any] | None:
-    """``content`` as blocks with a breakpoint on its last non-empty text block (None if it has none)."""
-    if isinstance(content, str):
-        # The API rejects empty text blocks; an empty prompt has nothing to cache anyway.
-        return [{"type": "text", "text": content, "cache_control": dict(CACHE_CONTROL)}] if content else None
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": b} if isinstance(b, str) else dict(b) for b in content]
-    for block in reversed(blocks):
-        if block.get("type") == "text" and block.get("text"):
-            block["cache_control"] = dict(CACHE_CONTROL)
-            return blocks
-    return None
-
-
-def _status_message(error: anthropic.APIStatusError) -> str:
-    detail = error.api_message
-    if not detail:
-        try:
-            detail = error.response.text.strip()[:300]
-        except Exception:  # noqa: BLE001 - a streamed or closed body: fall back below
-            detail = ""
-    kind = f" {error.type}" if error.type else ""
-    message = f"anthropic returned {error.status_code}{kind}: {detail or 'no error message'}"
-    if error.request_id:
-        message += f" (request id {error.request_id})"
-    return redact_secrets(" ".join(message.split()))

@@ -1,52 +1,96 @@
-"""Build a chat model from a one-string spec (``claude-...``, ``scripted:PATH``, ``py:mod:fn``)."""
+"""Build a chat model from a one-string spec: ``PROVIDER:MODEL`` (``openai:gpt-4.1-mini``,
+``ollama:qwen3:8b``), a bare ``claude-*`` name, ``scripted:PATH``, ``py:MODULE:FACTORY`` or
+``simulated``. The providers are ``cabal.llm.providers``' registry; this is the one door."""
 
 from __future__ import annotations
 
-import importlib
-import os
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from cabal.errors import ModelError
-from cabal.llm.scripted import ScriptedChatModel
+from cabal.errors import ConfigError, ModelError
+from cabal.llm.providers import PROVIDERS, Provider, closest_providers, inferred_provider, provider_of
+from cabal.llm.providers.failures import redact
 from cabal.llm.settings import DEFAULT_MODEL, ModelSettings
 
-ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
-
-_SPEC_FORMS = "a Claude model name (claude-...), scripted:PATH or py:MODULE:FACTORY"
+_SPEC_FORMS = "PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b, ...), a Claude model name (claude-...), " \
+              "simulated, scripted:PATH or py:MODULE:FACTORY"
 
 
 def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None, **options: Any) -> BaseChatModel:
-    """The chat model ``spec`` names.
+    """The chat model ``spec`` names, built with ``settings`` (timeout, answer length,
+    temperature, ``base_url``); ``options`` go to the model's class as they are (for
+    ``scripted:``, ``latency_s``; for ``py:``, the factory's keywords).
 
-    - ``scripted:PATH``: a ``ScriptedChatModel`` replaying a YAML/JSON script; ``options``
-      go to it (``latency_s``).
-    - ``py:MODULE:FACTORY``: whatever ``MODULE.FACTORY(**options)`` returns.
-    - anything else: a Claude model through ``ChatAnthropic``, with ``settings``' timeout,
-      answer length and temperature; ``options`` override those or set other ``ChatAnthropic``
-      fields. The client never retries by itself: ``call_model`` does, under the settings'
-      policy. The API key comes only from ``ANTHROPIC_API_KEY``; ``ANTHROPIC_BASE_URL`` may
-      point at another endpoint.
+    A provider's client never retries by itself: ``call_model`` does, under the settings'
+    policy. Keys come only from the provider's variables (``cabal models`` lists them).
+    Refused with one line: an unknown provider (the known ones, closest first), a bare name
+    that is not Claude's (the provider it likely means), a missing key (its variable); a
+    provider whose package is missing is a ``ConfigError`` naming the ``pip install``.
     """
     spec = spec.strip()
     if not spec:
         raise ModelError(f"empty model spec; expected {_SPEC_FORMS}")
-    if ":" not in spec:
-        return _claude(spec, settings or ModelSettings(name=spec), options)
-    scheme, _, rest = spec.partition(":")
-    if scheme == "scripted":
-        return ScriptedChatModel.from_file(rest, **options)
-    if scheme == "py":
-        return _from_factory(rest, options)
-    raise ModelError(f"unknown model spec {spec!r}; expected {_SPEC_FORMS}")
+    chosen, name = resolve(spec)
+    settings = settings or ModelSettings(name=spec)
+    if chosen.family == "local":
+        return chosen.module().build(chosen, name, settings, options)
+    if not chosen.installed:
+        raise ConfigError(f"model {spec!r} needs the {chosen.pip} package: {chosen.install}")
+    family = chosen.module()
+    if chosen.family == "anthropic":
+        family.check_name(name)
+    needs_key = family.needs_key(chosen, settings) if hasattr(family, "needs_key") else chosen.key_required
+    if needs_key and chosen.key_variables and not chosen.key():
+        raise ModelError(f"model {name!r} needs {chosen.label}: set {chosen.key_variables[0]}", provider=chosen.name)
+    try:
+        model = family.build(chosen, name, settings, options)
+    except (ValueError, TypeError) as error:
+        # A validation error may echo every setting, the key among them.
+        raise ModelError(redact(f"cannot configure model {name!r}: {error}"), provider=chosen.name) from None
+    from cabal.llm.prices import remember
+
+    remember(model_name(model), chosen, settings.price)
+    return model
+
+
+def resolve(spec: str) -> tuple[Provider, str]:
+    """The provider a spec names and the rest of it (the model's name, a path or a factory)."""
+    if spec == "simulated":
+        return PROVIDERS["simulated"], ""
+    prefix, colon, rest = spec.partition(":")
+    if not colon:
+        if spec.startswith("claude"):
+            return PROVIDERS["anthropic"], spec
+        guess = inferred_provider(spec)
+        hint = f"did you mean `{guess}:{spec}`?" if guess else f"name its provider: PROVIDER:{spec}"
+        raise ModelError(f"unknown model {spec!r}: {hint} (cabal models lists the providers)")
+    if prefix in PROVIDERS and (rest or prefix == "simulated"):
+        return PROVIDERS[prefix], rest
+    known = ", ".join(closest_providers(prefix))
+    raise ModelError(f"unknown model spec {spec!r}; expected {_SPEC_FORMS}. Known providers: {known}")
+
+
+def modules_to_preload(spec: str) -> list[str]:
+    """The modules a process that will build ``spec``'s model may import ahead (a batch's
+    worker server): the provider's LangChain package, or a ``py:`` factory's module."""
+    try:
+        chosen, rest = resolve(spec.strip())
+    except ModelError:
+        return []  # the mission will say what is wrong with it when it starts
+    if chosen.name == "py":
+        module = rest.rpartition(":")[0]
+        return [module] if module and not module.endswith(".py") else []
+    if chosen.name == "simulated":
+        return ["cabal.rounds.simulated"]
+    return [chosen.package] if chosen.package and chosen.installed else []
 
 
 def model_name(model: Any) -> str:
     """The provider's name for ``model`` (what prices are looked up by), through bindings."""
     while hasattr(model, "bound"):
         model = model.bound
-    for attribute in ("model", "model_name"):
+    for attribute in ("model", "model_name", "model_id", "azure_deployment"):
         value = getattr(model, attribute, None)
         if isinstance(value, str) and value:
             return value
@@ -54,59 +98,8 @@ def model_name(model: Any) -> str:
 
 
 def redact_secrets(text: str) -> str:
-    """``text`` with the Anthropic API key (if set) blanked out."""
-    api_key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
-    return text.replace(api_key, "[redacted]") if api_key else text
+    """``text`` with every provider's key (if set) blanked out."""
+    return redact(text)
 
 
-def _claude(name: str, settings: ModelSettings, options: dict[str, Any]) -> BaseChatModel:
-    api_key = os.environ.get("ANTHROPIC_API_KEY", "").strip()
-    if not api_key:
-        raise ModelError(
-            f"model {name!r} needs an Anthropic API key: set ANTHROPIC_API_KEY",
-            provider="anthropic",
-        )
-    from langchain_anthropic import ChatAnthropic
-
-    client: dict[str, Any] = {
-        "max_tokens": settings.max_tokens,
-        "timeout": settings.timeout_s,
-        **({"temperature": settings.temperature} if settings.temperature is not None else {}),
-        **options,
-        "max_retries": 0,  # call_model retries, so that every wait is seen and reported
-        "model": name,
-        # Passed explicitly so ANTHROPIC_BASE_URL alone decides the endpoint: left unset,
-        # ChatAnthropic would prefer ANTHROPIC_API_URL and may route to a LangSmith gateway.
-        "base_url": os.environ.get("ANTHROPIC_BASE_URL", "").strip() or ANTHROPIC_DEFAULT_BASE_URL,
-        "api_key": api_key,
-    }
-    try:
-        return ChatAnthropic(**client)
-    except (ValueError, TypeError) as error:
-        # A validation error may echo every setting, the key among them.
-        message = redact_secrets(f"cannot configure model {name!r}: {error}")
-        raise ModelError(message, provider="anthropic") from None
-
-
-def _from_factory(target: str, options: dict[str, Any]) -> BaseChatModel:
-    module_name, _, factory_name = target.rpartition(":")
-    if not module_name or not factory_name:
-        raise ModelError(f"model spec 'py:{target}' must be py:MODULE:FACTORY")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ModelError(f"model spec 'py:{target}': cannot import {module_name!r}: {error}") from error
-    factory = getattr(module, factory_name, None)
-    if not callable(factory):
-        raise ModelError(f"model spec 'py:{target}': {module_name} has no callable {factory_name!r}")
-    try:
-        model = factory(**options)
-    except Exception as error:  # noqa: BLE001 - a user's factory: any failure is reported, not raised
-        summary = " ".join(str(error).split())[:200]
-        raise ModelError(f"model spec 'py:{target}': {factory_name}() raised {type(error).__name__}: {summary}") from None
-    if not hasattr(model, "bind_tools"):
-        raise ModelError(
-            f"model spec 'py:{target}': {factory_name}() returned {type(model).__name__}, "
-            "not a chat model (it has no bind_tools)"
-        )
-    return model
+__all__ = ["make_model", "model_name", "modules_to_preload", "provider_of", "redact_secrets", "resolve"]

@@ -33,13 +33,29 @@ class RetryPolicy:
         return backoff * (0.75 + random.random() / 4)
 
 
+class ModelPrice(BaseModel):
+    """USD per million tokens of one model: a mission file's ``price:`` for a private or local
+    model, or what the price database (genai-prices) knows."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: float = Field(ge=0, description="USD per million prompt tokens")
+    output_per_mtok: float = Field(ge=0, description="USD per million answer tokens")
+    cached_input_per_mtok: float | None = Field(None, ge=0, description="USD per million prompt tokens read from "
+                                                                        "the provider's cache; default: the input price")
+    cache_write_per_mtok: float | None = Field(None, ge=0, description="USD per million prompt tokens written to the "
+                                                                       "cache; default: the input price")
+
+
 class ModelSettings(BaseModel):
     """A mission file's ``model:`` as a mapping (a bare string is just the name)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(DEFAULT_MODEL, min_length=1,
-                      description="a Claude model name, scripted:PATH or py:MODULE:FACTORY")
+                      description="PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b, google_genai:..., "
+                                  "bedrock_converse:...), a Claude model name, simulated, scripted:PATH or "
+                                  "py:MODULE:FACTORY")
     timeout_s: float = Field(120.0, gt=0, le=3600, description="seconds one request may take before it is retried")
     max_retries: int = Field(4, ge=0, le=20, description="retries of a transient failure (429, 529, 5xx, timeouts) "
                                                         "before the mission pauses as interrupted")
@@ -48,6 +64,11 @@ class ModelSettings(BaseModel):
     output: Literal["tools", "json"] = Field(
         "tools", description="how the model answers: by calling a tool (tools), or with a JSON object in its text, "
                              "the answer's schema written into the prompt (json: for models that call tools badly)")
+    base_url: str | None = Field(None, min_length=1, description="the provider's endpoint: an OpenAI-compatible "
+                                 "server (vLLM, LM Studio, llama.cpp, Ollama's /v1) for openai:, an Ollama server "
+                                 "for ollama:; default: the SDK's own variable (OPENAI_BASE_URL, OLLAMA_HOST)")
+    price: ModelPrice | None = Field(None, description="the model's price, for a model the price database does not "
+                                     "know (a private or local one); default: genai-prices' figures")
 
     @property
     def retry(self) -> RetryPolicy:
@@ -75,6 +96,8 @@ def environment_overrides() -> dict[str, str]:
     text (pydantic converts and checks them: "120" -> 120.0)."""
     values: dict[str, str] = {}
     for name in ModelSettings.model_fields:
+        if name == "price":
+            continue  # a mapping: the mission file's to give
         variable = "CABAL_MODEL" if name == "name" else f"CABAL_MODEL_{name.upper()}"
         raw = os.environ.get(variable, "").strip()
         if raw:

@@ -8,39 +8,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from langchain_core.messages import AIMessage
 
-# USD per million tokens (input, output), first matching fragment of the model name wins.
-# Older models that kept their launch price are listed before the family defaults.
-_PRICES_PER_MTOK: tuple[tuple[str, float, float], ...] = (
-    ("claude-opus-4-1", 15.0, 75.0),
-    ("claude-opus-4-0", 15.0, 75.0),
-    ("claude-opus-4-2025", 15.0, 75.0),
-    ("claude-3-opus", 15.0, 75.0),
-    ("claude-3-5-haiku", 0.80, 4.0),
-    ("claude-3-haiku", 0.25, 1.25),
-    ("opus", 5.0, 25.0),
-    ("sonnet", 3.0, 15.0),
-    ("haiku", 1.0, 5.0),
-    ("cabal-", 0.0, 0.0),  # Cabal's own scripted and function models: known to cost nothing
-)
 CHARS_PER_TOKEN = 4  # Claude's tokenizer averages about 4 characters of English per token
 
 
 def estimate_tokens(text_chars: int) -> int:
     """Tokens of a text of ``text_chars`` characters, where no provider counted them."""
     return max(1, text_chars // CHARS_PER_TOKEN)
-
-
-_CACHE_READ_FACTOR = 0.1
-_CACHE_WRITE_FACTOR = 1.25  # the 5-minute ephemeral cache, the only kind Cabal asks for
-
-
-def price_per_mtok(model_name: str) -> tuple[float, float] | None:
-    """(input, output) USD per million tokens for a Claude model, or None when unpriced."""
-    name = model_name.lower()
-    for fragment, input_price, output_price in _PRICES_PER_MTOK:
-        if fragment in name:
-            return input_price, output_price
-    return None
 
 
 @dataclass(frozen=True)
@@ -93,16 +66,19 @@ class Usage:
 
     def cost_usd(self, model_name: str) -> float:
         """What these tokens cost on ``model_name``; 0.0 for models without a price."""
-        prices = price_per_mtok(model_name)
-        if prices is None:
+        from cabal.llm.prices import price_of
+
+        price = price_of(model_name)
+        if price is None:
             return 0.0
-        input_price, output_price = prices
+        cached = price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
+        written = price.input_per_mtok if price.cache_write_per_mtok is None else price.cache_write_per_mtok
         uncached = max(self.input_tokens - self.cache_read_tokens - self.cache_write_tokens, 0)
         dollars_times_million = (
-            uncached * input_price
-            + self.cache_read_tokens * input_price * _CACHE_READ_FACTOR
-            + self.cache_write_tokens * input_price * _CACHE_WRITE_FACTOR
-            + self.output_tokens * output_price
+            uncached * price.input_per_mtok
+            + self.cache_read_tokens * cached
+            + self.cache_write_tokens * written
+            + self.output_tokens * price.output_per_mtok
         )
         return dollars_times_million / 1_000_000
 

@@ -28,7 +28,9 @@ from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable,
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, model_name
-from cabal.llm.usage import Usage, price_per_mtok
+from cabal.llm.prices import price_of
+from cabal.llm.providers.local import near_mission
+from cabal.llm.usage import Usage
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
@@ -38,7 +40,7 @@ from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build
 from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
-from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, anchored_spec, load_mission, parse_mission
+from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
@@ -79,7 +81,7 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
 
     def resolved(settings: ModelSettings) -> ModelSettings:
         settings = settings.from_environment().with_overrides(**overrides)
-        return settings.with_overrides(name=anchored_spec(settings.name, base)) if base is not None else settings
+        return settings.with_overrides(name=near_mission(settings.name, base))
 
     chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings(_roster(team))}
     default = resolved(chosen[DEFAULT_KEY])
@@ -224,7 +226,7 @@ def _warn_at_start(run: MissionRun, budget_source: str, collected: Collected | N
     # A default budget on a model without prices costs nothing and needs no warning; one the
     # user set there cannot do what they meant.
     chosen = budget_source in ("mission file", "--budget-usd")
-    unpriced = [name for name in run.models.names().split(", ") if price_per_mtok(name) is None]
+    unpriced = [name for name in run.models.names().split(", ") if price_of(name) is None]
     if chosen and run.budget.max_cost_usd is not None and unpriced:
         run.emit(Warned(run.mission_id, message=f"no prices are known for {', '.join(unpriced)}: the cost budget "
                                                 f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "

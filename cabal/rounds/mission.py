@@ -12,7 +12,7 @@ team:
   cards: cards/                         # optional: role cards declaring the team's members
 rounds: 4
 budget: {tokens: 400000, cost_usd: 5}   # default: $2, asking before more; `budget: none`: no budget
-model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
+model: scripted:launch.script.yaml      # or openai:gpt-4.1-mini, ollama:qwen3:8b, claude-..., simulated, py:module:factory, or a mapping:
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
 models: {chair: claude-opus-4-1, operative-2: {name: scripted:brook.yaml, output: json}}  # optional
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
@@ -159,8 +159,9 @@ class MissionSpec(BaseModel):
         description=f"the mission's limits; without cost_usd, ${DEFAULT_BUDGET_USD:.2f} (or {BUDGET_USD_VARIABLE}); "
                     f"`{NO_BUDGET}`: no budget at all")
     model: str | ModelSettings | None = Field(
-        None, description="the default model: its name, scripted:PATH or py:module:factory; or a mapping with "
-                          "name, timeout_s, max_retries, max_tokens, temperature and output")
+        None, description="the default model: its spec (PROVIDER:MODEL, claude-..., simulated, scripted:PATH or "
+                          "py:module:factory); or a mapping with name, base_url, price, timeout_s, max_retries, "
+                          "max_tokens, temperature and output")
     models: dict[str, str | ModelSettings] | None = Field(
         None, description="a model per role or agent: keys default, chair, watchdog, operative, envoy and agent ids "
                           "(operative-2); an agent's id beats its role, its role beats the default (`models.default` or "
@@ -321,11 +322,11 @@ def role_ids_of(operatives: int) -> list[str]:
 
 
 def anchored_spec(spec: str, base: Path) -> str:
-    """``spec`` with a relative ``scripted:`` path made absolute against ``base``."""
-    if not spec.startswith("scripted:"):
-        return spec
-    path = Path(spec.removeprefix("scripted:"))
-    return f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
+    """``spec`` with what it names next to the mission file made absolute: a relative
+    ``scripted:`` path, a ``py:`` module that is a file there (``near_mission``)."""
+    from cabal.llm.providers.local import near_mission
+
+    return near_mission(spec, base)
 
 
 def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:

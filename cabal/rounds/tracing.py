@@ -112,7 +112,10 @@ def _otlp_exporter(env: Mapping[str, str]) -> Any:
 
 def provider_name(model: str) -> str:
     """``gen_ai.provider.name`` for a model name (the conventions' ``_OTHER`` when unknown)."""
-    return "anthropic" if model.startswith("claude") else "_OTHER"
+    from cabal.llm.providers import provider_named
+
+    provider = provider_named(model)
+    return provider.system if provider is not None else "_OTHER"
 
 
 def _ns(seconds: float) -> int:

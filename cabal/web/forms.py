@@ -4,8 +4,9 @@ that says what to fix.
 
 A mission file read here goes through ``load_mission``, as with ``cabal run``. What a page may
 not choose is the model's code or files: a ``scripted:PATH`` model reads a file of this machine
-and a ``py:MODULE:FACTORY`` one imports code, so a form or an upload may name only a Claude
-model or the simulated team. The examples run with their own scripts, which the server finds
+and a ``py:MODULE:FACTORY`` one imports code, so a form or an upload may name any provider's
+model the server can build (``openai:gpt-4.1-mini``, ``ollama:qwen3:8b``, ``claude-...``) or
+the simulated team, never those two. The examples run with their own scripts, which the server finds
 in the package; the page names only the example.
 """
 
@@ -27,9 +28,10 @@ from cabal.resources import builtin_dir
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
 from cabal.sources import Wanted, folder_wanted
 
-SIMULATED = "py:cabal.rounds.simulated:team"
-MODEL_CHOICES = {"simulated": SIMULATED, DEFAULT_MODEL: DEFAULT_MODEL}  # the form's list; any Claude name may be typed
-CLAUDE_MODEL = re.compile(r"claude-[a-z0-9][a-z0-9.-]{0,60}")
+SIMULATED = "simulated"
+MODEL_CHOICES = {"simulated": SIMULATED, DEFAULT_MODEL: DEFAULT_MODEL}  # the form's list; any model's spec may be typed
+PAGE_REFUSED = ("scripted", "py")  # they read a file or import code of this machine
+MODEL_SPEC = re.compile(r"[A-Za-z0-9][\w.@-]{0,80}(:[\w.:/@-]{1,160})?")
 MAX_UPLOAD = 64 * 1024  # a mission file is a request and a few settings: 64 KiB is plenty
 MAX_SOURCE_FILES = 10  # files the new-mission form takes as the mission's sources
 MAX_SOURCE_BYTES = 2_000_000  # all of them together; the mission's own source_limits apply too
@@ -172,12 +174,22 @@ def saved_sources(home: Path, files: list[tuple[str, bytes]]) -> tuple[Wanted, .
 
 
 def checked_model(model: str) -> str:
-    """``model`` if a page may choose it (a Claude model or the simulated team)."""
-    if model == SIMULATED or CLAUDE_MODEL.fullmatch(model):
+    """``model`` if a page may choose it: a model of any provider (its spec is checked when the
+    mission is built) or the simulated team; never one that reads a script or imports code."""
+    from cabal.llm.models import resolve
+
+    if model in ("py:cabal.rounds.simulated:team", SIMULATED):
+        return SIMULATED
+    try:
+        chosen, _ = resolve(model) if MODEL_SPEC.fullmatch(model) else (None, "")
+    except CabalError as error:
+        raise ConfigError(str(error)) from None
+    if chosen is not None and chosen.name not in PAGE_REFUSED:
         return model
     raise ConfigError(f"The model {model[:80]!r} cannot be chosen here: a mission started from this page runs a "
-                      f"Claude model (claude-...) or the simulated team ({SIMULATED}). Models that read a script or "
-                      "import code from this machine run only from the command line (cabal run).")
+                      "provider's model (claude-..., openai:MODEL, ollama:MODEL, ...) or the simulated team "
+                      f"({SIMULATED}). Models that read a script or import code from this machine run only from "
+                      "the command line (cabal run).")
 
 
 def _number(fields: Mapping[str, str], key: str, label: str, kind: type[Number], default: Number | None) -> Number | None:

@@ -548,21 +548,33 @@ _ELSEWHERE = ("ANTHROPIC_API_URL", "ANTHROPIC_AUTH_TOKEN", "LANGSMITH_GATEWAY", 
 
 def aim_environment(monkeypatch: pytest.MonkeyPatch, url: str, api_key: str) -> None:
     """ANTHROPIC_* aimed at the fake server at ``url``, nothing that could reach a real one."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", api_key)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
-    for name in _ELSEWHERE:
+    aim(monkeypatch, {"ANTHROPIC_API_KEY": api_key, "ANTHROPIC_BASE_URL": url}, _ELSEWHERE)
+
+
+def aim(monkeypatch: pytest.MonkeyPatch, variables: Mapping[str, str], elsewhere: Sequence[str]) -> None:
+    """``variables`` set and every variable in ``elsewhere`` (another endpoint, a tracer) unset."""
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    for name in elsewhere:
         monkeypatch.delenv(name, raising=False)
+
+
+@contextmanager
+def serving(server: FakeAnthropic, aimed_at: Callable[[Any], None]) -> Iterator[Any]:
+    """``server`` started with the environment aimed at it (``aimed_at(server)``), stopped at the end."""
+    server.start()
+    try:
+        aimed_at(server)
+        yield server
+    finally:
+        server.stop()
 
 
 @contextmanager
 def fake_api(monkeypatch: pytest.MonkeyPatch, api_key: str) -> Iterator[FakeAnthropic]:
     """A fake Messages API server with the environment aimed at it, stopped at the end."""
-    server = FakeAnthropic().start()
-    aim_environment(monkeypatch, server.url, api_key)
-    try:
+    with serving(FakeAnthropic(), lambda server: aim_environment(monkeypatch, server.url, api_key)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

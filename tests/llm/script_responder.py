@@ -35,35 +35,63 @@ _STEPS = {step.heading: step for step in Step}
 
 def script_responder(script: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """``fn(request_body) -> Message body``: the script's answer for the request's key."""
-    model = ScriptedChatModel.from_file(script)
-    ids = itertools.count(1)
-    lock = threading.Lock()
+    answer = scripted_answers(script)
 
     def respond(body: dict[str, Any]) -> dict[str, Any]:
-        round_number, step, agent = call_key(body)
-        tools = list(body.get("tools") or [])
-        reply = model.bind_tools(tools).invoke([HumanMessage("answer")],
-                                               config={"metadata": call_metadata(round=round_number, step=step,
-                                                                                 agent=agent)})
-        (call,) = reply.tool_calls
-        with lock:
-            number = next(ids)
-        return message_body([tool_use_block(call["name"], call["args"], tool_id=f"toolu_script_{number:05d}")],
-                            stop_reason="tool_use")
+        system = prompt_text(body.get("system"))
+        user = prompt_text((body.get("messages") or [{}])[0].get("content"))
+        name, args, number = answer(system, user, list(body.get("tools") or []))
+        return message_body([tool_use_block(name, args, tool_id=f"toolu_script_{number:05d}")], stop_reason="tool_use")
 
     return respond
 
 
+def scripted_answers(script: Path) -> Callable[..., tuple[str, dict[str, Any], int]]:
+    """``fn(system_text, first_user_text, tools, turn=0) -> (tool, args, n)``: the script's
+    answer for the key the prompts name, whatever API carried them (``turn``: the user's answers
+    the turn follows, as ``call_metadata`` counts them); ``n`` numbers the answers (for ids)."""
+    model = ScriptedChatModel.from_file(script)
+    ids = itertools.count(1)
+    lock = threading.Lock()
+
+    def answer(system: str, user: str, tools: list[Any], turn: int = 0) -> tuple[str, dict[str, Any], int]:
+        round_number, step, agent = key_of(system, user)
+        reply = model.bind_tools(tools).invoke([HumanMessage("answer")],
+                                               config={"metadata": call_metadata(round=round_number, step=step,
+                                                                                 agent=agent, turn=turn)})
+        if reply.tool_calls:
+            (call,) = reply.tool_calls
+            name, args = call["name"], call["args"]
+        else:  # asked without tools, the scripted model writes its answer as JSON text (json mode)
+            name, args = first_json_answer(reply.text)
+        with lock:
+            return name, args, next(ids)
+
+    return answer
+
+
+def first_json_answer(text: str) -> tuple[str, dict[str, Any]]:
+    """The tool and arguments of an answer written as JSON text (``json_answers.as_text``)."""
+    from cabal.llm.json_answers import first_json_object
+
+    answer = first_json_object(text)
+    assert answer is not None, f"no JSON answer in {text!r}"
+    return answer["tool"], answer["args"]
+
+
 def call_key(body: Mapping[str, Any]) -> tuple[int, Step, str]:
-    """(round, step, agent) of a request, read from its prompts."""
-    system = _text(body.get("system"))
+    """(round, step, agent) of a Messages API request, read from its prompts."""
     first = (body.get("messages") or [{}])[0]
-    user = _text(first.get("content"))
+    return key_of(prompt_text(body.get("system")), prompt_text(first.get("content")))
+
+
+def key_of(system: str, user: str) -> tuple[int, Step, str]:
+    """(round, step, agent) a system prompt and the first user message name."""
     step = _STEPS[_STEP.search(system)[1].strip()]
     return int(_ROUND.search(user)[1]), step, _AGENT.search(system)[1]
 
 
-def _text(content: Any) -> str:
+def prompt_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(block.get("text", "") for block in content or [] if isinstance(block, Mapping))

@@ -6,7 +6,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from cabal.llm import Budget, Usage
-from cabal.llm.call import with_cache_breakpoints
+from cabal.llm.providers.anthropic import with_cache_breakpoints
 
 
 def test_usage_adds_field_by_field() -> None:

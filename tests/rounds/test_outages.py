@@ -36,8 +36,8 @@ def overloaded(status: int, error: str, retry_after: float | None = 0.01) -> Can
 class Outages:
     """A responder that, before its n-th real answer, serves a burst of failures (one per request)."""
 
-    def __init__(self, plan: dict[int, list]) -> None:
-        self.answer = script_responder(LAUNCH_SCRIPT)
+    def __init__(self, plan: dict[int, list], responder=None) -> None:
+        self.answer = responder or script_responder(LAUNCH_SCRIPT)
         self.plan = plan
         self.answers = 0
         self.burst: deque = deque()
