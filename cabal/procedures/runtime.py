@@ -255,7 +255,9 @@ class Procedures:
             raise TemplateWriteRefused(run_id, actor_id, targets)
         if run_id in ends or run_id in new_ids:
             raise ProcedureError(f"run {run_id!r}: the run space's own links are kept by the runtime", run_id=run_id)
-        reserved = sorted(set(RUNTIME_LINKS).intersection(link.get("type") for link in links if isinstance(link, dict)))
+        # A type that is no name is refused by the schema with the rest of the cluster, below.
+        named = (link.get("type") for link in links if isinstance(link, dict) and isinstance(link.get("type"), str))
+        reserved = sorted(set(RUNTIME_LINKS).intersection(named))
         if reserved:
             raise ProcedureError(f"run {run_id!r}: link type(s) {', '.join(reserved)} are kept by the runtime", run_id=run_id)
         reused = [i for i in new_ids if i in existing]
