@@ -43,6 +43,7 @@ COMMAND_MODULES = (
     "cabal.cli.doctor",      # doctor
     "cabal.cli.mcp",         # mcp
     "cabal.cli.serve",       # serve
+    "cabal.cli.replay",      # replay, script
 )
 
 

@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
-from cabal.cli.options import add_graph_options
+from cabal.cli.options import add_graph_options, add_record_option, add_replay_options, replay_model_spec
 from cabal.errors import ConfigError, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
@@ -151,8 +151,9 @@ def _interrupted(mission_id: str | None) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     with watching(args) as watch:
         try:
-            result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
-                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener())
+            result = rounds.run_mission(args.mission, model=replay_model_spec(args.model, args), home=args.home,
+                                        url=args.url, rounds=args.rounds, model_settings=_settings(args),
+                                        on_event=watch.listener(), record=not args.no_record)
         except KeyboardInterrupt:
             return _interrupted(watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
@@ -162,9 +163,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     with watching(args) as watch:
         try:
-            result = rounds.resume_mission(args.mission_id, answer=args.answer, model=args.model, rounds=args.rounds,
+            result = rounds.resume_mission(args.mission_id, answer=args.answer,
+                                           model=replay_model_spec(args.model, args), rounds=args.rounds,
                                            home=args.home, url=args.url, model_settings=_settings(args),
-                                           on_event=watch.listener())
+                                           on_event=watch.listener(), record=not args.no_record)
         except KeyboardInterrupt:
             return _interrupted(args.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
@@ -190,9 +192,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if not answer:
                 continue
             try:
-                result = rounds.resume_mission(args.mission_id, answer=answer, model=args.model, home=args.home,
+                result = rounds.resume_mission(args.mission_id, answer=answer,
+                                               model=replay_model_spec(args.model, args), home=args.home,
                                                url=args.url, model_settings=_settings(args),
-                                               on_event=watch.listener())
+                                               on_event=watch.listener(), record=not args.no_record)
             except KeyboardInterrupt:
                 return _interrupted(args.mission_id)
     report(result, question_shown=True, stream=watch.stream, home=args.home, url=args.url)
@@ -292,13 +295,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     def common(parser: argparse.ArgumentParser, *, model: bool = False, runs: bool = False) -> argparse.ArgumentParser:
         add_graph_options(parser)
         if model:
-            parser.add_argument("--model", help="Claude model name, scripted:PATH or py:module:factory")
+            parser.add_argument("--model", help="Claude model name, scripted:PATH, py:module:factory or "
+                                                "replay:ID_OR_PATH (a recorded mission's calls)")
+            add_replay_options(parser)
             parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one model call may take")
             parser.add_argument("--max-retries", type=int, metavar="N",
                                 help="retries of a failed model call (rate limit, overload, timeout) before pausing")
             parser.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer a call may give")
             parser.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (0 to 1)")
         if runs:  # the commands that drive a mission
+            add_record_option(parser)
             parser.add_argument("--quiet", action="store_true",
                                 help="no live progress and no conversation: only the outcome at the end")
             parser.add_argument("--events", metavar="FILE",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages
 
 from cabal.errors import ModelError
+from cabal.llm.cassette import record_call
 from cabal.llm.models import model_name, redact_secrets
 from cabal.llm.observe import call_returned
 from cabal.llm.settings import RetryPolicy
@@ -130,6 +131,7 @@ def call_model(
     if not isinstance(raw, AIMessage):
         raise ModelError(f"{model_name(model)} returned {type(raw).__name__}, not an AIMessage")
     reply = _reply_of(raw)
+    record_call(model_name(model), prepared, tools, metadata, raw)  # kept before anyone uses it (llm/cassette.py)
     call_returned(model_name(model), reply.usage, started)  # to the run's events and traces
     return reply
 

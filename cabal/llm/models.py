@@ -14,7 +14,7 @@ from cabal.llm.settings import DEFAULT_MODEL, ModelSettings
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 
-_SPEC_FORMS = "a Claude model name (claude-...), scripted:PATH or py:MODULE:FACTORY"
+_SPEC_FORMS = "a Claude model name (claude-...), scripted:PATH, py:MODULE:FACTORY or replay:ID_OR_PATH"
 
 
 def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None, **options: Any) -> BaseChatModel:
@@ -23,6 +23,8 @@ def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None,
     - ``scripted:PATH``: a ``ScriptedChatModel`` replaying a YAML/JSON script; ``options``
       go to it (``latency_s``).
     - ``py:MODULE:FACTORY``: whatever ``MODULE.FACTORY(**options)`` returns.
+    - ``replay:ID_OR_PATH[?mode=lenient&fallback=SPEC]``: a ``ReplayChatModel`` answering from
+      a recorded mission's cassette (the fallback model built from ``SPEC`` like any other).
     - anything else: a Claude model through ``ChatAnthropic``, with ``settings``' timeout,
       answer length and temperature; ``options`` override those or set other ``ChatAnthropic``
       fields. The client never retries by itself: ``call_model`` does, under the settings'
@@ -39,6 +41,10 @@ def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None,
         return ScriptedChatModel.from_file(rest, **options)
     if scheme == "py":
         return _from_factory(rest, options)
+    if scheme == "replay":  # a recorded mission's calls (llm/replay.py)
+        from cabal.llm.replay import replay_model
+
+        return replay_model(rest, lambda fallback: make_model(fallback, settings, **options))
     raise ModelError(f"unknown model spec {spec!r}; expected {_SPEC_FORMS}")
 
 

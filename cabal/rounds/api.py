@@ -26,6 +26,7 @@ from cabal.errors import CabalError, CallRefused, GraphUnavailable, MissionError
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, make_model, model_name
+from cabal.llm.cassette import CASSETTE_FILE, recording
 from cabal.llm.usage import price_per_mtok
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
@@ -52,9 +53,11 @@ def _new_mission_id(spec: MissionSpec) -> str:
     return f"{MISSION_PREFIX}{slug}-{secrets.token_hex(3)}"
 
 
-def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple[Any, ModelSettings, str]:
+def _chat_model(model: Any, settings: ModelSettings, base: Path | None,
+                home: str | Path | None = None) -> tuple[Any, ModelSettings, str]:
     """The chat model to run, the settings it runs with, and the spec to store for resuming
-    (a script's relative path made absolute; ``object:NAME`` for a model passed in)."""
+    (a script's relative path made absolute, a replayed mission's id made its cassette's path;
+    ``object:NAME`` for a model passed in)."""
     if model is not None and not isinstance(model, str):
         return model, settings, f"object:{model_name(model)}"
     if isinstance(model, str):
@@ -63,6 +66,11 @@ def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple
     if chosen.startswith("scripted:") and base is not None:
         path = Path(chosen.removeprefix("scripted:"))
         chosen = f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
+        settings = settings.with_overrides(name=chosen)
+    if chosen.startswith("replay:"):
+        from cabal.llm.replay import resolved_replay_spec
+
+        chosen = resolved_replay_spec(chosen, home)
         settings = settings.with_overrides(name=chosen)
     return make_model(chosen, settings), settings, chosen
 
@@ -90,7 +98,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, record: bool = True) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -102,6 +110,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``mission_id``: the id to give it (``m-`` then letters, digits, ``_`` and ``-``), for a
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
+    ``record``: keep every model call in the mission's cassette (``llm/cassette.py``).
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -113,7 +122,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
-    chat_model, settings, model_spec = _chat_model(model, settings, base)
+    chat_model, settings, model_spec = _chat_model(model, settings, base, home)
     workspace = Workspace.at(home, url)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
         raise MissionError(f"invalid mission id {mission_id!r}: use m- then up to 100 letters, digits, "
@@ -144,7 +153,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
             run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
                                                 f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
                                                 "still is"))
-        return _drive(workspace, run, {"round": 0})
+        return _drive(workspace, run, {"round": 0}, record=record)
     finally:
         graph.close()
 
@@ -153,7 +162,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                    home: str | Path | None = None, url: str | None = None,
                    model_settings: dict[str, Any] | None = None,
                    on_event: Callable[[MissionEvent], None] | None = None,
-                   call_limiter: CallLimiter | None = None) -> MissionResult:
+                   call_limiter: CallLimiter | None = None, record: bool = True) -> MissionResult:
     """Continue a mission: answer its pending question, pick it up after a crash, a kill or a
     model outage, or continue one the user stopped or that ran out of rounds (``rounds``: the
     new round limit). The mission file's unattended answers not yet used are used again."""
@@ -208,8 +217,8 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
                       {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
-            return _drive(workspace, run, None, reopen=True)
-        return _drive(workspace, run, Command(resume=answer) if answer is not None else None)
+            return _drive(workspace, run, None, reopen=True, record=record)
+        return _drive(workspace, run, Command(resume=answer) if answer is not None else None, record=record)
     finally:
         graph.close()
 
@@ -236,13 +245,15 @@ def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int 
     return None
 
 
-def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool = False) -> MissionResult:
+def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool = False,
+           record: bool = True) -> MissionResult:
     """Run the round graph from ``payload`` (a new mission's first state, an answer, or None to
     go on from the last checkpoint) until the mission ends or pauses; every way it stops is
     recorded honestly: a model outage or Ctrl-C pauses it ``interrupted``, any other error
     fails it with the message (and the traceback in the mission's error.log)."""
     config = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
-    with workspace.driving(run.mission_id), workspace.checkpointer() as saver:
+    with workspace.driving(run.mission_id), workspace.checkpointer() as saver, \
+            recording(workspace.mission_dir(run.mission_id) / CASSETTE_FILE, record):
         app = build_graph(saver)
         try:
             if reopen:  # an ended mission goes on: as if its last round's Presentation had just run

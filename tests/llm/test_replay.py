@@ -1,0 +1,197 @@
+"""Recording, replaying and scripting a mission: the research example recorded with the scripted
+model, replayed from its cassette on the real graph server, node for node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cabal.errors import ModelError
+from cabal.graph import ContextGraph
+from cabal.llm.cassette import CASSETTE_FILE, CallPlace, Cassette, sha256_of
+from cabal.llm.replay import parse_replay_spec, replay_spec
+from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.replays import replay_mission
+
+ROOT = Path(__file__).resolve().parents[2]
+RESEARCH = ROOT / "examples" / "research" / "research.mission.yaml"
+LAUNCH = ROOT / "examples" / "launch" / "launch.mission.yaml"
+QUESTION = ROOT / "tests" / "rounds" / "data" / "question.mission.yaml"
+CABAL = Path(sys.executable).with_name("cabal")
+RESEARCH_CALLS = 47  # the research example's script: 44 turns, two of them retried or asking for context
+# Fields that name how a mission was started, not what its team did: the model spec (a script, or a
+# cassette to replay), the mission file as stored (a replay stores the answers it was given), and
+# the clock.
+NOT_CONTENT = {"model", "model_settings", "spec", "timestamp"}
+
+
+@pytest.fixture
+def home(graph_server) -> Path:
+    return graph_server.home
+
+
+@pytest.fixture(scope="module")
+def recorded(graph_server) -> str:
+    """The research example, recorded once for the module's tests (they only read it)."""
+    return run_mission(RESEARCH, home=graph_server.home).mission_id
+
+
+def cassette_of(home: Path, mission_id: str) -> Path:
+    return home / "missions" / mission_id / CASSETTE_FILE
+
+
+def graph_dump(home: Path, mission_id: str) -> list[str]:
+    """Every node and link of a mission's graph, its own id replaced, sorted: two missions with
+    the same content dump the same."""
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        nodes = graph.read_cypher("MATCH (n) RETURN properties(n) AS p")
+        links = graph.read_cypher("MATCH (a)-[r]->(b) RETURN a.id AS a, type(r) AS t, b.id AS b, properties(r) AS p")
+    rows = [json.dumps({k: v for k, v in node["p"].items() if k not in NOT_CONTENT}, sort_keys=True, default=str)
+            for node in nodes]
+    rows += [json.dumps(link, sort_keys=True, default=str) for link in links]
+    return sorted(row.replace(mission_id, "MISSION") for row in rows)
+
+
+def cabal(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CABAL), *args], capture_output=True, text=True, cwd=cwd, timeout=120,
+                          stdin=subprocess.DEVNULL)
+
+
+# ------------------------------------------------------------------------------- recording
+
+
+def test_every_call_is_recorded_with_its_place_hashes_and_reply_in_a_private_cassette(home: Path, recorded: str) -> None:
+    path = cassette_of(home, recorded)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    cassette = Cassette.read(path)
+    assert len(cassette.calls) == RESEARCH_CALLS
+    first = cassette.calls[0]
+    assert first.place == CallPlace(round=0, step="bootstrap", agent="chair-1", turn=0, attempt=1)
+    assert first.model == "cabal-scripted" and first.tool_calls[0]["name"] == "final_output"
+    # The hashes are those of the texts the cassette keeps (each written once).
+    messages = [cassette.text(sha) for sha in first.message_hashes]
+    assert [m["role"] for m in messages] == ["system", "human"]
+    assert first.messages_sha256 == sha256_of(messages)
+    assert first.tools_sha256 == sha256_of([cassette.text(sha) for sha in first.tool_hashes])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert Counter(line["kind"] for line in lines)["text"] == len(cassette.texts)
+    # The usage recorded is the mission's, call for call.
+    from cabal.rounds import mission_status
+
+    usage = mission_status(recorded, home=home).usage
+    assert sum(c.usage["input_tokens"] for c in cassette.calls) == usage.input_tokens
+    assert sum(c.usage["output_tokens"] for c in cassette.calls) == usage.output_tokens
+    # A call retried in its turn has its place: call 2 follows the answer sent back.
+    assert any(c.place.attempt == 2 for c in cassette.calls)
+
+
+def test_no_record_keeps_no_cassette(home: Path) -> None:
+    result = run_mission(LAUNCH, home=home, record=False)
+    assert not cassette_of(home, result.mission_id).exists()
+
+
+def test_a_resumed_mission_appends_to_its_cassette_each_text_once(home: Path) -> None:
+    first = run_mission(QUESTION, home=home)
+    assert first.state == "halted"
+    path = cassette_of(home, first.mission_id)
+    before = Cassette.read(path)
+    resumed = resume_mission(first.mission_id, answer="People installing tally.", home=home)
+    after = Cassette.read(path)
+    assert resumed.state == "done"
+    assert after.calls[:len(before.calls)] == before.calls and len(after.calls) > len(before.calls)
+    shas = [json.loads(line)["sha256"] for line in path.read_text().splitlines() if '"kind":"text"' in line]
+    assert len(shas) == len(set(shas))
+    # The Chair's turn after the answer is turn 1 of its key.
+    assert any(c.place.turn == 1 for c in after.calls[len(before.calls):])
+
+
+def test_a_cassette_stops_at_its_bound_and_its_replay_says_so(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CABAL_CASSETTE_MAX_BYTES", "40000")
+    result = run_mission(RESEARCH, home=home)
+    assert result.state == "done"  # the bound ends the recording, not the mission
+    path = cassette_of(home, result.mission_id)
+    cassette = Cassette.read(path)
+    assert cassette.full_at == 40000 and 0 < len(cassette.calls) < RESEARCH_CALLS
+    assert path.stat().st_size < 40000 + 300
+    monkeypatch.delenv("CABAL_CASSETTE_MAX_BYTES")
+    replay = replay_mission(result.mission_id, home=home)
+    assert replay.state == "failed"
+    assert "no recorded call" in replay.detail and "size bound of 40000 bytes" in replay.detail
+
+
+# ---------------------------------------------------------------------------------- replay
+
+
+def test_a_strict_replay_reproduces_the_graph_node_for_node(home: Path, recorded: str) -> None:
+    replay = replay_mission(recorded, home=home)
+    assert replay.state == "done", replay.detail
+    assert graph_dump(home, replay.mission_id) == graph_dump(home, recorded)
+    # The replay records its own cassette: the same calls (operatives' in any order), the same hashes.
+    original, again = Cassette.read(cassette_of(home, recorded)), Cassette.read(cassette_of(home, replay.mission_id))
+    assert sorted((c.place, c.messages_sha256, c.tools_sha256) for c in again.calls) == \
+        sorted((c.place, c.messages_sha256, c.tools_sha256) for c in original.calls)
+
+
+def test_a_changed_prompt_line_stops_a_strict_replay_naming_the_message(home: Path, recorded: str, tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "prompts", tmp_path / "prompts")
+    system = tmp_path / "prompts" / "system.md"
+    system.write_text(system.read_text().replace("work in rounds toward a mission for a user.",
+                                                 "work in rounds toward a goal for a user."))
+    result = cabal("replay", recorded, "--home", str(home), "--quiet", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "failed (error)" in result.stdout
+    assert "at round 0, step 'bootstrap', agent 'chair-1', call 1, message 1 (system) differs" in result.stdout
+    assert "-work in rounds toward a mission for a user." in result.stderr
+    assert "+work in rounds toward a goal for a user." in result.stderr
+    assert "Traceback" not in result.stderr
+    # The same project replays fine from the repository's own prompts.
+    assert cabal("replay", recorded, "--home", str(home), "--quiet").returncode == 0
+
+
+def test_a_lenient_replay_answers_missing_calls_with_the_fallback_and_records_them(home: Path, tmp_path: Path) -> None:
+    launch = run_mission(LAUNCH, home=home)
+    cassette = Cassette.read(cassette_of(home, launch.mission_id))
+    # A cassette without its last four calls: the fallback (the launch script) answers those.
+    lines = cassette_of(home, launch.mission_id).read_text().splitlines()
+    calls = [i for i, line in enumerate(lines) if '"kind":"call"' in line]
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(line + "\n" for i, line in enumerate(lines) if i not in calls[-4:]))
+    assert len(Cassette.read(short).calls) == len(cassette.calls) - 4
+    script = ROOT / "examples" / "launch" / "launch.script.yaml"
+    strict = run_mission(LAUNCH, home=home, model=replay_spec(str(short)))
+    assert strict.state == "failed" and "no recorded call" in strict.detail
+    lenient = run_mission(LAUNCH, home=home, model=replay_spec(str(short), "lenient", f"scripted:{script}"))
+    assert lenient.state == "done", lenient.detail
+    assert graph_dump(home, lenient.mission_id) == graph_dump(home, launch.mission_id)
+    assert len(Cassette.read(cassette_of(home, lenient.mission_id)).calls) == len(cassette.calls)
+
+
+def test_a_replay_spec_names_its_options(home: Path) -> None:
+    assert parse_replay_spec("m-a-1?mode=lenient&fallback=scripted:x.yaml") == ("m-a-1", "lenient", "scripted:x.yaml")
+    assert replay_spec("m-a-1") == "replay:m-a-1"
+    with pytest.raises(ModelError, match="mode 'loose' is not one of strict, lenient"):
+        parse_replay_spec("m-a-1?mode=loose")
+    with pytest.raises(ModelError, match=r"unknown option\(s\) \['speed'\]"):
+        parse_replay_spec("m-a-1?speed=2")
+    result = cabal("run", str(LAUNCH), "--home", str(home), "--model", "replay:m-nothing-000000", "--quiet")
+    assert result.returncode == 2 and "no cassette for mission 'm-nothing-000000'" in result.stderr
+
+
+# ---------------------------------------------------------------------------------- script
+
+
+def test_a_recording_becomes_a_script_that_replays_the_mission(home: Path, recorded: str, tmp_path: Path) -> None:
+    target = tmp_path / "recorded.script.yaml"
+    result = cabal("script", recorded, "--home", str(home), "-o", str(target))
+    assert result.returncode == 0, result.stderr
+    assert f"wrote {target}: {RESEARCH_CALLS} scripted answer(s)" in result.stdout
+    again = run_mission(RESEARCH, home=home, model=f"scripted:{target}")
+    assert again.state == "done", again.detail
+    assert graph_dump(home, again.mission_id) == graph_dump(home, recorded)
