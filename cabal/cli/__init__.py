@@ -44,6 +44,7 @@ COMMAND_MODULES = (
     "cabal.cli.mcp",         # mcp
     "cabal.cli.serve",       # serve
     "cabal.cli.replay",      # replay, script
+    "cabal.cli.compare",     # diff
 )
 
 
