@@ -45,6 +45,7 @@ COMMAND_MODULES = (
     "cabal.cli.serve",       # serve
     "cabal.cli.replay",      # replay, script
     "cabal.cli.compare",     # diff
+    "cabal.cli.eval",        # eval
 )
 
 

@@ -173,7 +173,8 @@ def test_the_batch_schema_documents_the_file(tmp_path: Path) -> None:
 
     assert printed.returncode == 0
     assert schema == BatchSpec.model_json_schema()
-    assert set(schema["properties"]) == {"name", "mission", "requests", "matrix", "repeat", "budget"}
+    assert set(schema["properties"]) == {"name", "mission", "requests", "matrix", "repeat", "budget", "expect"}
+    assert "judge" in schema["$defs"]["Expectations"]["properties"]  # what `cabal eval` checks
     assert schema["required"] == ["requests"]
     template = schema["$defs"]["MissionTemplate"]["properties"]
     assert {"team", "rounds", "budget", "model", "answers"} <= set(template)
