@@ -53,8 +53,9 @@ def eval_markdown(result: EvalResult, summaries: list[GroupSummary]) -> list[str
                                ("rounds", summary.rounds), ("wall time (s)", summary.wall_s)):
             lines.append(f"| {figure} | {_number(spread.mean)} | {_number(spread.p90)} | {_number(spread.sd)} |")
         if summary.judge:
-            lines += ["", "| judge question | mean | low | high | sd |", "|---|---|---|---|---|"]
-            lines += [f"| {q} | {s.mean:.2f} | {s.low:g} | {s.high:g} | {s.sd:.2f} |" for q, s in summary.judge]
+            lines += ["", "| judge question | scored | mean | low | high | sd |", "|---|---|---|---|---|---|"]
+            lines += [f"| {q} | {s.n}/{summary.runs} | " + (f"{s.mean:.2f} | {s.low:g} | {s.high:g} | {s.sd:.2f} |"
+                                                           if s.n else "- | - | - | - |") for q, s in summary.judge]
             lines.append(f"\njudge cost: ${summary.judge_cost_usd:.4f}")
         lines.append("")
     return lines

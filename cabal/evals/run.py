@@ -91,6 +91,7 @@ class EvalResult(_Value):
 class Spread(_Value):
     """A figure over the runs of a request: mean, p90, standard deviation, extremes."""
 
+    n: int = Field(description="how many values (a judge scores only the runs it answered validly)")
     mean: float
     p90: float
     sd: float
@@ -100,11 +101,11 @@ class Spread(_Value):
     @classmethod
     def of(cls, values: list[float]) -> Spread:
         if not values:
-            return cls(mean=0.0, p90=0.0, sd=0.0, low=0.0, high=0.0)
+            return cls(n=0, mean=0.0, p90=0.0, sd=0.0, low=0.0, high=0.0)
         ordered = sorted(values)
         p90 = ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]  # nearest rank
-        return cls(mean=statistics.fmean(values), p90=p90, sd=statistics.pstdev(values), low=ordered[0],
-                   high=ordered[-1])
+        return cls(n=len(values), mean=statistics.fmean(values), p90=p90, sd=statistics.pstdev(values),
+                   low=ordered[0], high=ordered[-1])
 
 
 class ExpectationRate(_Value):
@@ -173,12 +174,27 @@ def load_expectations(path: Path) -> tuple[Any, dict[int, Expectations]]:
         items = [RequestItem(request=r) if isinstance(r, str) else r for r in spec.requests]
     else:
         items = read_requests(path.resolve().parent / spec.requests.file, spec.requests.column)
-    expectations = {number: (item.expect.over(spec.expect) if item.expect else spec.expect) or Expectations()
+    expectations = {number: _anchored((item.expect.over(spec.expect) if item.expect else spec.expect)
+                                      or Expectations(), path.resolve().parent)
                     for number, item in enumerate(items, 1)}
     if all(expect.empty for expect in expectations.values()):
         raise ConfigError(f"{path}: no request expects anything",
                           hint="add `expect:` to the batch file (for every request) or to a request")
     return spec, expectations
+
+
+def _anchored(expect: Expectations, base: Path) -> Expectations:
+    """``expect`` with its judge's model built once (a bad spec is an error before anything
+    runs) and a relative ``scripted:`` path made absolute against the batch file's folder."""
+    from cabal.llm import make_model
+
+    if expect.judge is None:
+        return expect
+    spec = expect.judge.model
+    if spec.startswith("scripted:") and not Path(spec.removeprefix("scripted:")).is_absolute():
+        spec = f"scripted:{(base / spec.removeprefix('scripted:')).resolve()}"
+    make_model(spec)
+    return expect.model_copy(update={"judge": expect.judge.model_copy(update={"model": spec})})
 
 
 def run_eval(batch_file: str | Path, *, repeat: int = 1, min_pass: float = 0.8, workers: int | None = None,

@@ -129,8 +129,8 @@ class ReplayChatModel(BaseChatModel):
         forms = [canonical_message(m) for m in messages]
         candidates = self._by_place.get(place, [])
         if self.mode == "strict":
-            found = next((c for c in reversed(candidates)
-                          if c.messages_sha256 == sha256_of(forms) and c.tools_sha256 == sha256_of(tools)), None)
+            hashes = (sha256_of(forms), sha256_of(tools))
+            found = next((c for c in reversed(candidates) if (c.messages_sha256, c.tools_sha256) == hashes), None)
             if found is None:
                 raise self._mismatch(place, forms, tools, candidates[-1] if candidates else None)
         else:

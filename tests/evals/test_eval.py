@@ -135,3 +135,13 @@ def test_expectations_are_checked_when_the_file_is_read(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"expect.*stat"):
         run_eval(batch)
     assert Expectations(cites_sources=2).cites_sources == 2 and Expectations(cites_sources=True).cites_sources is True
+
+
+def test_the_example_evaluation_reads_with_its_judge_found_beside_it() -> None:
+    from cabal.evals.run import load_expectations
+
+    _, expectations = load_expectations(ROOT / "examples" / "batch" / "team-eval.batch.yaml")
+    first, second = expectations[1], expectations[2]
+    assert first.judge.model == f"scripted:{ROOT / 'examples' / 'batch' / 'judge.script.yaml'}"
+    assert (second.state, second.accepted_at_least, second.products_named) == ("done", 3, ["^Overview"])
+    assert first.products_named is None and second.judge == first.judge
