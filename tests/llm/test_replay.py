@@ -195,3 +195,26 @@ def test_a_recording_becomes_a_script_that_replays_the_mission(home: Path, recor
     again = run_mission(RESEARCH, home=home, model=f"scripted:{target}")
     assert again.state == "done", again.detail
     assert graph_dump(home, again.mission_id) == graph_dump(home, recorded)
+
+
+def test_a_run_through_the_claude_client_replays_offline_with_its_usage_and_cost(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded through ChatAnthropic against the local fake Messages API (the launch example's
+    script answering), replayed with the server's requests counted: none."""
+    from cabal.rounds.mission import load_mission
+
+    from .fake_anthropic import fake_api
+    from .script_responder import script_responder
+
+    model = "claude-sonnet-4-6"
+    mission = load_mission(LAUNCH)[0].model_copy(update={"model": model})
+    with fake_api(monkeypatch, "sk-ant-test-replay") as server:
+        server.respond_with(script_responder(ROOT / "examples" / "launch" / "launch.script.yaml"))
+        recorded = run_mission(mission, model=model, home=home)
+        asked = len(server.requests)
+        replayed = replay_mission(recorded.mission_id, home=home)
+        assert len(server.requests) == asked  # the replay asked the provider nothing
+    assert recorded.state == replayed.state == "done" and recorded.usage.cache_read_tokens > 0
+    assert replayed.usage == recorded.usage and replayed.cost_usd == recorded.cost_usd > 0
+    assert Cassette.read(cassette_of(home, recorded.mission_id)).model == model
+    assert graph_dump(home, replayed.mission_id) == graph_dump(home, recorded.mission_id)
