@@ -4,14 +4,11 @@ and after a change): products, accepted texts word by word, verdicts, decisions,
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from cabal import rounds
 from cabal.cli.options import add_graph_options
-from cabal.errors import ConfigError
-
-SUFFIXES = {"md": "md", "markdown": "md", "json": "json", "html": "html", "htm": "html"}
+from cabal.cli.output import chosen_format, write_report
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -19,18 +16,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from cabal.report.diff_render import render_diff
 
     target = Path(args.output) if args.output else None
-    chosen = args.format or (SUFFIXES.get(target.suffix.lstrip(".").lower()) if target else None) or "md"
+    chosen = chosen_format(args.format, target)
     diff = diff_missions(rounds.mission_report(args.a, home=args.home, url=args.url),
                          rounds.mission_report(args.b, home=args.home, url=args.url))
-    text = render_diff(diff, chosen)
-    if target is None:
-        sys.stdout.write(text)
-    else:
-        try:
-            target.write_text(text, encoding="utf-8")
-        except OSError as error:
-            raise ConfigError(f"cannot write {target}: {error.strerror}") from None
-        print(f"wrote {target} ({chosen}, {len(text.encode()):,} bytes)")
+    write_report(render_diff(diff, chosen), target, chosen)
     return 0
 
 

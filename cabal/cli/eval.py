@@ -11,9 +11,8 @@ from pathlib import Path
 
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options
+from cabal.cli.output import chosen_format, write_report
 from cabal.errors import ConfigError
-
-SUFFIXES = {"md": "md", "markdown": "md", "json": "json", "html": "html", "htm": "html", "csv": "csv"}
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -21,14 +20,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from cabal.evals.render import render_comparison, render_eval, verdict
 
     target = Path(args.output) if args.output else None
-    chosen = args.format or (SUFFIXES.get(target.suffix.lstrip(".").lower()) if target else None) or "md"
+    chosen = chosen_format(args.format, target, ("md", "json", "html", "csv"))
     if args.compare:
         if args.batch:
             raise ConfigError("--compare takes two stored evaluations, not a batch file")
         a, b = (evals.load(reference, args.home) for reference in args.compare)
         if chosen not in ("md", "json"):
             raise ConfigError("--compare writes md or json")
-        _write(render_comparison(a, b, evals.compare(a, b), chosen), target, chosen)
+        write_report(render_comparison(a, b, evals.compare(a, b), chosen), target, chosen)
         return exits.DONE
     if not args.batch:
         raise ConfigError("cabal eval needs a batch file (or --compare EVAL_A EVAL_B)")
@@ -36,33 +35,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(f"--min-pass {args.min_pass} is not between 0 and 1")
     result = evals.run_eval(args.batch, repeat=args.repeat, min_pass=args.min_pass, workers=args.workers,
                             dask=args.dask, home=args.home, url=args.url)
-    _write(render_eval(result, chosen), target, chosen)
+    write_report(render_eval(result, chosen), target, chosen)
     print(f"evaluation {result.eval_id}: {verdict(result)}", file=sys.stderr if target is None else sys.stdout)
     return exits.DONE if not evals.failing(result) else exits.FAILED
 
 
-def _write(text: str, target: Path | None, chosen: str) -> None:
-    if target is None:
-        sys.stdout.write(text)
-        return
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot write {target}: {error.strerror}") from None
-    print(f"wrote {target} ({chosen}, {len(text.encode()):,} bytes)")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
-
-
 def register(commands: argparse._SubParsersAction) -> None:
+    from cabal.cli.batch import _positive  # the batch command's own check of --repeat and --workers
+
     parser = add_graph_options(commands.add_parser(
         "eval", help="run a batch file's requests K times and report how often each expectation held"))
     parser.add_argument("batch", nargs="?", metavar="BATCH", help="a batch file whose requests carry expect:")
