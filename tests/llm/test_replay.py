@@ -218,3 +218,17 @@ def test_a_run_through_the_claude_client_replays_offline_with_its_usage_and_cost
     assert replayed.usage == recorded.usage and replayed.cost_usd == recorded.cost_usd > 0
     assert Cassette.read(cassette_of(home, recorded.mission_id)).model == model
     assert graph_dump(home, replayed.mission_id) == graph_dump(home, recorded.mission_id)
+
+
+def test_a_replay_gives_the_chair_the_answers_the_user_gave(home: Path) -> None:
+    halted = run_mission(QUESTION, home=home)
+    answered = resume_mission(halted.mission_id, answer="People installing tally.", home=home)
+    replayed = replay_mission(halted.mission_id, home=home)
+    assert answered.state == replayed.state == "done", replayed.detail
+    # The same work, and the same question answered the same (the recorded mission paused for it,
+    # the replay did not: that, and where the answer came from, are all that differ in the graph).
+    from cabal.report.diff import diff_missions
+    from cabal.rounds import mission_report
+
+    diff = diff_missions(mission_report(halted.mission_id, home=home), mission_report(replayed.mission_id, home=home))
+    assert diff.same_content and [h.answer for h in diff.b_halts] == ["People installing tally."]
