@@ -280,6 +280,7 @@ def open_cassette(path: Path, *, limit: int | None = None) -> Iterator[CassetteW
     known: set[str] = set()
     full = False
     if path.exists():
+        _drop_partial_line(path)
         existing = Cassette.read(path)
         known, full = set(existing.texts), existing.full_at is not None
     handle = open_private(path, "a")
@@ -290,6 +291,15 @@ def open_cassette(path: Path, *, limit: int | None = None) -> Iterator[CassetteW
         yield writer
     finally:
         writer.close()
+
+
+def _drop_partial_line(path: Path) -> None:
+    """A run killed while writing a line left it without its newline: that call was never used,
+    and the next line must not be appended to it."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
 
 
 _RECORDER: ContextVar[CassetteWriter | None] = ContextVar("cabal_cassette", default=None)

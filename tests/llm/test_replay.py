@@ -232,3 +232,25 @@ def test_a_replay_gives_the_chair_the_answers_the_user_gave(home: Path) -> None:
 
     diff = diff_missions(mission_report(halted.mission_id, home=home), mission_report(replayed.mission_id, home=home))
     assert diff.same_content and [h.answer for h in diff.b_halts] == ["People installing tally."]
+
+
+def test_a_line_cut_by_a_kill_is_dropped_before_the_cassette_goes_on(tmp_path: Path) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from cabal.llm.cassette import open_cassette
+
+    path = tmp_path / CASSETTE_FILE
+    reply = AIMessage(content="", tool_calls=[{"name": "final_output", "args": {}, "id": "t1"}],
+                      usage_metadata={"input_tokens": 3, "output_tokens": 1, "total_tokens": 4})
+    place = CallPlace(round=1, step="write", agent="operative-1")
+    with open_cassette(path) as writer:
+        writer.record(place, [HumanMessage("hello")], [], "cabal-scripted", reply)
+    whole = path.read_text()
+    path.write_text(whole + '{"v":1,"kind":"call","key":{"rou')  # killed in the middle of the next line
+    assert len(Cassette.read(path).calls) == 1
+    with open_cassette(path) as writer:
+        writer.record(CallPlace(round=1, step="write", agent="operative-1", attempt=2), [HumanMessage("again")], [],
+                      "cabal-scripted", reply)
+    again = Cassette.read(path)
+    assert [c.place.attempt for c in again.calls] == [1, 2] and path.read_text().startswith(whole)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
