@@ -98,7 +98,9 @@ def _content(content: Any) -> Any:
 
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    """One text per value: keys sorted, no spaces, ASCII only (a model's reply may hold a lone
+    surrogate, which no UTF-8 file or hash input can take; escaped, it is kept as it was)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
 def sha256_of(value: Any) -> str:

@@ -254,3 +254,22 @@ def test_a_line_cut_by_a_kill_is_dropped_before_the_cassette_goes_on(tmp_path: P
     again = Cassette.read(path)
     assert [c.place.attempt for c in again.calls] == [1, 2] and path.read_text().startswith(whole)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("seed", [2, 5])
+def test_a_bad_models_mission_replays_strictly_with_every_bad_reply(home: Path, seed: int) -> None:
+    """The chaos model's replies (text, unreadable arguments, unknown tools, cut-off answers,
+    content blocks, NULs and lone surrogates) are recorded whole and given back the same."""
+    from rounds.chaos import chaos_model  # tests/rounds/chaos.py
+
+    from cabal.rounds.mission import parse_mission
+
+    model, _ = chaos_model(seed, initial_products=3)
+    mission = parse_mission({"name": "chaos", "request": "Write a short handbook for new volunteers.",
+                             "team": {"operatives": 2}, "rounds": 3})
+    recorded = run_mission(mission, model=model, home=home)
+    cassette = Cassette.read(cassette_of(home, recorded.mission_id))
+    assert any(c.invalid_tool_calls for c in cassette.calls) or any(not c.tool_calls for c in cassette.calls)
+    replayed = replay_mission(recorded.mission_id, home=home)
+    assert (replayed.state, replayed.failed_turns) == (recorded.state, recorded.failed_turns), replayed.detail
+    assert graph_dump(home, replayed.mission_id) == graph_dump(home, recorded.mission_id)
