@@ -33,8 +33,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError("cabal eval needs a batch file (or --compare EVAL_A EVAL_B)")
     if not 0 <= args.min_pass <= 1:
         raise ConfigError(f"--min-pass {args.min_pass} is not between 0 and 1")
+    from cabal.batch.progress import BatchProgress
+
+    progress = None if args.quiet else BatchProgress(sys.stderr)  # stderr: stdout may carry the report
     result = evals.run_eval(args.batch, repeat=args.repeat, min_pass=args.min_pass, workers=args.workers,
-                            dask=args.dask, home=args.home, url=args.url)
+                            dask=args.dask, home=args.home, url=args.url, on_event=progress)
     write_report(render_eval(result, chosen), target, chosen)
     print(f"evaluation {result.eval_id}: {verdict(result)}", file=sys.stderr if target is None else sys.stdout)
     return exits.DONE if not evals.failing(result) else exits.FAILED
@@ -56,4 +59,5 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="two stored evaluations (ids or JSON files) side by side")
     parser.add_argument("--format", choices=("md", "html", "json", "csv"), help="default: from -o, else md")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument("--quiet", action="store_true", help="no progress of the runs on stderr")
     parser.set_defaults(func=cmd_eval)

@@ -145,3 +145,39 @@ def test_the_example_evaluation_reads_with_its_judge_found_beside_it() -> None:
     assert first.judge.model == f"scripted:{ROOT / 'examples' / 'batch' / 'judge.script.yaml'}"
     assert (second.state, second.accepted_at_least, second.products_named) == ("done", 3, ["^Overview"])
     assert first.products_named is None and second.judge == first.judge
+
+
+def test_each_expectation_checks_a_missions_report(graph_server) -> None:
+    from cabal.evals.expect import RunFacts, check
+
+    mission = run_mission({"request": "Write a short guide to brewing tea.", "rounds": 3, "model": SIMULATED},
+                          home=graph_server.home)
+    report = mission_report(mission.mission_id, home=graph_server.home)
+    tokens = report.usage.total.input_tokens + report.usage.total.output_tokens
+    expect = Expectations(state="done", accepted_at_least=5, products_named=["^Risks", "^Budget"],
+                          content_matches={"^Overview": "first action", "^Risks": "no such words"},
+                          cites_sources=True, max_cost_usd=0, max_tokens=tokens - 1, max_rounds=3, max_failed_turns=0)
+    found = {c.name: (c.passed, c.found) for c in check(expect, report, RunFacts("done", 1.0))}
+    assert found == {
+        "state": (True, "done"), "accepted_at_least": (True, "5"),
+        "products_named ^Risks": (True, "Risks 4"), "products_named ^Budget": (False, "none"),
+        "content_matches ^Overview": (True, "Overview 1"), "content_matches ^Risks": (False, "no match"),
+        "cites_sources": (False, "0 of 5 accepted texts cite a source"),
+        "max_cost_usd": (True, "$0.0000"), "max_tokens": (False, f"{tokens:,}"), "max_rounds": (True, "3"),
+        "max_failed_turns": (True, "0")}
+    two_sources = Expectations(cites_sources=2)
+    assert [(c.passed, c.found) for c in check(two_sources, report, RunFacts("done", 1.0))] == \
+        [(False, "0 distinct sources")]
+    never = check(expect, None, RunFacts("refused", 0.0))
+    assert never[0] == check(Expectations(state="done"), None, RunFacts("refused", 0.0))[0]
+    assert [c.passed for c in never] == [False] * 11 and never[1].found == "no mission"
+
+
+def test_source_citations_are_counted_per_text_and_distinct() -> None:
+    from cabal.evals.expect import _cites
+
+    texts = ["Qdrant wins [[s:bench-1]].", "Costs from [[s:prices]] and [[s:bench-1]].", "No source here [[p:x]]."]
+    assert _cites(True, texts[:2]).passed and _cites(True, texts[:2]).found == "2 of 2 accepted texts cite a source"
+    assert not _cites(True, texts).passed and _cites(True, texts).found == "2 of 3 accepted texts cite a source"
+    assert _cites(2, texts).passed and not _cites(3, texts).passed and _cites(3, texts).found == "2 distinct sources"
+    assert not _cites(True, []).passed  # nothing accepted cites nothing
