@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -222,9 +222,10 @@ class CassetteWriter:
     """Appends calls to a cassette file, each text once, within ``limit`` bytes; thread-safe."""
 
     def __init__(self, path: Path, handle: IO[str], *, limit: int, known: set[str], size: int,
-                 full: bool) -> None:
+                 full: bool, on_full: Callable[[str], None] | None = None) -> None:
         self.path = path
         self.limit = limit
+        self.on_full = on_full  # told once, when the bound ends the recording
         self._handle = handle
         self._known = known
         self._size = size
@@ -259,7 +260,8 @@ class CassetteWriter:
             lines.append(canonical_json(call.to_json()))
             chunk = "".join(line + "\n" for line in lines)
             size = len(chunk.encode("utf-8"))
-            if self._size + size > self.limit:
+            filled = self._size + size > self.limit
+            if filled:
                 self._full = True
                 chunk = canonical_json({"v": FORMAT_VERSION, "kind": "full", "limit": self.limit,
                                         "at": place.to_json()}) + "\n"
@@ -269,13 +271,17 @@ class CassetteWriter:
             self._handle.write(chunk)
             self._handle.flush()  # in the OS's hands before the reply is used: a kill loses nothing
             self._size += size
+        if filled and self.on_full is not None:
+            self.on_full(f"the cassette {self.path} reached its bound of {self.limit:,} bytes at {place}: later "
+                         f"model calls are not recorded, so a replay stops there ({MAX_BYTES_ENV} raises it)")
 
     def close(self) -> None:
         self._handle.close()
 
 
 @contextmanager
-def open_cassette(path: Path, *, limit: int | None = None) -> Iterator[CassetteWriter]:
+def open_cassette(path: Path, *, limit: int | None = None,
+                  on_full: Callable[[str], None] | None = None) -> Iterator[CassetteWriter]:
     """A writer appending to ``path`` (a resumed mission goes on with its own cassette)."""
     from cabal.private import open_private
 
@@ -288,7 +294,7 @@ def open_cassette(path: Path, *, limit: int | None = None) -> Iterator[CassetteW
     handle = open_private(path, "a")
     os.fchmod(handle.fileno(), 0o600)  # one a workspace made before it was private
     writer = CassetteWriter(path, handle, limit=limit or max_bytes(), known=known,
-                            size=path.stat().st_size, full=full)
+                            size=path.stat().st_size, full=full, on_full=on_full)
     try:
         yield writer
     finally:
@@ -327,13 +333,15 @@ def record_call(model: str, messages: Sequence[Any], tools: Sequence[Mapping[str
 
 
 @contextmanager
-def recording(path: Path, enabled: bool = True) -> Iterator[CassetteWriter | None]:
-    """Record the block's calls to the cassette at ``path`` (nothing, when not ``enabled``)."""
+def recording(path: Path, enabled: bool = True, *,
+              on_full: Callable[[str], None] | None = None) -> Iterator[CassetteWriter | None]:
+    """Record the block's calls to the cassette at ``path`` (nothing, when not ``enabled``);
+    ``on_full`` hears, once, that the bound ended the recording."""
     if not enabled:
         with recording_to(None):
             yield None
         return
-    with open_cassette(path) as writer, recording_to(writer):
+    with open_cassette(path, on_full=on_full) as writer, recording_to(writer):
         yield writer
 
 

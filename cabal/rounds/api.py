@@ -253,7 +253,8 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
     fails it with the message (and the traceback in the mission's error.log)."""
     config = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
     with workspace.driving(run.mission_id), workspace.checkpointer() as saver, \
-            recording(workspace.mission_dir(run.mission_id) / CASSETTE_FILE, record):
+            recording(workspace.mission_dir(run.mission_id) / CASSETTE_FILE, record,
+                      on_full=lambda message: run.emit(Warned(run.mission_id, message=message))):
         app = build_graph(saver)
         try:
             if reopen:  # an ended mission goes on: as if its last round's Presentation had just run

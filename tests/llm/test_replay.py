@@ -114,8 +114,12 @@ def test_a_resumed_mission_appends_to_its_cassette_each_text_once(home: Path) ->
 
 def test_a_cassette_stops_at_its_bound_and_its_replay_says_so(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CABAL_CASSETTE_MAX_BYTES", "40000")
-    result = run_mission(RESEARCH, home=home)
+    heard = []
+    result = run_mission(RESEARCH, home=home, on_event=heard.append)
     assert result.state == "done"  # the bound ends the recording, not the mission
+    warnings = [event.message for event in heard if event.kind == "warning"]
+    assert len(warnings) == 1 and "reached its bound of 40,000 bytes at round " in warnings[0]
+    assert "later model calls are not recorded" in warnings[0]
     path = cassette_of(home, result.mission_id)
     cassette = Cassette.read(path)
     assert cassette.full_at == 40000 and 0 < len(cassette.calls) < RESEARCH_CALLS
