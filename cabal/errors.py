@@ -210,6 +210,8 @@ class ReplayMismatch(CabalError):
 
     Not a provider failure: the run stops (the mission fails, exit status 1) and says where."""
 
+    hint = "replay with --replay lenient to match calls by place only, or record the mission again"
+
     def __init__(self, *, place: str, source: str, what: str, why: str, diff: str = "") -> None:
         self.place = place
         self.source = source
@@ -217,8 +219,7 @@ class ReplayMismatch(CabalError):
         self.why = why
         self.diff = diff
         message = f"replay of {source}: at {place}, {what} {why}"
-        super().__init__(message + (f":\n{diff}" if diff else ""),
-                         hint="replay with --replay lenient to match calls by place only, or record the mission again")
+        super().__init__(message + (f":\n{diff}" if diff else ""))
 
 
 class StepFailed(CabalError):

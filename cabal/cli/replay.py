@@ -11,7 +11,7 @@ from pathlib import Path
 from cabal import rounds
 from cabal.cli.missions import exit_status, report, watching
 from cabal.cli.options import add_graph_options, add_record_option, add_replay_options
-from cabal.errors import ConfigError
+from cabal.errors import ConfigError, ReplayMismatch
 from cabal.limits import printable
 
 _MISMATCH_LINE = "cabal.errors.ReplayMismatch: "
@@ -29,6 +29,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     explanation = mismatch_of(result.error_log)
     if explanation:
         print(printable(explanation), file=sys.stderr)
+        print(f"hint: {ReplayMismatch.hint}", file=sys.stderr)
     return exit_status(result)
 
 
@@ -39,7 +40,15 @@ def mismatch_of(error_log: str | None) -> str | None:
         return None
     text = Path(error_log).read_text(encoding="utf-8", errors="replace")
     start = text.rfind("\n" + _MISMATCH_LINE)
-    return text[start + 1 + len(_MISMATCH_LINE):].rstrip() if start >= 0 else None
+    if start < 0:
+        return None
+    headline, *rest = text[start + 1 + len(_MISMATCH_LINE):].splitlines()
+    diff = []
+    for line in rest:  # the diff's lines; what follows them is the traceback's notes
+        if not (line[:1] in (" ", "-", "+", "@") or line.startswith("... (")):
+            break
+        diff.append(line)
+    return "\n".join([headline, *diff]).rstrip()
 
 
 def cmd_script(args: argparse.Namespace) -> int:
