@@ -12,12 +12,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options, add_record_option, add_replay_options, replay_model_spec
-from cabal.errors import ConfigError, ResourceNotFound
+from cabal.errors import ConfigError, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
 
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from cabal.rounds import MissionResult
     from cabal.rounds.events import MissionEvent
 
+
+
+_MISMATCH_LINE = f"{ReplayMismatch.__module__}.{ReplayMismatch.__qualname__}: "  # how error.log names it
 
 
 def exit_status(result: MissionResult) -> int:
@@ -54,6 +58,24 @@ def next_steps(result: MissionResult) -> list[str]:
     return [f"traceback: {result.error_log}"] if result.error_log else []
 
 
+def mismatch_of(error_log: str | None) -> str | None:
+    """A replay mismatch's whole explanation (its diff spans lines the mission's one-line detail
+    cannot hold), from the error log the failed mission kept."""
+    if not error_log or not Path(error_log).is_file():
+        return None
+    text = Path(error_log).read_text(encoding="utf-8", errors="replace")
+    start = text.rfind("\n" + _MISMATCH_LINE)
+    if start < 0:
+        return None
+    headline, *rest = text[start + 1 + len(_MISMATCH_LINE):].splitlines()
+    diff = []
+    for line in rest:  # the diff's lines; what follows them is the traceback's notes
+        if not (line[:1] in (" ", "-", "+", "@") or line.startswith("... (")):
+            break
+        diff.append(line)
+    return "\n".join([headline, *diff]).rstrip()
+
+
 def print_conversation(mission_id: str, home: str | None, url: str | None, stream: IO[str] | None = None) -> None:
     """The conversation so far, as the live display prints it (``cabal chat``)."""
     from cabal.cli.progress import round_heading
@@ -76,6 +98,10 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
     print(f"state: {outcome(result)}", file=out)
     for line in next_steps(result):
         print(line, file=out)
+    explanation = mismatch_of(result.error_log) if result.state == "failed" else None
+    if explanation:  # a strict replay that missed: where, and what changed
+        print(printable(explanation), file=out)
+        print(f"hint: {ReplayMismatch.hint}", file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
     accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products

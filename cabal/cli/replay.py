@@ -11,10 +11,7 @@ from pathlib import Path
 from cabal import rounds
 from cabal.cli.missions import exit_status, report, watching
 from cabal.cli.options import add_graph_options, add_record_option, add_replay_options
-from cabal.errors import ConfigError, ReplayMismatch
-from cabal.limits import printable
-
-_MISMATCH_LINE = "cabal.errors.ReplayMismatch: "
+from cabal.errors import ConfigError
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -26,29 +23,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         result = replay_mission(args.mission_id, mode=args.replay or "strict", fallback=args.fallback_model,
                                 home=args.home, url=args.url, record=not args.no_record, on_event=watch.listener())
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
-    explanation = mismatch_of(result.error_log)
-    if explanation:
-        print(printable(explanation), file=sys.stderr)
-        print(f"hint: {ReplayMismatch.hint}", file=sys.stderr)
     return exit_status(result)
-
-
-def mismatch_of(error_log: str | None) -> str | None:
-    """A replay mismatch's whole explanation (its diff spans lines the mission's one-line detail
-    cannot hold), from the error log the failed mission kept."""
-    if not error_log or not Path(error_log).is_file():
-        return None
-    text = Path(error_log).read_text(encoding="utf-8", errors="replace")
-    start = text.rfind("\n" + _MISMATCH_LINE)
-    if start < 0:
-        return None
-    headline, *rest = text[start + 1 + len(_MISMATCH_LINE):].splitlines()
-    diff = []
-    for line in rest:  # the diff's lines; what follows them is the traceback's notes
-        if not (line[:1] in (" ", "-", "+", "@") or line.startswith("... (")):
-            break
-        diff.append(line)
-    return "\n".join([headline, *diff]).rstrip()
 
 
 def cmd_script(args: argparse.Namespace) -> int:
