@@ -280,3 +280,15 @@ def test_a_bad_models_mission_replays_strictly_with_every_bad_reply(home: Path, 
     replayed = replay_mission(recorded.mission_id, home=home)
     assert (replayed.state, replayed.failed_turns) == (recorded.state, recorded.failed_turns), replayed.detail
     assert graph_dump(home, replayed.mission_id) == graph_dump(home, recorded.mission_id)
+
+
+def test_a_batch_records_its_missions_unless_told_not_to(home: Path) -> None:
+    from cabal.batch.api import run_batch
+    from cabal.batch.plan import parse_batch
+
+    for record in (True, False):
+        spec = parse_batch({"name": f"record-{record}", "mission": {"rounds": 2, "model": "py:cabal.rounds.simulated:team"},
+                            "requests": ["Write a short guide to brewing tea."]})
+        rows = run_batch(spec, workers=1, home=home, record=record).report.rows
+        assert [row.state for row in rows] == ["done"]
+        assert cassette_of(home, rows[0].mission_id).is_file() is record
