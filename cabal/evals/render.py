@@ -67,8 +67,9 @@ def eval_html(result: EvalResult, summaries: list[GroupSummary]) -> str:
     from cabal.report.svg import rate_bars_svg
 
     names = list(dict.fromkeys(rate.name for s in summaries for rate in s.expectations))
-    charts = [(name, rate_bars_svg([(s.group, rate.rate) for s in summaries for rate in s.expectations
-                                    if rate.name == name], threshold=result.min_pass, caption=name))
+    charts = [(name, rate_bars_svg([(f"{s.group}: {s.request}", rate.rate) for s in summaries
+                                    for rate in s.expectations if rate.name == name],
+                                   threshold=result.min_pass, caption=name))
               for name in names]
     page = template_environment().get_template("eval.html.j2").render(
         result=result, summaries=summaries, charts=charts, verdict=verdict(result), version=__version__)

@@ -141,7 +141,8 @@ class ReplayChatModel(BaseChatModel):
                 return self._from_fallback(messages, metadata, kwargs)
         return ChatResult(generations=[ChatGeneration(message=_message_of(found))])
 
-    def _from_fallback(self, messages: list[BaseMessage], metadata: dict[str, Any], kwargs: dict[str, Any]) -> ChatResult:
+    def _from_fallback(self, messages: list[BaseMessage], metadata: dict[str, Any],
+                       kwargs: dict[str, Any]) -> ChatResult:
         with self._lock:
             self._missed += 1
         runnable = self.fallback
