@@ -178,6 +178,9 @@ class Cassette:
                 continue
             try:
                 record = json.loads(line)
+                if record["v"] != FORMAT_VERSION:
+                    raise ConfigError(f"{path}, line {number}: a cassette of format {record['v']!r}; this Cabal "
+                                      f"reads format {FORMAT_VERSION}", hint="record the mission again")
                 kind = record["kind"]
                 if kind == "text":
                     texts[record["sha256"]] = record["value"]

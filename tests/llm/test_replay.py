@@ -292,3 +292,17 @@ def test_a_batch_records_its_missions_unless_told_not_to(home: Path) -> None:
         rows = run_batch(spec, workers=1, home=home, record=record).report.rows
         assert [row.state for row in rows] == ["done"]
         assert cassette_of(home, rows[0].mission_id).is_file() is record
+
+
+def test_a_broken_cassette_is_named_with_its_line(tmp_path: Path) -> None:
+    from cabal.errors import ConfigError
+
+    path = tmp_path / CASSETTE_FILE
+    path.write_text('{"v":1,"kind":"text","sha256":"a","value":"x"}\nnot json\n{"v":1,"kind":"full","limit":5}\n')
+    with pytest.raises(ConfigError, match=r"cassette.jsonl, line 2: not a cassette record \(JSONDecodeError"):
+        Cassette.read(path)
+    path.write_text('{"v":2,"kind":"call"}\n')
+    with pytest.raises(ConfigError, match=r"line 1: a cassette of format 2; this Cabal reads format 1"):
+        Cassette.read(path)
+    with pytest.raises(ConfigError, match=r"cannot read cassette .*missing.jsonl"):
+        Cassette.read(tmp_path / "missing.jsonl")
