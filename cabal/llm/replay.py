@@ -154,10 +154,10 @@ class ReplayChatModel(BaseChatModel):
     def _mismatch(self, place: CallPlace, forms: list[dict[str, Any]], tools: list[dict[str, Any]],
                   recorded: RecordedCall | None) -> ReplayMismatch:
         if recorded is None:
-            why = "the cassette has no call there"
+            why = "was recorded there"
             if self._cassette.full_at is not None:
-                why += f" (its recording stopped at the size bound of {self._cassette.full_at} bytes)"
-            return ReplayMismatch(place=str(place), source=self.source, what="no recorded call", why=why)
+                why += f" (the recording stopped at the size bound of {self._cassette.full_at} bytes)"
+            return ReplayMismatch(place=str(place), source=self.source, what="no call", why=why)
         what, diff = located_change(self._cassette, recorded, forms, tools)
         return ReplayMismatch(place=str(place), source=self.source, what=what, why="differs from the recording",
                               diff=diff)

@@ -127,7 +127,7 @@ def test_a_cassette_stops_at_its_bound_and_its_replay_says_so(home: Path, monkey
     monkeypatch.delenv("CABAL_CASSETTE_MAX_BYTES")
     replay = replay_mission(result.mission_id, home=home)
     assert replay.state == "failed"
-    assert "no recorded call" in replay.detail and "size bound of 40000 bytes" in replay.detail
+    assert "no call was recorded there (the recording stopped at the size bound of 40000 bytes)" in replay.detail
 
 
 # ---------------------------------------------------------------------------------- replay
@@ -173,7 +173,7 @@ def test_a_lenient_replay_answers_missing_calls_with_the_fallback_and_records_th
     assert len(Cassette.read(short).calls) == len(cassette.calls) - 4
     script = ROOT / "examples" / "launch" / "launch.script.yaml"
     strict = run_mission(LAUNCH, home=home, model=replay_spec(str(short)))
-    assert strict.state == "failed" and "no recorded call" in strict.detail
+    assert strict.state == "failed" and "no call was recorded there" in strict.detail
     lenient = run_mission(LAUNCH, home=home, model=replay_spec(str(short), "lenient", f"scripted:{script}"))
     assert lenient.state == "done", lenient.detail
     assert graph_dump(home, lenient.mission_id) == graph_dump(home, launch.mission_id)
@@ -306,3 +306,29 @@ def test_a_broken_cassette_is_named_with_its_line(tmp_path: Path) -> None:
         Cassette.read(path)
     with pytest.raises(ConfigError, match=r"cannot read cassette .*missing.jsonl"):
         Cassette.read(tmp_path / "missing.jsonl")
+
+
+def test_a_changed_tool_schema_is_named_with_its_diff(tmp_path: Path) -> None:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from cabal.errors import ReplayMismatch
+    from cabal.llm import ScriptedChatModel, call_metadata, call_model
+    from cabal.llm.cassette import recording
+    from cabal.llm.replay import ReplayChatModel
+
+    tool = {"name": "final_output", "description": "Your result.",
+            "input_schema": {"type": "object", "properties": {"summary": {"type": "string"}}}}
+    messages = [SystemMessage("You write."), HumanMessage("Write it.")]
+    metadata = call_metadata(round=1, step="write", agent="operative-1")
+    scripted = ScriptedChatModel.from_entries([{"tool": "final_output", "args": {"summary": "done"}}])
+    with recording(tmp_path / CASSETTE_FILE):
+        call_model(scripted, messages, [tool], metadata=metadata)
+    replay = ReplayChatModel.from_cassette(tmp_path / CASSETTE_FILE)
+    assert call_model(replay, messages, [tool], metadata=metadata).tool_calls[0]["args"] == {"summary": "done"}
+    changed = {**tool, "input_schema": {"type": "object", "properties": {"summary": {"type": "integer"}}}}
+    with pytest.raises(ReplayMismatch) as caught:
+        call_model(replay, messages, [changed], metadata=metadata)
+    assert caught.value.what == "tool schema 'final_output'"
+    assert '-    "type": "string"' in caught.value.diff and '+    "type": "integer"' in caught.value.diff
+    with pytest.raises(ReplayMismatch, match=r"at round 2, step 'write', agent 'operative-1', call 1, no call was recorded there$"):
+        call_model(replay, messages, [tool], metadata=call_metadata(round=2, step="write", agent="operative-1"))
