@@ -205,6 +205,24 @@ class CallRefused(ModelError):
         super().__init__(reason, provider="batch")
 
 
+class ReplayMismatch(CabalError):
+    """A replayed call finds no recorded answer: its messages or tools changed since the recording
+    (strict replay), or the cassette has no call at its place.
+
+    Not a provider failure: the run stops (the mission fails, exit status 1) and says where."""
+
+    hint = "replay with --replay lenient to match calls by place only, or record the mission again"
+
+    def __init__(self, *, place: str, source: str, what: str, why: str, diff: str = "") -> None:
+        self.place = place
+        self.source = source
+        self.what = what
+        self.why = why
+        self.diff = diff
+        message = f"replay of {source}: at {place}, {what} {why}"
+        super().__init__(message + (f":\n{diff}" if diff else ""))
+
+
 class StepFailed(CabalError):
     """A round step could not get a valid answer within its retry budget."""
 

@@ -30,7 +30,7 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
               max_concurrent: int | None = None, max_tokens: int | None = None, max_cost_usd: float | None = None,
               repeat: int | None = None, retries: int = 2, answers: Mapping[str, str] | None = None,
               home: str | Path | None = None, url: str | None = None,
-              on_event: Callable[[Any], None] | None = None) -> BatchResult:
+              on_event: Callable[[Any], None] | None = None, record: bool = True) -> BatchResult:
     """Run every mission of ``plan`` that is not finished, and return where each one is.
 
     ``plan``: a folder of mission files, a glob, a mission file or a batch file (see
@@ -41,6 +41,7 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
     batch file's), on top of each mission's own. ``repeat``: runs of each mission.
     ``answers``: mission id -> answer to its pending question. ``on_event``: every event of
     the batch (``cabal.batch.events``) and of its missions (``cabal.rounds.events``, each naming its mission).
+    ``record``: keep each mission's model calls in its cassette (``--no-record`` turns it off).
 
     Local workers are processes started by a fork server, which imports the calling script
     as ``__mp_main__``: a script that calls this at module level needs the usual
@@ -57,14 +58,15 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
     elif not isinstance(plan, BatchPlan):
         plan = load_plan(plan, repeat=repeat)
     plan = _with_budget(plan, max_tokens, max_cost_usd)
-    options = RunOptions(workers, dask, max_concurrent, retries, dict(answers or {}))
+    options = RunOptions(workers, dask, max_concurrent, retries, dict(answers or {}), record)
     return execute(plan, options, home=home, url=url, on_event=on_event)
 
 
 def resume_batch(batch_id: str, *, workers: int | None = None, dask: str | None = None,
                  max_concurrent: int | None = None, max_tokens: int | None = None, max_cost_usd: float | None = None,
                  retries: int = 2, answers: Mapping[str, str] | None = None, home: str | Path | None = None,
-                 url: str | None = None, on_event: Callable[[Any], None] | None = None) -> BatchResult:
+                 url: str | None = None, on_event: Callable[[Any], None] | None = None,
+                 record: bool = True) -> BatchResult:
     """Go on with a batch from the plan it stored: interrupted missions resume, missions never
     started start, halted ones resume with their answer from ``answers``. A raised budget
     (``max_tokens``, ``max_cost_usd``) is kept for later runs."""
@@ -72,7 +74,7 @@ def resume_batch(batch_id: str, *, workers: int | None = None, dask: str | None 
     plan = BatchStore.existing(workspace.home, batch_id).load_plan()
     return run_batch(_with_budget(plan, max_tokens, max_cost_usd), workers=workers, dask=dask,
                      max_concurrent=max_concurrent, retries=retries, answers=answers, home=home, url=url,
-                     on_event=on_event)
+                     on_event=on_event, record=record)
 
 
 def batch_status(batch_id: str, *, home: str | Path | None = None, url: str | None = None) -> BatchReport:

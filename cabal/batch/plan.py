@@ -42,6 +42,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cabal.errors import CabalError, ConfigError, ProtocolLoadError
+from cabal.report.expect import Expectations
 from cabal.llm.settings import ModelSettings
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, located_problems, parse_mission, with_tool_folders
 from cabal.yaml_reader import read_settings_file, read_text_file
@@ -60,6 +61,8 @@ class RequestItem(BaseModel):
     request: str = Field(min_length=1, max_length=20_000, description="what the user wants the team to do")
     name: str | None = Field(None, max_length=80, description="the mission's name; default: the batch's, numbered")
     answers: list[str] | None = Field(None, description="replies to the Chair's questions; default: the mission's")
+    expect: Expectations | None = Field(None, description="what `cabal eval` checks of this request's missions "
+                                                          "(over the batch's `expect`)")
 
 
 class RequestsFile(BaseModel):
@@ -157,6 +160,8 @@ class BatchSpec(BaseModel):
     matrix: Matrix | None = Field(None, description="run every request in each combination of these variants")
     repeat: int = Field(1, ge=1, le=100, description="run each mission this many times (to compare outcomes)")
     budget: BatchBudget = Field(default_factory=BatchBudget, description="a budget for the whole batch")
+    expect: Expectations | None = Field(None, description="what `cabal eval` checks of every mission (a request's "
+                                                          "own `expect` overrides its fields)")
 
 
 @dataclass(frozen=True)

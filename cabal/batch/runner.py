@@ -52,6 +52,7 @@ class RunOptions:
     max_concurrent: int | None = None  # model calls in flight across all workers
     retries: int = 2  # local: new processes for a mission whose process died (Dask: allowed-failures)
     answers: Mapping[str, str] = field(default_factory=dict)  # mission id -> answer to its pending question
+    record: bool = True  # keep each mission's model calls in its cassette (llm/cassette.py)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def execute(plan: BatchPlan, options: RunOptions, *, home: str | Path | None = N
             limits = pool.limits(plan.batch_id, str(store.limits_folder), options.max_concurrent)
             limits.prepare()
             tasks = [MissionTask(plan.batch_id, row.mission_id, row.key, _runnable(plan, row.mission_id),
-                                 str(workspace.home), url, checkpoints.url, limits, answer=answers.get(row.mission_id))
+                                 str(workspace.home), url, checkpoints.url, limits, answer=answers.get(row.mission_id),
+                                 record=options.record)
                      for row in to_run]
             emit(BatchStarted(plan.batch_id, plan.name, len(before.rows), len(tasks),
                               sum(row.state in FINISHED for row in before.rows), pool.describe(),

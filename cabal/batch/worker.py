@@ -46,6 +46,7 @@ class MissionTask:
     limits: FileLimits | DaskLimits
     attempt: int = 1
     answer: str | None = None  # an answer to the mission's pending question
+    record: bool = True  # keep the mission's model calls in its cassette
 
 
 def run_task(task: MissionTask, send: Send) -> MissionOutcome:
@@ -74,11 +75,11 @@ def run_task(task: MissionTask, send: Send) -> MissionOutcome:
     try:  # the mission's own events go to the batch as they are: each names its mission
         if status is None:
             result = run_mission(task.spec, mission_id=task.mission_id, home=task.home, url=task.url,
-                                 on_event=send, call_limiter=task.limits)
+                                 on_event=send, call_limiter=task.limits, record=task.record)
         else:
             answer = task.answer if status.state == MissionState.HALTED else None
             result = resume_mission(task.mission_id, answer=answer, home=task.home, url=task.url, on_event=send,
-                                    call_limiter=task.limits)
+                                    call_limiter=task.limits, record=task.record)
     except Exception as error:  # noqa: BLE001 - one mission's trouble is reported, never the batch's end
         # Refused before it wrote anything (a model that cannot be built, a bad answer), the
         # graph went away, or a bug: say where the mission is now, and why.

@@ -44,6 +44,9 @@ COMMAND_MODULES = (
     "cabal.cli.mcp",         # mcp
     "cabal.cli.serve",       # serve
     "cabal.cli.models",      # models [SPEC]
+    "cabal.cli.replay",      # replay, script
+    "cabal.cli.compare",     # diff
+    "cabal.cli.eval",        # eval
 )
 
 

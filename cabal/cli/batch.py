@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cabal.cli import exits
-from cabal.cli.options import add_graph_options
+from cabal.cli.options import add_graph_options, add_record_option
 from cabal.errors import ConfigError
 from cabal.exports import names as export_names
 
@@ -68,7 +68,8 @@ def _run(args: argparse.Namespace) -> int:
     with _watching(args) as watch:
         result = run_batch(plan, workers=args.workers, dask=args.dask, max_concurrent=args.max_concurrent,
                            max_tokens=args.max_tokens, max_cost_usd=args.max_cost, repeat=args.repeat,
-                           retries=args.retries, home=args.home, url=args.url, on_event=watch)
+                           retries=args.retries, home=args.home, url=args.url, on_event=watch,
+                           record=not args.no_record)
     return _conclude(result)
 
 
@@ -78,7 +79,8 @@ def _resume(args: argparse.Namespace) -> int:
     with _watching(args) as watch:
         result = resume_batch(args.batch_id, workers=args.workers, dask=args.dask, max_concurrent=args.max_concurrent,
                               max_tokens=args.max_tokens, max_cost_usd=args.max_cost, retries=args.retries,
-                              answers=_answers(args.answer), home=args.home, url=args.url, on_event=watch)
+                              answers=_answers(args.answer), home=args.home, url=args.url, on_event=watch,
+                              record=not args.no_record)
     return _conclude(result)
 
 
@@ -251,6 +253,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--retries", type=_whole(0), default=2, help="local: new processes for a mission whose process died")
     run.add_argument("--answer", action="append", metavar="MISSION_ID=TEXT", help="resume: answer a pending question")
     run.add_argument("--events", metavar="FILE", help="append every event (JSON lines) to FILE")
+    add_record_option(run)
     run.add_argument("--verbose", action="store_true", help="print every mission's events, tagged with its id")
     run.add_argument("--quiet", action="store_true", help="no live counts: only the outcome at the end (as cabal run)")
     shown = batch.add_argument_group("status, report")

@@ -7,27 +7,19 @@ that works offline. With ``-o`` and no ``--format``, the file's suffix picks the
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from cabal import rounds
 from cabal.cli.options import add_graph_options
-from cabal.errors import ConfigError
+from cabal.cli.output import write_report
 from cabal.exports import DEFAULT_FORMAT, format_of, names, render_mission
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     target = Path(args.output) if args.output else None
     chosen = args.format or format_of(target, "mission")
-    text = render_mission(rounds.mission_report(args.mission_id, home=args.home, url=args.url), chosen)
-    if target is None:
-        sys.stdout.write(text)
-        return 0
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"cannot write {target}: {error.strerror}") from None
-    print(f"wrote {target} ({chosen}, {len(text.encode()):,} bytes)")
+    write_report(render_mission(rounds.mission_report(args.mission_id, home=args.home, url=args.url), chosen),
+                 target, chosen)
     return 0
 
 

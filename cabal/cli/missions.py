@@ -12,12 +12,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
-from cabal.cli.options import add_graph_options
-from cabal.errors import ConfigError, GraphUnavailable, ResourceNotFound
+from cabal.cli.options import add_graph_options, add_record_option, add_replay_options, replay_model_spec
+from cabal.errors import ConfigError, GraphUnavailable, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from cabal.rounds import MissionResult
     from cabal.rounds.events import MissionEvent
 
+
+
+_MISMATCH_LINE = f"{ReplayMismatch.__module__}.{ReplayMismatch.__qualname__}: "  # how error.log names it
 
 
 def exit_status(result: MissionResult) -> int:
@@ -55,6 +59,24 @@ def next_steps(result: MissionResult) -> list[str]:
     return [f"traceback: {result.error_log}"] if result.error_log else []
 
 
+def mismatch_of(error_log: str | None) -> str | None:
+    """A replay mismatch's whole explanation (its diff spans lines the mission's one-line detail
+    cannot hold), from the error log the failed mission kept."""
+    if not error_log or not Path(error_log).is_file():
+        return None
+    text = Path(error_log).read_text(encoding="utf-8", errors="replace")
+    start = text.rfind("\n" + _MISMATCH_LINE)
+    if start < 0:
+        return None
+    headline, *rest = text[start + 1 + len(_MISMATCH_LINE):].splitlines()
+    diff = []
+    for line in rest:  # the diff's lines; what follows them is the traceback's notes
+        if not (line[:1] in (" ", "-", "+", "@") or line.startswith("... (")):
+            break
+        diff.append(line)
+    return "\n".join([headline, *diff]).rstrip()
+
+
 def print_conversation(mission_id: str, home: str | None, url: str | None, stream: IO[str] | None = None) -> None:
     """The conversation so far, as the live display prints it (``cabal chat``)."""
     from cabal.cli.progress import round_heading
@@ -78,6 +100,10 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
     print(f"state: {outcome(result)}", file=out)
     for line in next_steps(result):
         print(line, file=out)
+    explanation = mismatch_of(result.error_log) if result.state == "failed" else None
+    if explanation:  # a strict replay that missed: where, and what changed
+        print(printable(explanation), file=out)
+        print(f"hint: {ReplayMismatch.hint}", file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
     try:
@@ -177,14 +203,16 @@ def _driven(args: argparse.Namespace, drive: Callable[[Watch], MissionResult], m
 
 def cmd_run(args: argparse.Namespace) -> int:
     return _driven(args, lambda watch: rounds.run_mission(
-        args.mission, model=args.model, home=args.home, url=args.url, rounds=args.rounds,
-        model_settings=_settings(args), on_event=watch.listener(), budget_usd=args.budget_usd, sources=args.source))
+        args.mission, model=replay_model_spec(args.model, args), home=args.home, url=args.url, rounds=args.rounds,
+        model_settings=_settings(args), on_event=watch.listener(), budget_usd=args.budget_usd, sources=args.source,
+        record=not args.no_record))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     return _driven(args, lambda watch: rounds.resume_mission(
-        args.mission_id, answer=args.answer, model=args.model, rounds=args.rounds, home=args.home, url=args.url,
-        model_settings=_settings(args), on_event=watch.listener()), args.mission_id)
+        args.mission_id, answer=args.answer, model=replay_model_spec(args.model, args), rounds=args.rounds,
+        home=args.home, url=args.url, model_settings=_settings(args), on_event=watch.listener(),
+        record=not args.no_record), args.mission_id)
 
 
 def cmd_continue(args: argparse.Namespace) -> int:
@@ -212,9 +240,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if not answer:
                 continue
             try:
-                result = rounds.resume_mission(args.mission_id, answer=answer, model=args.model, home=args.home,
+                result = rounds.resume_mission(args.mission_id, answer=answer,
+                                               model=replay_model_spec(args.model, args), home=args.home,
                                                url=args.url, model_settings=_settings(args),
-                                               on_event=watch.listener())
+                                               on_event=watch.listener(), record=not args.no_record)
             except KeyboardInterrupt:
                 return _interrupted(watch, args.mission_id)
     report(result, question_shown=True, stream=watch.stream, home=args.home, url=args.url)
@@ -333,27 +362,34 @@ def schema_of(what: str) -> dict:
     return schema()
 
 
-def register(commands: argparse._SubParsersAction) -> None:
-    def common(parser: argparse.ArgumentParser, *, model: bool = False, runs: bool = False) -> argparse.ArgumentParser:
-        add_graph_options(parser)
-        if model:
-            parser.add_argument("--model", help="a model: PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b), claude-..., simulated, scripted:PATH or py:MODULE:FACTORY (cabal models lists the providers)")
-            parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one model call may take")
-            parser.add_argument("--max-retries", type=int, metavar="N",
-                                help="retries of a failed model call (rate limit, overload, timeout) before pausing")
-            parser.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer a call may give")
-            parser.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (0 to 1)")
-            parser.add_argument("--output", choices=("tools", "json"),
-                                help="how the model answers: by calling tools (default), or with a JSON object in its "
-                                     "text, for models that call tools badly")
-        if runs:  # the commands that drive a mission
-            parser.add_argument("--quiet", action="store_true",
-                                help="no live progress and no conversation: only the outcome at the end")
-            parser.add_argument("--events", metavar="FILE",
-                                help="append every event of the run to FILE as JSON lines ('-': stdout, and people's "
-                                     "lines go to stderr)")
-        return parser
+def common(parser: argparse.ArgumentParser, *, model: bool = False, runs: bool = False) -> argparse.ArgumentParser:
+    """The options a mission command shares: the graph's; the model's (``model``); a run's (``runs``)."""
+    add_graph_options(parser)
+    if model:
+        parser.add_argument("--model", help="a model: PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b), "
+                                            "claude-..., simulated, scripted:PATH, py:MODULE:FACTORY or "
+                                            "replay:ID_OR_PATH (a recorded mission's calls); cabal models lists "
+                                            "the providers")
+        add_replay_options(parser)
+        parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one model call may take")
+        parser.add_argument("--max-retries", type=int, metavar="N",
+                            help="retries of a failed model call (rate limit, overload, timeout) before pausing")
+        parser.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer a call may give")
+        parser.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (0 to 1)")
+        parser.add_argument("--output", choices=("tools", "json"),
+                            help="how the model answers: by calling tools (default), or with a JSON object in its "
+                                 "text, for models that call tools badly")
+    if runs:  # the commands that drive a mission
+        add_record_option(parser)
+        parser.add_argument("--quiet", action="store_true",
+                            help="no live progress and no conversation: only the outcome at the end")
+        parser.add_argument("--events", metavar="FILE",
+                            help="append every event of the run to FILE as JSON lines ('-': stdout, and people's "
+                                 "lines go to stderr)")
+    return parser
 
+
+def register(commands: argparse._SubParsersAction) -> None:
     run = common(commands.add_parser("run", help="run a mission file"), model=True, runs=True)
     run.add_argument("mission", help="mission file (YAML)")
     run.add_argument("--rounds", type=int, help="override the mission's round limit")

@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, conve
 
 from cabal.errors import ModelError
 from cabal.llm import json_answers
+from cabal.llm.cassette import record_call
 from cabal.llm.models import model_name
 from cabal.llm.observe import call_returned
 from cabal.llm.providers import provider_of
@@ -138,6 +139,7 @@ def call_model(
     if not isinstance(raw, AIMessage):
         raise ModelError(f"{model_name(model)} returned {type(raw).__name__}, not an AIMessage")
     reply = _text_reply_of(raw, offered) if output == json_answers.OUTPUT_JSON else _reply_of(raw)
+    record_call(model_name(model), prepared, tools, metadata, raw)  # kept before anyone uses it (llm/cassette.py)
     call_returned(model_name(model), reply.usage, started)  # to the run's events and traces
     return reply
 

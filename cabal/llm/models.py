@@ -14,7 +14,7 @@ from cabal.llm.providers.failures import redact
 from cabal.llm.settings import DEFAULT_MODEL, ModelSettings
 
 _SPEC_FORMS = "PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b, ...), a Claude model name (claude-...), " \
-              "simulated, scripted:PATH or py:MODULE:FACTORY"
+              "simulated, scripted:PATH, py:MODULE:FACTORY or replay:ID_OR_PATH"
 
 
 def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None, **options: Any) -> BaseChatModel:
@@ -27,6 +27,8 @@ def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None,
     Refused with one line: an unknown provider (the known ones, closest first), a bare name
     that is not Claude's (the provider it likely means), a missing key (its variable); a
     provider whose package is missing is a ``ConfigError`` naming the ``pip install``.
+    ``replay:ID_OR_PATH[?mode=lenient&fallback=SPEC]``: a ``ReplayChatModel`` answering from a
+    recorded mission's cassette (the fallback model built from ``SPEC`` like any other).
     """
     spec = spec.strip()
     if not spec:

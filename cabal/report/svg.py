@@ -132,3 +132,36 @@ def timeline_svg(report: MissionReport) -> Markup:
 
 def _step_label(step: str) -> str:
     return Step(step).heading.removesuffix(" (round 0)") if step in tuple(Step) else step
+
+
+def _clip(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: max(chars - 1, 1)] + "…"
+
+
+# Rate bars (an evaluation's pass rates): a row a label, the bar's length its share of 1.
+RATE_LABEL, RATE_BAR, RATE_ROW = 220, 300, 22
+
+
+def rate_bars_svg(rows: list[tuple[str, float]], *, threshold: float | None = None, caption: str = "") -> Markup:
+    """One bar a row, 0 to 1 (a pass rate), green at or above ``threshold`` (a dashed line), red below."""
+    height = RATE_ROW * len(rows) + 8
+    width = RATE_LABEL + RATE_BAR + 60
+    parts = [Markup('<svg class="rates" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" '
+                    'height="{h}" role="img" aria-label="{c}">').format(w=width, h=height, c=caption)]
+    for index, (label, rate) in enumerate(rows):
+        y = 4 + index * RATE_ROW
+        good = threshold is None or rate >= threshold
+        parts.append(Markup(
+            '<g><title>{label}: {pct}</title><text x="{lx}" y="{ty}" class="label" text-anchor="end">{short}</text>'
+            '<rect x="{x}" y="{y}" width="{full}" height="14" fill="#eef2f6"/>'
+            '<rect x="{x}" y="{y}" width="{w}" height="14" fill="{fill}"/>'
+            '<text x="{vx}" y="{ty}" class="axis">{pct}</text></g>').format(
+            label=label, pct=f"{rate:.0%}", lx=RATE_LABEL - 8, ty=y + 12, short=_clip(label, 32), x=RATE_LABEL,
+            y=y, full=RATE_BAR, w=round(RATE_BAR * max(0.0, min(rate, 1.0))), fill="#2f8a4c" if good else "#d64541",
+            vx=RATE_LABEL + RATE_BAR + 6))
+    if threshold is not None:
+        x = RATE_LABEL + RATE_BAR * threshold
+        parts.append(Markup('<line x1="{x}" y1="0" x2="{x}" y2="{h}" stroke="#1f2933" stroke-dasharray="3 3"/>').format(
+            x=x, h=height))
+    parts.append(Markup("</svg>"))
+    return Markup("").join(parts)

@@ -28,6 +28,7 @@ from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable,
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, model_name
+from cabal.llm.cassette import CASSETTE_FILE, recording
 from cabal.llm.prices import price_of
 from cabal.llm.providers.local import near_mission
 from cabal.llm.usage import Usage
@@ -67,21 +68,27 @@ def _new_mission_id(spec: MissionSpec) -> str:
 
 
 def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None, team: Team,
-                  stored: dict[str, ModelSettings] | None = None,
-                  switched: Sequence[str] = ()) -> tuple[AgentModels, ModelSettings, str]:
+                  stored: dict[str, ModelSettings] | None = None, switched: Sequence[str] = (), *,
+                  home: str | Path | None = None) -> tuple[AgentModels, ModelSettings, str]:
     """Every agent's model, the default model's settings, and the default's spec to store for
     resuming (``object:NAME`` for a model passed in).
 
     Each agent's settings (``stored`` on resume, else the mission file's) take the
     environment's ``CABAL_MODEL*`` and then ``overrides`` (the caller's; ``model`` as a spec
     names the model of every agent); a relative ``scripted:`` path given here is found from
-    ``base``, the mission file's folder."""
+    ``base``, the mission file's folder; a replayed mission's id becomes its cassette's path (in
+    the workspace at ``home``)."""
     if isinstance(model, str):
         overrides = {**overrides, "name": model}
 
     def resolved(settings: ModelSettings) -> ModelSettings:
         settings = settings.from_environment().with_overrides(**overrides)
-        return settings.with_overrides(name=near_mission(settings.name, base))
+        name = near_mission(settings.name, base)
+        if name.startswith("replay:"):
+            from cabal.llm.replay import resolved_replay_spec
+
+            name = resolved_replay_spec(name, home)
+        return settings.with_overrides(name=name)
 
     chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings(_roster(team))}
     default = resolved(chosen[DEFAULT_KEY])
@@ -134,7 +141,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
                 call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
-                sources: list[str | Wanted] | None = None) -> MissionResult:
+                sources: list[str | Wanted] | None = None, record: bool = True) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -150,6 +157,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     over the mission file's; without either, ``CABAL_BUDGET_USD``, else $2.
     ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
     relative to the current folder, or entries already made (``cabal.sources.folder_wanted``).
+    ``record``: keep every model call in the mission's cassette (``llm/cassette.py``).
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -166,7 +174,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     spec = _with_paths_anchored(spec, base)
     workspace = Workspace.at(home, url)
     team = _team(workspace, spec)
-    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team)
+    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team, home=home)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
         raise MissionError(f"invalid mission id {mission_id!r}: use m- then up to 100 letters, digits, "
                            "underscores and hyphens")
@@ -202,7 +210,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                                 budget_source=starting.source))
         _tell_tool_problems(run, tools)
         _warn_at_start(run, starting.source, collected)
-        return _drive(workspace, run, {"round": 0})
+        return _drive(workspace, run, {"round": 0}, record=record)
     finally:
         if tools is not None:
             tools.close()
@@ -237,12 +245,12 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                    home: str | Path | None = None, url: str | None = None,
                    model_settings: dict[str, Any] | None = None,
                    on_event: Callable[[MissionEvent], None] | None = None,
-                   call_limiter: CallLimiter | None = None) -> MissionResult:
+                   call_limiter: CallLimiter | None = None, record: bool = True) -> MissionResult:
     """Continue a mission: answer its pending question, pick it up after a crash, a kill or a
     model outage, or continue one the user stopped or that ran out of rounds (``rounds``: the
     new round limit). The mission file's unattended answers not yet used are used again."""
     return _resume(mission_id, answer=answer, model=model, rounds=rounds, home=home, url=url,
-                   model_settings=model_settings, on_event=on_event, call_limiter=call_limiter)
+                   model_settings=model_settings, on_event=on_event, call_limiter=call_limiter, record=record)
 
 
 def continue_mission(mission_id: str, direction: str, *, rounds: int | None = None, model: Any = None,
@@ -266,7 +274,7 @@ def continue_mission(mission_id: str, direction: str, *, rounds: int | None = No
 def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
             home: str | Path | None = None, url: str | None = None, model_settings: dict[str, Any] | None = None,
             on_event: Callable[[MissionEvent], None] | None = None, call_limiter: CallLimiter | None = None,
-            direction: str | None = None) -> MissionResult:
+            direction: str | None = None, record: bool = True) -> MissionResult:
     workspace = Workspace.at(home, url, reading=True)
     graph = _mission_graph(workspace, mission_id)
     tools = None
@@ -290,7 +298,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
         team = _team(workspace, spec)
         models, settings, _ = _agent_models(spec, model, model_settings or {}, None, team,
                                             _stored_models(node, spec, team),
-                                            [switch["model"] for switch in model_output_switches(graph)])
+                                            [switch["model"] for switch in model_output_switches(graph)], home=home)
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
         tools = _tool_host(workspace, mission_id, spec).start()  # connected again, as at the start
         run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers[used:],
@@ -326,8 +334,8 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
                       {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
-            return _drive(workspace, run, None, reopen=True)
-        return _drive(workspace, run, Command(resume=answer) if answer is not None else None)
+            return _drive(workspace, run, None, reopen=True, record=record)
+        return _drive(workspace, run, Command(resume=answer) if answer is not None else None, record=record)
     finally:
         if tools is not None:
             tools.close()
@@ -396,13 +404,16 @@ def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int 
     return rounds  # out of rounds: it goes on only when given more
 
 
-def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool = False) -> MissionResult:
+def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool = False,
+           record: bool = True) -> MissionResult:
     """Run the round graph from ``payload`` (a new mission's first state, an answer, or None to
     go on from the last checkpoint) until the mission ends or pauses; every way it stops is
     recorded honestly: a model outage or Ctrl-C pauses it ``interrupted``, any other error
     fails it with the message (and the traceback in the mission's error.log)."""
     config: RunnableConfig = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
-    with workspace.driving(run.mission_id), workspace.checkpointer() as saver:
+    with workspace.driving(run.mission_id), workspace.checkpointer() as saver, \
+            recording(workspace.mission_dir(run.mission_id) / CASSETTE_FILE, record,
+                      on_full=lambda message: run.emit(Warned(run.mission_id, message=message))):
         app = build_graph(saver)
         try:
             if reopen:  # an ended mission goes on: as if its last round's Presentation had just run

@@ -12,6 +12,7 @@
     POST /missions/{id}/resume          go on after an interruption (a kill, a model outage)
     POST /missions/{id}/continue        take a mission that ended further, with a new direction
     GET  /missions/{id}/report.{fmt}    the export: a mission format of ``cabal.exports``
+    GET  /diff?a=ID&b=ID                two missions of the list compared (``cabal diff``)
     GET  /live, /live/missions/{id}     the event streams of the two pages
     GET  /static/{name}                 the stylesheets and the script
 
@@ -115,6 +116,7 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
         Route("/missions/{mission_id}/resume", resume, methods=["POST"]),
         Route("/missions/{mission_id}/continue", continue_further, methods=["POST"]),
         Route("/missions/{mission_id}/report.{fmt}", export),
+        Route("/diff", diff_page),
         Route("/live", live_missions),
         Route("/live/missions/{mission_id}", live_mission),
         Route("/static/{name}", static),
@@ -174,6 +176,21 @@ async def export(request: Request) -> Response:
     text = await run_in_threadpool(lambda: render_mission(_room(request).reader.view(mission_id).report, chosen))
     return Response(text, media_type=export_format(chosen, "mission").media_type,
                     headers={"content-disposition": f'attachment; filename="{mission_id}.{chosen}"'})
+
+
+async def diff_page(request: Request) -> Response:
+    """Two missions of the workspace side by side: the page of ``cabal diff --format html``."""
+    room = _room(request)
+    chosen = [request.query_params.get(side, "") for side in ("a", "b")]
+    if not all(chosen):
+        raise HTTPException(400, "Choose two missions to compare: /diff?a=MISSION_ID&b=MISSION_ID.")
+
+    def build() -> str:
+        a, b = (room.reader.view(room.reader.known(mission_id)).report for mission_id in chosen)
+        return views.render("diff.html.j2", **views.diff_context(a, b, workspace=room.workspace.home,
+                                                                 csrf=room.security.csrf))
+
+    return _html(await run_in_threadpool(build))
 
 
 async def static(request: Request) -> Response:

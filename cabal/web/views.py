@@ -53,6 +53,14 @@ def _common(context: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- the pages
 
 
+def diff_context(a: Any, b: Any, *, workspace: Path, csrf: str) -> dict[str, Any]:
+    """Two missions' reports compared, with what the report's diff section draws from."""
+    from cabal.report.diff import diff_missions
+    from cabal.report.diff_render import diff_sections_context
+
+    return {**diff_sections_context(diff_missions(a, b)), "workspace": workspace, "csrf": csrf}
+
+
 def missions_context(groups: Sequence[MissionGroup], *, csrf: str, workspace: Path) -> dict[str, Any]:
     return {"groups": groups, "count": sum(len(group.rows) for group in groups), "csrf": csrf,
             "workspace": workspace}

@@ -131,7 +131,7 @@ def test_a_broken_mission_file_stays_in_the_plan_with_its_located_error(tmp_path
      "batch file {batch}:2: invalid YAML: an alias (*r) is not allowed here; write the value out"),
     ("name: x\nrequests: [A]\nrepeats: 2\n", {},
      "{batch}:3: invalid batch file: unknown field `repeats`; did you mean `repeat`? (allowed: repeat, requests, "
-     "budget, matrix, name, mission)"),
+     "expect, budget, matrix, name, mission)"),
     ("requests: [A]\nmission:\n  round: 2\n", {},
      "{batch}:3: invalid batch file: mission: unknown field `round`; did you mean `rounds`? (allowed: rounds, model, "
      "budget, models, request, sources, name, source_limits, tool_timeout_s, tools, answers, max_tool_calls, team)"),
@@ -177,7 +177,8 @@ def test_the_batch_schema_documents_the_file(tmp_path: Path) -> None:
 
     assert printed.returncode == 0
     assert schema == BatchSpec.model_json_schema()
-    assert set(schema["properties"]) == {"name", "mission", "requests", "matrix", "repeat", "budget"}
+    assert set(schema["properties"]) == {"name", "mission", "requests", "matrix", "repeat", "budget", "expect"}
+    assert "judge" in schema["$defs"]["Expectations"]["properties"]  # what `cabal eval` checks
     assert schema["required"] == ["requests"]
     template = schema["$defs"]["MissionTemplate"]["properties"]
     assert {"team", "rounds", "budget", "model", "models", "answers"} <= set(template)

@@ -297,6 +297,7 @@ def test_the_workspace_is_private_to_its_owner(graph_server, tmp_path: Path) -> 
         f"missions/{ok}": 0o700, f"missions/{ok}/lock": 0o600, f"missions/{ok}/transcript.md": 0o600,
         f"missions/{broken}": 0o700, f"missions/{broken}/lock": 0o600, f"missions/{broken}/transcript.md": 0o600,
         f"missions/{broken}/error.log": 0o600,
+        f"missions/{ok}/cassette.jsonl": 0o600, f"missions/{broken}/cassette.jsonl": 0o600,  # its model calls
     }
     assert journals == {"checkpoints.sqlite-wal": 0o600, "checkpoints.sqlite-shm": 0o600}
     assert stat.S_IMODE(events.stat().st_mode) == 0o600

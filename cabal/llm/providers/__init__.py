@@ -139,6 +139,7 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     Provider("scripted", "local"),
     Provider("py", "local"),
     Provider("simulated", "local"),
+    Provider("replay", "local"),  # a recorded mission's calls (llm/replay.py)
 )}
 
 # Bare names a user may type without their provider, and the provider they belong to

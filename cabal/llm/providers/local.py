@@ -1,6 +1,7 @@
 """Cabal's own stand-ins for a model, which need no key and cost nothing: ``scripted:PATH`` (a
 script replayed), ``py:MODULE:FACTORY`` (a chat model a Python function builds; MODULE may also
-be the path of a ``.py`` file) and ``simulated`` (the simulated team)."""
+be the path of a ``.py`` file), ``simulated`` (the simulated team) and ``replay:ID_OR_PATH`` (a
+recorded mission's calls, answered again from its cassette)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ def build(provider: Provider, rest: str, settings: ModelSettings, options: dict[
         from cabal.llm.scripted import ScriptedChatModel
 
         return ScriptedChatModel.from_file(rest, **options)
+    if provider.name == "replay":
+        from cabal.llm.models import make_model
+        from cabal.llm.replay import replay_model
+
+        return replay_model(rest, lambda fallback: make_model(fallback, settings, **options))
     return from_factory(SIMULATED_FACTORY if provider.name == "simulated" else rest, options)
 
 
