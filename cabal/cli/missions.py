@@ -59,7 +59,7 @@ def next_steps(result: MissionResult) -> list[str]:
     return [f"traceback: {result.error_log}"] if result.error_log else []
 
 
-def mismatch_of(error_log: str | None) -> str | None:
+def mismatch_of(error_log: str | Path | None) -> str | None:
     """A replay mismatch's whole explanation (its diff spans lines the mission's one-line detail
     cannot hold), from the error log the failed mission kept."""
     if not error_log or not Path(error_log).is_file():
