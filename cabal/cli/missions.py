@@ -258,8 +258,9 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     result, mission = rounds.mission_overview(args.mission_id, home=args.home, url=args.url)
-    tree: list[dict[str, Any]] = [{"depth": p.depth, "id": p.id, "name": p.name, "type": p.type, "status": p.status, "owner": p.owner,
-             "version": p.latest.number if p.latest else None, "content": _content(p)} for p in mission.live_products]
+    tree: list[dict[str, Any]] = [
+        {"depth": p.depth, "id": p.id, "name": p.name, "type": p.type, "status": p.status, "owner": p.owner,
+         "version": p.latest.number if p.latest else None, "content": _content(p)} for p in mission.live_products]
     data = {
         "mission": result.mission_id, "state": result.state, "stop_reason": result.stop_reason, "round": result.round,
         "detail": result.detail, "turns": result.turns, "failed_turns": result.failed_turns,
