@@ -35,6 +35,21 @@ def private_folder(path: Path) -> Path:
     return path
 
 
+def workspace_folder(home: Path) -> Path:
+    """The workspace's own folder, private, with a ``.gitignore`` that ignores all of it: a
+    workspace inside a git project is never shown as untracked (``?? .cabal/``) nor committed
+    by a ``git add .``. A ``.gitignore`` that is there already is left as its owner made it."""
+    private_folder(home)
+    ignore = home / ".gitignore"
+    if not ignore.exists():
+        try:
+            with open_private(ignore, "w") as handle:
+                handle.write("# Cabal's workspace: private, never committed.\n*\n")
+        except FileExistsError:
+            pass
+    return home
+
+
 def shared_place_folder(path: Path) -> Path:
     """``path``, a folder in a place other users share (the temporary directory): made ours and
     private, or, if it exists, used only when it still is (a ``ConfigError`` says why not)."""

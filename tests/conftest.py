@@ -12,6 +12,10 @@ from cabal.graph import ContextGraph, EmbeddedServer
 
 _graph_names = itertools.count()
 
+# The servers tests start stay up for the session (or until the test stops them): no idle watcher
+# beside each of them. tests/graph/test_idle.py gives its servers an idle time of their own.
+os.environ.setdefault("CABAL_GRAPH_IDLE_MINUTES", "0")
+
 
 @pytest.fixture(scope="session")
 def graph_home(tmp_path_factory: pytest.TempPathFactory) -> Path:

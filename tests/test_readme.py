@@ -1,9 +1,13 @@
-"""The README's snippets run as written, and its tables say what the code does.
+"""The README's and the docs site's snippets run as written, and their tables say what the code does.
 
 Each Python block runs in a fresh namespace from the repository's root, against the session's
 graph server (CABAL_HOME points at it), on fresh graphs: the ones a snippet names are dropped
 before it runs. Shell blocks are the set-up (a virtual environment) and the commands whose
-behaviour the CLI tests check; the YAML and JSON blocks are parsed as what they claim to be.
+behaviour the CLI tests check; the YAML and JSON blocks are parsed as what they claim to be (a
+YAML block with a `request` is a mission file, one with `mission` and `requests` a batch file).
+
+The pages read are README.md and docs/**/*.md except docs/guide/, whose pages other features
+write and test themselves.
 """
 
 from __future__ import annotations
@@ -19,23 +23,45 @@ import pytest
 import yaml
 
 from cabal.graph import ContextGraph
-from cabal.report.schema import event_fields
-from cabal.rounds.events import EVENT_TYPES
 from cabal.rounds.mission import parse_mission
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
-PYTHON = [code for language, code in BLOCK.findall(README) if language == "python"]
+PAGES = [ROOT / "README.md", *sorted(page for page in (ROOT / "docs").rglob("*.md")
+                                     if "guide" not in page.relative_to(ROOT / "docs").parts)]
 
 
-def test_the_readme_has_its_snippets() -> None:
-    assert len(PYTHON) == 9
-    assert [language for language, _ in BLOCK.findall(README)].count("yaml") == 2  # a mission file, a batch file
+def blocks(language: str, pages: list[Path] = PAGES) -> list[tuple[str, str]]:
+    """``(page, code)`` of every block in ``language``, page by page."""
+    return [(str(page.relative_to(ROOT)), code) for page in pages
+            for found, code in BLOCK.findall(page.read_text()) if found == language]
 
 
-@pytest.mark.parametrize("code", PYTHON, ids=[code.splitlines()[-1][:40] for code in PYTHON])
-def test_a_python_snippet_runs_as_written(code: str, graph_server, monkeypatch: pytest.MonkeyPatch) -> None:
+README = ROOT / "README.md"
+PYTHON = blocks("python")
+
+
+def snippet(marker: str) -> str:
+    return next(code for _, code in PYTHON if marker in code)
+
+
+def test_the_readme_is_a_short_front_door_with_its_snippets() -> None:
+    assert len(README.read_text().splitlines()) <= 250
+    assert len(blocks("python", [README])) == 1  # run, then answer the Chair's question
+    assert len(blocks("yaml", [README])) == 1  # a mission file
+
+
+def test_the_site_keeps_what_the_readme_moved_out() -> None:
+    assert len(PYTHON) == 10
+    markers = ("add_invariant", "write_adr", "file_root=project", "run_batch", "stream_mission", "SpanRecorder",
+               "graph.find(\"narrative\"", "mission_report(result.mission_id)", "resume_mission(result.mission_id",
+               "make_model(")
+    for marker in markers:
+        assert snippet(marker), marker
+
+
+@pytest.mark.parametrize("page,code", PYTHON, ids=[f"{page}:{code.splitlines()[-1][:40]}" for page, code in PYTHON])
+def test_a_python_snippet_runs_as_written(page: str, code: str, graph_server, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     named = set(re.findall(r'name="([\w-]+)"', code))
     for name in named:  # a fresh graph, whatever ran before
@@ -44,62 +70,72 @@ def test_a_python_snippet_runs_as_written(code: str, graph_server, monkeypatch: 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         # As a script: the batch snippet's `if __name__ == "__main__":` guard runs its body.
-        exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})  # noqa: S102 - our own README
+        exec(compile(code, page, "exec"), {"__name__": "__main__"})  # noqa: S102 - our own docs
     assert printed.getvalue().strip(), "every snippet shows something"
     for name in named:
         with ContextGraph.open(name=name, home=graph_server.home) as graph:
             graph.delete_graph()
 
 
-def test_the_membrane_and_procedure_snippets_print_what_their_comments_say(graph_server,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_snippets_print_what_their_comments_say(graph_server, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    for code, expected in ((next(c for c in PYTHON if "add_invariant" in c), "complete validation One session per "
-                                                                               "login added to auth\n"),
-                           (next(c for c in PYTHON if "write_adr" in c), "options None\n")):
+    for marker, expected in (("add_invariant", "complete validation One session per login added to auth\n"),
+                             ("write_adr", "options None\n"),
+                             ("make_model(", "True cabal-function\n")):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            exec(compile(code, "README.md", "exec"), {"__name__": "readme"})  # noqa: S102
+            exec(compile(snippet(marker), marker, "exec"), {"__name__": "docs"})  # noqa: S102
         assert printed.getvalue().endswith(expected)
     with ContextGraph.open(name="demo", home=graph_server.home) as graph:
         graph.delete_graph()
 
 
-def test_the_mission_file_example_is_a_valid_mission() -> None:
-    mission, _ = [code for language, code in BLOCK.findall(README) if language == "yaml"]
+def test_the_readme_question_snippet_takes_its_halted_branch(graph_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mission has no answers on file, so the Chair's question comes to the caller."""
+    monkeypatch.chdir(ROOT)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(blocks("python", [README])[0][1], "README.md", "exec"), {"__name__": "__main__"})  # noqa: S102
+    first, last = printed.getvalue().splitlines()[0], printed.getvalue().splitlines()[-1]
+    assert first.startswith("the Chair asks: Who is Margin for at launch")
+    assert last.startswith("done concluded ")
 
-    spec = parse_mission(yaml.safe_load(mission))
 
-    assert (spec.team.operatives, spec.rounds, spec.budget.tokens) == (2, 4, 400000)
-
-
-def test_the_batch_file_example_is_a_valid_batch_file() -> None:
+def test_the_yaml_blocks_parse_and_mission_files_are_valid() -> None:
     from cabal.batch.plan import BatchSpec
 
-    _, batch = [code for language, code in BLOCK.findall(README) if language == "yaml"]
-
-    spec = BatchSpec.model_validate(yaml.safe_load(batch))
-
-    assert (spec.name, spec.repeat, spec.budget.tokens, spec.budget.cost_usd) == ("launches", 2, 2_000_000, 20)
-    assert (spec.mission.team.operatives, spec.requests.column, spec.matrix.operatives) == (2, "request", [1, 2, 3])
+    missions, batches = [], []
+    for page, code in blocks("yaml"):
+        data = yaml.safe_load(code)
+        assert isinstance(data, dict), page
+        if "request" in data:
+            missions.append(parse_mission(data, source=page))
+        elif "mission" in data and "requests" in data:
+            batches.append(BatchSpec.model_validate(data))
+    assert len(missions) == 4 and len(batches) == 1
+    readme_mission = parse_mission(yaml.safe_load(blocks("yaml", [README])[0][1]))
+    assert (readme_mission.team.operatives, readme_mission.rounds, readme_mission.budget.tokens) == (2, 4, 400000)
+    (batch,) = batches
+    assert (batch.name, batch.repeat, batch.budget.tokens, batch.budget.cost_usd) == ("launches", 2, 2_000_000, 20)
+    assert (batch.mission.team.operatives, batch.requests.column, batch.matrix.operatives) == (2, "request", [1, 2, 3])
 
 
 def test_the_json_blocks_parse() -> None:
-    blocks = [code for language, code in BLOCK.findall(README) if language == "json"]
-    assert blocks and all(json.loads(code) for code in blocks)
+    found = blocks("json")
+    assert found and all(json.loads(code) for _, code in found)
 
 
-def test_the_events_table_lists_every_kind_with_its_fields() -> None:
-    rows = dict(re.findall(r"^\| `(\w+)` \| ([a-z_, ]+) \|", README, re.MULTILINE))
-    documented = {kind: fields for kind, fields in rows.items() if kind in EVENT_TYPES or "_" in kind}
-
-    assert list(documented) == list(EVENT_TYPES)
-    for kind, event_type in EVENT_TYPES.items():
-        assert documented[kind].split(", ") == event_fields(event_type), kind
-
-
-def test_the_command_table_names_every_mission_command() -> None:
-    for command in ("run", "chat", "resume", "show", "export", "say", "status", "transcript", "stop", "missions",
-                    "schema"):
-        assert re.search(rf"^\| `cabal {command}\b", README, re.MULTILINE), command
+def test_the_readme_table_names_every_mission_command() -> None:
+    readme = README.read_text()
+    for command in ("show", "export", "status", "transcript", "stop", "missions", "schema"):
+        assert re.search(rf"^\| `cabal {command}\b", readme, re.MULTILINE), command
+    for command in ("run", "chat", "resume", "say", "batch", "serve"):
+        assert f"cabal {command} " in readme, command
+    assert "`cabal schema [mission\\|batch\\|export\\|events]`" in readme
     assert os.path.exists(ROOT / "docs" / "schemas" / "mission-report.schema.json")
+
+
+def test_the_readme_links_only_to_files_that_exist() -> None:
+    for target in re.findall(r"\]\(((?:docs/)[^)#]+)", README.read_text()):
+        if not target.startswith("docs/guide/"):  # guide pages come from other branches
+            assert (ROOT / target).is_file(), target

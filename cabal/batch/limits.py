@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cabal.errors import CallRefused
+from cabal.private import open_private, private_folder, write_private
 
 POLL_S = 0.01  # how often a call waiting for a slot looks again (calls take seconds)
 
@@ -44,7 +45,7 @@ class FileLimits:
 
     def prepare(self) -> None:
         """Create the folder and start with no refusal and no hold-off (a new run)."""
-        self._path.mkdir(parents=True, exist_ok=True)
+        private_folder(self._path)  # the batch's folder, private already (BatchStore.private)
         self.clear()
         (self._path / "hold-off").unlink(missing_ok=True)
 
@@ -100,10 +101,10 @@ class FileLimits:
     @contextmanager
     def _one_slot(self) -> Iterator[None]:
         slots = self._path / "slots"
-        slots.mkdir(exist_ok=True)
+        private_folder(slots)
         while True:
             for number in range(self.max_concurrent):
-                handle = open(slots / str(number), "a")  # noqa: SIM115 - closed below, with its lock
+                handle = open_private(slots / str(number), "a")  # closed below, with its lock
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -190,5 +191,5 @@ _DASK_LOCK = threading.Lock()
 def _write_atomically(path: Path, text: str) -> None:
     """Readers see the old text or the new one, never half of it."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    temporary.write_text(text)
+    write_private(temporary, text)
     os.replace(temporary, path)

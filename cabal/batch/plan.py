@@ -38,11 +38,11 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cabal.errors import CabalError, ConfigError, ProtocolLoadError
 from cabal.llm.settings import ModelSettings
-from cabal.rounds.mission import MissionSpec, load_mission, located_problems, parse_mission
+from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, located_problems, parse_mission
 from cabal.yaml_reader import read_settings_file, read_text_file
 
 BATCH_PREFIX = "b-"
@@ -78,8 +78,38 @@ class Matrix(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: list[str | ModelSettings] | None = Field(None, min_length=1, description="models to compare")
+    models: dict[str, list[str | ModelSettings]] | None = Field(
+        None, description="a role's or agent's models to compare ({chair: [...]}, or written models.chair: [...]); "
+                          "the keys of a mission file's `models`")
     operatives: list[int] | None = Field(None, min_length=1, description="team sizes to compare")
     rounds: list[int] | None = Field(None, min_length=1, description="round limits to compare")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dotted_models(cls, data: Any) -> Any:
+        """``models.chair: [...]`` is ``models: {chair: [...]}``."""
+        if not isinstance(data, dict) or not any(isinstance(k, str) and k.startswith("models.") for k in data):
+            return data
+        folded = {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("models."))}
+        nested = dict(folded.get("models") or {})
+        nested.update({k.removeprefix("models."): v for k, v in data.items()
+                       if isinstance(k, str) and k.startswith("models.")})
+        return {**folded, "models": nested}
+
+    @field_validator("models")
+    @classmethod
+    def _some_of_each(cls, value: dict | None) -> dict | None:
+        for key, choices in (value or {}).items():
+            if not choices:
+                raise ValueError(f"models.{key}: give at least one model")
+        return value
+
+    def role_models(self) -> list[tuple[str, dict[str, str | ModelSettings]]]:
+        """Each combination of the roles' models: its key part (``-chair2``) and its entries."""
+        keys = list(self.models or {})
+        combos = product(*(enumerate(self.models[key], 1) for key in keys))
+        return [("".join(f"-{key}{n}" for key, (n, _) in zip(keys, combo, strict=True) if len(self.models[key]) > 1),
+                 {key: choice for key, (_, choice) in zip(keys, combo, strict=True)}) for combo in combos]
 
 
 class BatchBudget(BaseModel):
@@ -143,11 +173,18 @@ class PlannedMission:
 
     @property
     def model(self) -> str:
-        """The model, as a report names it (a script by its file name)."""
+        """The model, as a report names it (a script by its file name), and each role's or
+        agent's own model after it (``a; chair: b``)."""
         if self.spec is None:
             return ""
-        name = self.spec.model_settings().name
-        return f"scripted:{Path(name.removeprefix('scripted:')).name}" if name.startswith("scripted:") else name
+        own = [f"{key}: {_shown(entry if isinstance(entry, str) else entry.name)}"
+               for key, entry in (self.spec.models or {}).items()
+               if key != DEFAULT_KEY and (isinstance(entry, str) or "name" in entry.model_fields_set)]
+        return "; ".join([_shown(self.spec.model_settings().name), *own])
+
+
+def _shown(spec: str) -> str:
+    return f"scripted:{Path(spec.removeprefix('scripted:')).name}" if spec.startswith("scripted:") else spec
 
 
 @dataclass(frozen=True)
@@ -217,26 +254,31 @@ def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | Non
     requests = _requests(spec.requests, base, source)
     matrix = spec.matrix or Matrix()
     models = matrix.model or [None]
+    role_models = matrix.role_models()  # [("", {})] without a matrix of role models
     teams = matrix.operatives or [None]
     limits = matrix.rounds or [None]
     template = spec.mission.model_dump(exclude_unset=True, exclude={"request", "name"})
-    count = len(requests) * len(models) * len(teams) * len(limits) * (repeat or spec.repeat)
+    count = len(requests) * len(models) * len(role_models) * len(teams) * len(limits) * (repeat or spec.repeat)
     if count > MAX_MISSIONS:
         raise ConfigError(f"{source}: the batch would have {count:,} missions (at most {MAX_MISSIONS:,})")
     missions = []
-    for (r, item), (m, model), (o, operatives), (n, rounds) in product(
-            enumerate(requests, 1), enumerate(models, 1), enumerate(teams, 1), enumerate(limits, 1)):
+    for (r, item), (m, model), (roles_key, roles), (o, operatives), (n, rounds) in product(
+            enumerate(requests, 1), enumerate(models, 1), role_models, enumerate(teams, 1), enumerate(limits, 1)):
         data = {**template, "request": item.request, "name": item.name or f"{name}-{r}"}
         if item.answers is not None:
             data["answers"] = item.answers
         if model is not None:
             data["model"] = model.model_dump() if isinstance(model, ModelSettings) else model
+        if roles:
+            data["models"] = {**data.get("models", {}), **{
+                key: entry.model_dump(include=entry.model_fields_set) if isinstance(entry, ModelSettings) else entry
+                for key, entry in roles.items()}}
         if operatives is not None:
             data["team"] = {**data.get("team", {}), "operatives": operatives}
         if rounds is not None:
             data["rounds"] = rounds
-        key = f"r{r}" + (f"-m{m}" if len(models) > 1 else "") + (f"-o{operatives}" if len(teams) > 1 else "") \
-            + (f"-n{rounds}" if len(limits) > 1 else "")
+        key = f"r{r}" + (f"-m{m}" if len(models) > 1 else "") + roles_key \
+            + (f"-o{operatives}" if len(teams) > 1 else "") + (f"-n{rounds}" if len(limits) > 1 else "")
         where = f"{source} (request {r})"
         mission = _anchored(parse_mission(data, source=where), base)
         missions += _repeated(batch_id, key, where, mission, None, repeat or spec.repeat)
@@ -330,14 +372,9 @@ def read_requests(path: Path, column: str, name_column: str | None = None) -> li
 
 
 def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
-    """``spec`` with a relative ``scripted:`` path made absolute against ``base``, so a worker
-    anywhere finds the script."""
-    settings = spec.model_settings()
-    if not settings.name.startswith("scripted:") or Path(settings.name.removeprefix("scripted:")).is_absolute():
-        return spec
-    name = f"scripted:{(base / settings.name.removeprefix('scripted:')).resolve()}"
-    model: str | ModelSettings = settings.with_overrides(name=name) if isinstance(spec.model, ModelSettings) else name
-    return spec.model_copy(update={"model": model})
+    """``spec`` with its relative ``scripted:`` paths made absolute against ``base``, so a
+    worker anywhere finds the scripts."""
+    return spec.anchored(base)
 
 
 # ------------------------------------------------------------------------------------ ids

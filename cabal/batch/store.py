@@ -23,6 +23,7 @@ from cabal.batch.events import MissionOutcome
 from cabal.batch.plan import BATCH_PREFIX, BatchBudget, BatchPlan, PlannedMission
 from cabal.errors import CabalError, ConfigError, ResourceNotFound
 from cabal.locks import exclusive, is_held
+from cabal.private import open_private, private_folder, workspace_folder, write_private
 from cabal.resources import parsed_once
 from cabal.rounds.mission import MissionSpec
 
@@ -52,14 +53,19 @@ class BatchStore:
     def limits_folder(self) -> Path:
         return self.folder / "limits"
 
+    def private(self) -> Path:
+        """The batch's folder, made (with the workspace's and ``batches/``) for its owner only."""
+        private_folder(workspace_folder(self.home) / BATCHES)
+        return private_folder(self.folder)
+
     # ------------------------------------------------------------------------------ plan
 
     def save_plan(self, plan: BatchPlan) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.private()
         data = {"version": PLAN_VERSION, "batch_id": plan.batch_id, "name": plan.name, "source": plan.source,
                 "budget": plan.budget.model_dump(), "missions": [_mission_to_wire(m) for m in plan.missions]}
         temporary = self.folder / "plan.json.tmp"
-        temporary.write_text(json.dumps(data, indent=1))
+        write_private(temporary, json.dumps(data, indent=1))
         os.replace(temporary, self.folder / "plan.json")  # a reader never sees half a plan
 
     def load_plan(self) -> BatchPlan:
@@ -75,8 +81,8 @@ class BatchStore:
     # ------------------------------------------------------------------------------ runs
 
     def record(self, outcome: MissionOutcome) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / "runs.jsonl", "a") as runs:
+        self.private()
+        with open_private(self.folder / "runs.jsonl", "a") as runs:
             runs.write(json.dumps(outcome.to_wire()) + "\n")
             runs.flush()
             os.fsync(runs.fileno())
@@ -99,6 +105,7 @@ class BatchStore:
     @contextmanager
     def running(self) -> Iterator[None]:
         """Only one process runs a batch at a time (two would start the same missions)."""
+        self.private()
         with exclusive(self.folder / "lock", lambda: BatchBusy(
                 f"batch {self.batch_id} is being run by another process",
                 hint=f"wait for it to finish, or watch it: cabal batch status {self.batch_id}")):

@@ -20,10 +20,10 @@ from cabal.cli.options import add_graph_options
 from cabal.errors import ConfigError
 
 ACTIONS = ("resume", "status", "report")
-RUN_ONLY = ("workers", "dask", "max_concurrent", "max_tokens", "max_cost", "retries", "events", "verbose")
+RUN_ONLY = ("workers", "dask", "max_concurrent", "max_tokens", "max_cost", "retries", "events", "verbose", "quiet")
 # Every option's default, to tell which ones a command line set.
 DEFAULTS: dict[str, Any] = {name: None for name in RUN_ONLY + ("repeat", "answer", "format", "output")} | {
-    "retries": 2, "verbose": False, "json": False}
+    "retries": 2, "verbose": False, "quiet": False, "json": False}
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -158,7 +158,9 @@ def _watching(args: argparse.Namespace) -> Iterator[Callable[[Any], None]]:
     from cabal.batch.progress import BatchProgress
     from cabal.rounds.events import EventLog
 
-    progress = BatchProgress(sys.stdout, verbose=args.verbose)
+    if args.quiet and args.verbose:
+        raise ConfigError("--quiet and --verbose contradict each other: choose one")
+    progress = None if args.quiet else BatchProgress(sys.stdout, verbose=args.verbose)
     try:
         events = open(args.events, "a") if args.events else None  # noqa: SIM115 - closed below
     except OSError as error:
@@ -166,7 +168,8 @@ def _watching(args: argparse.Namespace) -> Iterator[Callable[[Any], None]]:
     log = EventLog(events) if events is not None else None
 
     def watch(event: Any) -> None:
-        progress(event)
+        if progress is not None:
+            progress(event)
         if log is not None:
             log(event)
 
@@ -244,6 +247,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--answer", action="append", metavar="MISSION_ID=TEXT", help="resume: answer a pending question")
     run.add_argument("--events", metavar="FILE", help="append every event (JSON lines) to FILE")
     run.add_argument("--verbose", action="store_true", help="print every mission's events, tagged with its id")
+    run.add_argument("--quiet", action="store_true", help="no live counts: only the outcome at the end (as cabal run)")
     shown = batch.add_argument_group("status, report")
     shown.add_argument("--json", action="store_true", help="status: as JSON")
     shown.add_argument("--format", choices=("md", "html", "json", "csv"), help="report: the format (default md)")

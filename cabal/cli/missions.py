@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options
-from cabal.errors import ConfigError, ResourceNotFound
+from cabal.errors import ConfigError, GraphUnavailable, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
 
@@ -78,8 +78,11 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
         print(line, file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
-    accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
-                if p.status == "accepted"]
+    try:
+        accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
+                    if p.status == "accepted"]
+    except GraphUnavailable:  # the mission paused because the graph is gone: its outcome says so
+        accepted = []
     if accepted:
         print(printable("accepted: " + ", ".join(accepted)), file=out)
     if result.pending_halt:
@@ -139,7 +142,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """The model settings given on the command line (they override the mission file's and the
     environment's)."""
     return {"timeout_s": args.timeout, "max_retries": args.max_retries, "max_tokens": args.max_tokens,
-            "temperature": args.temperature}
+            "temperature": args.temperature, "output": args.output}
 
 
 def _interrupted(mission_id: str | None) -> int:
@@ -152,7 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with watching(args) as watch:
         try:
             result = rounds.run_mission(args.mission, model=args.model, home=args.home, url=args.url,
-                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener())
+                                        rounds=args.rounds, model_settings=_settings(args), on_event=watch.listener(),
+                                        budget_usd=args.budget_usd)
         except KeyboardInterrupt:
             return _interrupted(watch.mission_id)
     report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
@@ -216,7 +220,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         if result.pending_halt else None,
         "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
                   "cache_read_tokens": result.usage.cache_read_tokens, "calls": result.usage.calls,
-                  "cost_usd": result.cost_usd},
+                  "cost_usd": result.cost_usd,
+                  "by_model": [{"model": row.model, **row.spend.model_dump()} for row in mission.usage.by_model]},
+        "output_switches": [{"model": switch.model, "agent": switch.agent, "round": switch.round, "output": "json",
+                             "reason": switch.reason} for switch in result.output_switches],
         "products": tree,
     }
     if args.json:
@@ -227,11 +234,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(line)
     if result.pending_halt:
         print(printable(f"waiting for you: {result.pending_halt.get('message')}"))
+    for switch in result.output_switches:
+        print(printable(f"model {switch.model} answers in JSON text since round {switch.round} "
+                        f"(its provider refused tools at {switch.agent}'s call: {switch.reason})"))
     for row in tree:
         print(printable(f"{'  ' * row['depth']}- {row['name']} [{row['type']}] {row['status']}"
                         f" · {'v' + str(row['version']) if row['version'] else 'no version'} · {row['owner']}"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
+    if len(mission.usage.by_model) > 1:  # a model per role or agent: what each one spent
+        for row in mission.usage.by_model:
+            print(printable(f"  {row.model}: {row.spend.turns} turns, {row.spend.total_tokens:,} tokens, "
+                            f"${row.spend.cost_usd:.4f}"))
     print(f"read the products: cabal show {result.mission_id}")
     return 0
 
@@ -272,11 +286,17 @@ SCHEMAS = ("mission", "batch", "export", "events")
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    if args.what == "export":
+    print(json.dumps(schema_of(args.what), indent=2))
+    return 0
+
+
+def schema_of(what: str) -> dict:
+    """The JSON Schema ``cabal schema WHAT`` prints (the docs site's reference tables read it too)."""
+    if what == "export":
         from cabal.report.schema import report_schema as schema
-    elif args.what == "events":
+    elif what == "events":
         from cabal.report.schema import events_schema as schema
-    elif args.what == "batch":
+    elif what == "batch":
         from cabal.batch.plan import BatchSpec
 
         schema = BatchSpec.model_json_schema
@@ -284,8 +304,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
         from cabal.rounds.mission import MissionSpec
 
         schema = MissionSpec.model_json_schema
-    print(json.dumps(schema(), indent=2))
-    return 0
+    return schema()
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -298,6 +317,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                                 help="retries of a failed model call (rate limit, overload, timeout) before pausing")
             parser.add_argument("--max-tokens", type=int, metavar="N", help="the longest answer a call may give")
             parser.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (0 to 1)")
+            parser.add_argument("--output", choices=("tools", "json"),
+                                help="how the model answers: by calling tools (default), or with a JSON object in its "
+                                     "text, for models that call tools badly")
         if runs:  # the commands that drive a mission
             parser.add_argument("--quiet", action="store_true",
                                 help="no live progress and no conversation: only the outcome at the end")
@@ -309,6 +331,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     run = common(commands.add_parser("run", help="run a mission file"), model=True, runs=True)
     run.add_argument("mission", help="mission file (YAML)")
     run.add_argument("--rounds", type=int, help="override the mission's round limit")
+    run.add_argument("--budget-usd", metavar="USD", help="the mission's cost budget in dollars, or 'none' for no budget "
+                                                         "(default: the mission file's, else CABAL_BUDGET_USD, else 2)")
     run.set_defaults(func=cmd_run)
 
     resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"),

@@ -19,9 +19,9 @@ from cabal.limits import printable
 from cabal.report.markdown import conversation_line
 from cabal.report.model import Line
 from cabal.rounds.events import (
-    Answered, HaltRaised, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
-    ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted, UserMessage,
-    Warned,
+    Answered, GraphRestarted, HaltRaised, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
+    MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted, TurnDone, TurnStarted,
+    UserMessage, Warned,
 )
 from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome
 
@@ -30,6 +30,17 @@ REFRESHES_PER_SECOND = 4
 
 def round_heading(round_number: int) -> str:
     return f"\n── round {round_number} ──"
+
+
+def budget_text(tokens: int | None, cost_usd: float | None, source: str) -> str:
+    """A new mission's budget and where it came from, as its first line says it."""
+    limits = [f"${cost_usd:.2f}" if cost_usd is not None else "", f"{tokens:,} tokens" if tokens is not None else ""]
+    shown = " and ".join(limit for limit in limits if limit)
+    if source == "default":
+        return f"budget {shown} (default; --budget-usd or budget: none to change)"
+    if not shown:
+        return "no budget (budget: none)"
+    return f"budget {shown} ({'no cost limit' if source == 'none' else source})"
 
 
 @dataclass
@@ -70,7 +81,7 @@ class Progress:
             self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._print(f"mission {event.mission}: {event.operatives} operatives, up to {event.rounds} rounds, "
-                        f"model {event.model}")
+                        f"model {event.model}, {budget_text(event.budget_tokens, event.budget_cost_usd, event.budget_source)}")
         elif isinstance(event, MissionResumed):
             self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
@@ -109,6 +120,9 @@ class Progress:
         elif isinstance(event, ModelRetried):  # said on a plain output too: why the run waits
             self._print(f"round {event.round} · {event.step} · {event.agent}: {event.reason}; "
                         f"retry {event.retry} of {event.max_retries} in {event.wait_s:.1f} s")
+        elif isinstance(event, GraphRestarted):  # said on a plain output too: why the step runs again
+            self._print(f"the graph server stopped ({event.detail}); started it again, replaying from round "
+                        f"{event.round}'s last checkpoint (restart {event.restart} of {event.max_restarts})")
         elif isinstance(event, MissionInterrupted):
             self._print(f"interrupted: {event.detail}; go on with: {event.hint}")
         elif isinstance(event, Warned):

@@ -109,6 +109,18 @@ class ContextGraph:
     def close(self) -> None:
         self._db.connection.close()
 
+    def recover(self) -> bool:
+        """After ``GraphUnavailable``: start the workspace's embedded server again if it stopped,
+        and drop the connections to the dead one (the next query opens a new one). Returns
+        whether it started the server; raises ``GraphUnavailable`` if it cannot, or if the
+        server is not Cabal's own to start (a ``FALKORDB_URL``)."""
+        if self.server is None:
+            raise GraphUnavailable(self.address.describe(), "it is not Cabal's embedded server, so Cabal does not "
+                                                            "start it again")
+        started = self.server.start()
+        self._db.connection.connection_pool.disconnect()
+        return started
+
     def __enter__(self) -> ContextGraph:
         return self
 

@@ -6,7 +6,8 @@ inside the workspace, with AOF persistence so data survives a restart and a kill
 
 The server outlives the process that started it: a second process on the same workspace finds
 the socket answering and attaches instead of starting another. ``cabal graph stop`` (or
-``EmbeddedServer.stop``) shuts it down. A file lock serialises starts, so two processes racing
+``EmbeddedServer.stop``) shuts it down, and so does its idle watcher (``cabal.graph.idle``)
+once nothing has used it for ``CABAL_GRAPH_IDLE_MINUTES`` (15). A file lock serialises starts, so two processes racing
 to start the same workspace end up with one server.
 
 AOF is fsynced every second. Redis writes the AOF buffer to the file before it replies, so a
@@ -27,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cabal.errors import ConfigError, GraphUnavailable
-from cabal.private import open_private, private_folder, shared_place_folder
+from cabal.private import open_private, private_folder, shared_place_folder, workspace_folder
 
 # sun_path is 108 bytes on Linux, including the terminating NUL.
 _MAX_SOCKET_PATH = 107
@@ -98,8 +99,10 @@ class EmbeddedServer:
             return None
 
     @contextmanager
-    def _start_lock(self):
-        private_folder(self.home)
+    def start_lock(self):
+        """Held while a process starts the server, and while the idle watcher stops it: one or
+        the other, never both at once."""
+        workspace_folder(self.home)
         private_folder(self.data_dir)
         with open_private(self.data_dir / "start.lock") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -108,9 +111,15 @@ class EmbeddedServer:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def start(self, timeout_s: float = 15.0) -> bool:
-        """Make sure the server runs. Returns True if this call started it, False if attached."""
-        with self._start_lock():
+    def start(self, timeout_s: float = 15.0, *, idle_minutes: float | None = None) -> bool:
+        """Make sure the server runs. Returns True if this call started it, False if attached.
+
+        A server this call starts comes with its idle watcher (``cabal.graph.idle``), which stops
+        it after ``idle_minutes`` (default ``CABAL_GRAPH_IDLE_MINUTES``, else 15) unused."""
+        from cabal.graph.idle import idle_minutes as idle_time, start_watcher
+
+        minutes = idle_time(idle_minutes)
+        with self.start_lock():
             self._socket_folder()  # before attaching too: a socket in someone else's folder is not ours
             if self.is_running():
                 return False
@@ -143,6 +152,7 @@ class EmbeddedServer:
                 except OSError as exc:
                     raise GraphUnavailable(self.address, f"could not run {redis_server}: {exc}") from exc
             self._wait_ready(timeout_s)
+            start_watcher(self.home, minutes)
             return True
 
     def _wait_ready(self, timeout_s: float) -> None:
@@ -185,9 +195,9 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout_s
         while self.pid_path.exists() and time.monotonic() < deadline:
             time.sleep(0.005)
-        if pid is not None and _alive(pid):
+        if pid is not None and alive(pid):
             time.sleep(0.05)
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         if self._process is not None:
             self._process.wait(timeout=timeout_s)
@@ -195,7 +205,8 @@ class EmbeddedServer:
         return True
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

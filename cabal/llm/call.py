@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages
 
 from cabal.errors import ModelError
+from cabal.llm import json_answers
 from cabal.llm.models import model_name, redact_secrets
 from cabal.llm.observe import call_returned
 from cabal.llm.settings import RetryPolicy
@@ -68,7 +69,8 @@ class ModelReply:
     error}``); ``stop_reason`` is the provider's (``max_tokens`` means the answer was cut off).
     ``history`` is the reply as it goes back into the conversation: its text and its tool calls
     only, so a block the provider sent but would refuse to receive (a thinking or server-tool
-    block) never breaks the next request.
+    block) never breaks the next request. ``problem``: why a reply read as text (``output:
+    json``) holds no answer.
     """
 
     tool_calls: list[dict[str, Any]]
@@ -78,6 +80,7 @@ class ModelReply:
     invalid_tool_calls: list[dict[str, Any]]
     stop_reason: str | None
     history: AIMessage
+    problem: str | None = None
 
 
 def call_model(
@@ -91,6 +94,7 @@ def call_model(
     on_retry: Callable[[RetryNotice], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     limiter: CallLimiter | None = None,
+    output: str = json_answers.OUTPUT_TOOLS,
 ) -> ModelReply:
     """Offer ``tools`` (Anthropic format: name, description, input_schema) and ask once.
 
@@ -100,7 +104,13 @@ def call_model(
     Transient failures (rate limits, overload, 5xx, timeouts, dropped connections) are retried
     under ``retry``; a failure that outlasts it, or one no retry can fix (a bad request, a bad
     key), raises ``ModelError`` (``transient`` says which).
+
+    ``output="json"``: no tools are sent; they are described in the prompt and the reply's
+    first JSON object is read back as the tool call (``cabal.llm.json_answers``).
     """
+    offered = [str(tool["name"]) for tool in tools]
+    if output == json_answers.OUTPUT_JSON:
+        messages, tools = with_answer_instructions(convert_to_messages(messages), tools), ()
     prepared = with_cache_breakpoints(convert_to_messages(messages))
     runnable = model
     if tools:
@@ -129,7 +139,7 @@ def call_model(
             sleep(wait)
     if not isinstance(raw, AIMessage):
         raise ModelError(f"{model_name(model)} returned {type(raw).__name__}, not an AIMessage")
-    reply = _reply_of(raw)
+    reply = _text_reply_of(raw, offered) if output == json_answers.OUTPUT_JSON else _reply_of(raw)
     call_returned(model_name(model), reply.usage, started)  # to the run's events and traces
     return reply
 
@@ -147,6 +157,32 @@ def _reply_of(raw: AIMessage) -> ModelReply:
     stop_reason = metadata.get("stop_reason") or metadata.get("finish_reason")
     return ModelReply(tool_calls=calls, text=text, usage=Usage.from_message(raw), raw=raw,
                       invalid_tool_calls=invalid, stop_reason=stop_reason, history=history)
+
+
+def with_answer_instructions(messages: list[BaseMessage], tools: Sequence[Mapping[str, Any]]) -> list[BaseMessage]:
+    """``messages`` with the tools described as plain instructions at the end of the leading
+    system prompt (after its own blocks, so the cached prefix before them stays the same)."""
+    instructions = {"type": "text", "text": json_answers.answer_instructions(tools)}
+    marked = list(messages)
+    leading = next((i for i, message in enumerate(marked) if not isinstance(message, SystemMessage)), len(marked))
+    last_system = leading - 1
+    if last_system < 0:
+        return [SystemMessage([instructions]), *marked]
+    content = marked[last_system].content
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    marked[last_system] = marked[last_system].model_copy(update={"content": [*blocks, instructions]})
+    return marked
+
+
+def _text_reply_of(raw: AIMessage, offered: Sequence[str]) -> ModelReply:
+    """A reply to a call without tools: its first JSON object as the one tool call. The text
+    goes back into the conversation as it was written (no tool call for the provider to match)."""
+    text = str(raw.text)
+    call, problem = json_answers.answer_of(text, offered)
+    metadata = raw.response_metadata or {}
+    return ModelReply(tool_calls=[call] if call else [], text=text, usage=Usage.from_message(raw), raw=raw,
+                      invalid_tool_calls=[], stop_reason=metadata.get("stop_reason") or metadata.get("finish_reason"),
+                      history=AIMessage(content=text), problem=problem)
 
 
 # A body the client could not read (not JSON, not a message) surfaces as one of these.

@@ -1,6 +1,7 @@
 """Chat models that answer without a provider: replayed scripts and Python functions.
 
-Both reply with tool calls, estimate usage (about four characters per token) so budgets
+Both reply with tool calls (or, asked without tools, with the same answers written as JSON
+text, as a model in ``output: json`` mode does), estimate usage (about four characters per token) so budgets
 work offline, record every call for assertions, and are safe to call from many threads.
 """
 
@@ -25,6 +26,7 @@ from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
 from cabal.errors import ModelError, ProtocolLoadError
+from cabal.llm.json_answers import as_text
 from cabal.llm.keys import FACTS_KEY, TURN_KEY, CallKey
 from cabal.llm.usage import estimate_tokens
 from cabal.yaml_reader import read_text_file, read_yaml
@@ -150,6 +152,9 @@ class _FakeChatModel(BaseChatModel):
         if self.latency_s > 0:
             time.sleep(self.latency_s)
         message = self._reply(call, tools)
+        if not tools and message.tool_calls:  # asked without tools: the answer as JSON text
+            text = "\n\n".join(as_text(c["name"], c["args"]) for c in message.tool_calls)
+            message = AIMessage(content=text, usage_metadata=message.usage_metadata)
         if message.usage_metadata is None:
             message = message.model_copy(update={"usage_metadata": _estimate_usage(messages, message)})
         return ChatResult(generations=[ChatGeneration(message=message)])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -45,6 +45,9 @@ class ModelSettings(BaseModel):
                                                         "before the mission pauses as interrupted")
     max_tokens: int = Field(8192, ge=1, le=128_000, description="the longest answer one call may give")
     temperature: float | None = Field(None, ge=0, le=1, description="sampling temperature; default: the provider's")
+    output: Literal["tools", "json"] = Field(
+        "tools", description="how the model answers: by calling a tool (tools), or with a JSON object in its text, "
+                             "the answer's schema written into the prompt (json: for models that call tools badly)")
 
     @property
     def retry(self) -> RetryPolicy:
@@ -61,13 +64,19 @@ class ModelSettings(BaseModel):
 
     def from_environment(self) -> ModelSettings:
         """These settings with the ``CABAL_MODEL`` and ``CABAL_MODEL_<SETTING>`` variables that are set."""
-        values: dict[str, Any] = {}
-        for name in type(self).model_fields:
-            variable = "CABAL_MODEL" if name == "name" else f"CABAL_MODEL_{name.upper()}"
-            raw = os.environ.get(variable, "").strip()
-            if raw:
-                values[name] = raw  # pydantic converts and checks: "120" -> 120.0
         try:
-            return self.with_overrides(**values)
+            return self.with_overrides(**environment_overrides())
         except ConfigError as error:
             raise ConfigError(f"{error} (from the CABAL_MODEL* environment variables)") from None
+
+
+def environment_overrides() -> dict[str, str]:
+    """The model settings the ``CABAL_MODEL`` and ``CABAL_MODEL_<SETTING>`` variables set, as
+    text (pydantic converts and checks them: "120" -> 120.0)."""
+    values: dict[str, str] = {}
+    for name in ModelSettings.model_fields:
+        variable = "CABAL_MODEL" if name == "name" else f"CABAL_MODEL_{name.upper()}"
+        raw = os.environ.get(variable, "").strip()
+        if raw:
+            values[name] = raw
+    return values

@@ -115,14 +115,17 @@ class Budget:
     max_cost_usd: float | None = None
 
     def exceeded(self, usage: Usage, model_name: str) -> str | None:
-        """Why ``usage`` has spent this budget, or None while some of it is left.
+        """Why ``usage`` on ``model_name`` has spent this budget, or None while some of it is left."""
+        return self.exceeded_by(usage, usage.cost_usd(model_name), model_name)
+
+    def exceeded_by(self, usage: Usage, cost_usd: float, models: str) -> str | None:
+        """Why ``usage``, which cost ``cost_usd`` on ``models`` (one name, or several: a model
+        per role), has spent this budget, or None while some of it is left.
 
         A budget is spent once usage reaches the limit: no further call should start.
         """
         if self.max_tokens is not None and usage.total_tokens >= self.max_tokens:
             return f"token budget {self.max_tokens} spent: {usage.total_tokens} tokens"
-        if self.max_cost_usd is not None:
-            cost = usage.cost_usd(model_name)
-            if cost >= self.max_cost_usd:
-                return f"cost budget ${self.max_cost_usd:.2f} spent: ${cost:.4f} on {model_name}"
+        if self.max_cost_usd is not None and cost_usd >= self.max_cost_usd:
+            return f"cost budget ${self.max_cost_usd:.2f} spent: ${cost_usd:.4f} on {models}"
         return None

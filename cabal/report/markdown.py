@@ -182,12 +182,20 @@ def usage_section(report: MissionReport) -> list[str]:
     lines += [f"| {row.agent} | {_cells(row.spend)} |" for row in report.usage.by_agent]
     lines += ["", "| round | turns | input tokens | output tokens | cached | cost (USD) |", "|--:|--:|--:|--:|--:|--:|"]
     lines += [f"| {row.round} | {_cells(row.spend)} |" for row in report.usage.by_round]
+    if report.usage.by_model:
+        lines += ["", "| model | turns | input tokens | output tokens | cached | cost (USD) |", "|---|--:|--:|--:|--:|--:|"]
+        lines += [f"| {_in_cell(row.model)} | {_cells(row.spend)} |" for row in report.usage.by_model]
     return [*lines, ""]
 
 
 def spend_text(spend: Spend) -> str:
     return (f"{spend.turns} turns, {spend.input_tokens:,} input tokens, {spend.output_tokens:,} output tokens, "
             f"{spend.cache_read_tokens:,} cached, ${spend.cost_usd:.4f}")
+
+
+def _in_cell(text: str) -> str:
+    """``text`` as one table cell: a pipe (a model's path may hold one) does not end it."""
+    return text.replace("|", "\\|")
 
 
 def _cells(spend: Spend) -> str:

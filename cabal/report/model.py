@@ -58,12 +58,19 @@ class RoundSpend(_Value):
     spend: Spend
 
 
+class ModelSpend(_Value):
+    model: str = Field(description="the provider's name of the model (prices are looked up by it)")
+    spend: Spend
+
+
 class Usage(_Value):
-    """The mission's spend, in all and split by agent and by round."""
+    """The mission's spend, in all and split by agent, by round and by model."""
 
     total: Spend
     by_agent: tuple[AgentSpend, ...]
     by_round: tuple[RoundSpend, ...]
+    by_model: tuple[ModelSpend, ...] = Field((), description="each model's turns (missions run before turns "
+                                                             "recorded their model: none)")
 
 
 # ------------------------------------------------------------------------------ the work
@@ -232,6 +239,7 @@ class Turn(_Value):
     output_tokens: int
     cache_read_tokens: int
     cost_usd: float
+    model: str | None = Field(None, description="the model the agent called (a model per role or agent)")
 
 
 # ---------------------------------------------------------------------------- the mission

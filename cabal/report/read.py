@@ -16,13 +16,13 @@ from collections.abc import Iterable
 
 from cabal.graph import ContextGraph, reads
 from cabal.report.model import (
-    Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, Product, Question,
-    Response, Review, RoundSpend, Spend, Turn, Usage, Version,
+    Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, ModelSpend, Product,
+    Question, Response, Review, RoundSpend, Spend, Turn, Usage, Version,
 )
 from cabal.vocabulary import CHAIR_ID, USER_ID, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
-               "cache_read_tokens", "cost_usd", "call_input_tokens"]
+               "cache_read_tokens", "cost_usd", "call_input_tokens", "model"]
 
 
 def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
@@ -205,21 +205,25 @@ def _turn(node: dict) -> Turn:
         calls=len(node.get("call_input_tokens") or ()), summary=str(node.get("prose") or ""),
         problems=tuple(node.get("problems") or ()), input_tokens=int(node.get("input_tokens") or 0),
         output_tokens=int(node.get("output_tokens") or 0), cache_read_tokens=int(node.get("cache_read_tokens") or 0),
-        cost_usd=float(node.get("cost_usd") or 0),
+        cost_usd=float(node.get("cost_usd") or 0), model=node.get("model") or None,
     )
 
 
 def _usage(turns: list[Turn]) -> Usage:
     by_agent: dict[str, Spend] = defaultdict(Spend)
     by_round: dict[int, Spend] = defaultdict(Spend)
+    by_model: dict[str, Spend] = defaultdict(Spend)
     total = Spend()
     for turn in turns:
         spend = Spend(turns=1, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
                       cache_read_tokens=turn.cache_read_tokens, cost_usd=turn.cost_usd)
         total, by_agent[turn.agent], by_round[turn.round] = total + spend, by_agent[turn.agent] + spend, by_round[turn.round] + spend
+        if turn.model:
+            by_model[turn.model] = by_model[turn.model] + spend
     return Usage(total=total,
                  by_agent=tuple(AgentSpend(agent=a, spend=s) for a, s in sorted(by_agent.items(), key=lambda i: natural_key(i[0]))),
-                 by_round=tuple(RoundSpend(round=r, spend=s) for r, s in sorted(by_round.items())))
+                 by_round=tuple(RoundSpend(round=r, spend=s) for r, s in sorted(by_round.items())),
+                 by_model=tuple(ModelSpend(model=m, spend=s) for m, s in sorted(by_model.items())))
 
 
 # --------------------------------------------------------------------------------- helpers

@@ -12,6 +12,7 @@ position is checkpointed in ``<workspace>/checkpoints.sqlite``, so any process c
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import traceback
 from collections.abc import Callable
@@ -22,22 +23,23 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from cabal.entities import HaltAnswer
-from cabal.errors import CabalError, CallRefused, GraphUnavailable, MissionError, ModelError
+from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
-from cabal.llm import Budget, CallLimiter, ModelSettings, make_model, model_name
-from cabal.llm.usage import price_per_mtok
+from cabal.llm import Budget, CallLimiter, ModelSettings, model_name
+from cabal.llm.usage import Usage, price_per_mtok
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, build_graph
-from cabal.rounds.events import (MissionEvent, MissionInterrupted, MissionResumed, MissionStarted, MissionStopped,
-                                 RunEnded, Warned, fan_out)
-from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
+from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
+from cabal.rounds.events import (GraphRestarted, MissionEvent, MissionInterrupted, MissionResumed, MissionStarted,
+                                 MissionStopped, RunEnded, Warned, fan_out)
+from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, anchored_spec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
-from cabal.rounds.snapshot import mission_spend
+from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
@@ -47,41 +49,57 @@ from cabal.vocabulary import USER_ID, MissionState, StopReason
 
 
 
+RESTARTS_VARIABLE = "CABAL_GRAPH_RESTARTS"
+DEFAULT_GRAPH_RESTARTS = 3
+
+
 def _new_mission_id(spec: MissionSpec) -> str:
     slug = "".join(ch if ch.isalnum() else "-" for ch in (spec.name or "mission").lower()).strip("-")[:40] or "mission"
     return f"{MISSION_PREFIX}{slug}-{secrets.token_hex(3)}"
 
 
-def _chat_model(model: Any, settings: ModelSettings, base: Path | None) -> tuple[Any, ModelSettings, str]:
-    """The chat model to run, the settings it runs with, and the spec to store for resuming
-    (a script's relative path made absolute; ``object:NAME`` for a model passed in)."""
-    if model is not None and not isinstance(model, str):
-        return model, settings, f"object:{model_name(model)}"
+def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None,
+                  stored: dict[str, ModelSettings] | None = None,
+                  switched: list[str] = ()) -> tuple[AgentModels, ModelSettings, str]:
+    """Every agent's model, the default model's settings, and the default's spec to store for
+    resuming (``object:NAME`` for a model passed in).
+
+    Each agent's settings (``stored`` on resume, else the mission file's) take the
+    environment's ``CABAL_MODEL*`` and then ``overrides`` (the caller's; ``model`` as a spec
+    names the model of every agent); a relative ``scripted:`` path given here is found from
+    ``base``, the mission file's folder."""
     if isinstance(model, str):
-        settings = settings.with_overrides(name=model)
-    chosen = settings.name
-    if chosen.startswith("scripted:") and base is not None:
-        path = Path(chosen.removeprefix("scripted:"))
-        chosen = f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
-        settings = settings.with_overrides(name=chosen)
-    return make_model(chosen, settings), settings, chosen
+        overrides = {**overrides, "name": model}
+
+    def resolved(settings: ModelSettings) -> ModelSettings:
+        settings = settings.from_environment().with_overrides(**overrides)
+        return settings.with_overrides(name=anchored_spec(settings.name, base)) if base is not None else settings
+
+    chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings()}
+    default = resolved(chosen[DEFAULT_KEY])
+    in_process = model if model is not None and not isinstance(model, str) else None
+    models = build_agent_models({agent_id: resolved(settings) for agent_id, settings in chosen.items()
+                                 if agent_id != DEFAULT_KEY}, model=in_process, switched=switched)
+    return models, default, f"{OBJECT_PREFIX}{model_name(in_process)}" if in_process is not None else default.name
 
 
-def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, model: Any,
-                 settings: ModelSettings, on_event: Callable[[MissionEvent], None] | None,
-                 answers: list[str], limiter: CallLimiter | None = None) -> MissionRun:
+def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spec: MissionSpec, models: AgentModels,
+                 on_event: Callable[[MissionEvent], None] | None,
+                 answers: list[str], limiter: CallLimiter | None = None, *,
+                 starting: Budget | None = None) -> MissionRun:
     cards = load_role_cards(workspace.extra_dirs.get("agents", []))
     team = Team.build(spec.team.operatives, cards, spec.team.names, spec.team.skills)
     mission = graph.get(mission_id)
-    # The mission node keeps the budget once it exists (a user may have raised it since).
+    # The mission node keeps the budget once it exists (a user may have raised it since);
+    # ``starting`` is a new mission's (MissionSpec.starting_budget).
     budget = (Budget(max_tokens=mission.get("budget_tokens"), max_cost_usd=mission.get("budget_cost_usd"))
-              if mission else spec.budget.to_budget())
+              if mission else starting or spec.starting_budget().budget)
     return MissionRun(
         mission_id=mission_id, spec=spec, graph=graph,
         membrane=Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])),
-        model=model, team=team,
+        models=models, team=team,
         prompts=PromptLibrary(workspace.extra_dirs.get("prompts", []), skill_dirs=workspace.extra_dirs.get("skills", [])),
-        budget=budget, settings=settings, answers=list(answers),
+        budget=budget, answers=list(answers),
         on_event=fan_out(on_event, recorder_from_environment()) or (lambda event: None),  # traces if OTEL_* asks
         limiter=limiter,
     )
@@ -90,7 +108,7 @@ def _mission_run(workspace: Workspace, graph: ContextGraph, mission_id: str, spe
 def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, home: str | Path | None = None,
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
-                call_limiter: CallLimiter | None = None) -> MissionResult:
+                call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -102,6 +120,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``mission_id``: the id to give it (``m-`` then letters, digits, ``_`` and ``-``), for a
     caller that must know it before the mission runs (a batch); default: a new one.
     ``call_limiter``: limits on model calls shared with other missions (a batch's workers).
+    ``budget_usd``: the mission's cost budget in dollars, or ``"none"`` for no budget at all,
+    over the mission file's; without either, ``CABAL_BUDGET_USD``, else $2.
     """
     base = None
     if isinstance(mission, (str, Path)):
@@ -112,8 +132,10 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         spec = mission
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
-    settings = spec.model_settings().from_environment().with_overrides(**(model_settings or {}))
-    chat_model, settings, model_spec = _chat_model(model, settings, base)
+    starting = spec.starting_budget(budget_usd)
+    if base is not None:
+        spec = spec.anchored(base)
+    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base)
     workspace = Workspace.at(home, url)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
         raise MissionError(f"invalid mission id {mission_id!r}: use m- then up to 100 letters, digits, "
@@ -125,8 +147,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     try:
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
-        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers,
-                           call_limiter)
+        run = _mission_run(workspace, graph, mission_id, spec, models, on_event, spec.answers, call_limiter,
+                           starting=starting.budget)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
                 run.prompts.skill_text(skill)
@@ -135,14 +157,20 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         run.write("start_mission", {
             "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
-            "agents": agents, "budget_tokens": spec.budget.tokens, "budget_cost_usd": spec.budget.cost_usd,
+            "agent_models": json.dumps({a: s.model_dump(mode="json") for a, s in models.settings().items()}),
+            "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
         }, {}, session_id=f"{mission_id}.start")
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
                                 operatives=spec.team.operatives, rounds=spec.rounds, model=model_spec,
-                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd))
-        if spec.budget.cost_usd is not None and price_per_mtok(model_name(chat_model)) is None:
-            run.emit(Warned(mission_id, message=f"no prices are known for {model_name(chat_model)}: the cost budget "
-                                                f"(${spec.budget.cost_usd}) cannot be enforced; the token budget "
+                                budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
+                                budget_source=starting.source))
+        # A default budget on a model without prices costs nothing and needs no warning; one the
+        # user set there cannot do what they meant.
+        chosen = starting.source in ("mission file", "--budget-usd")
+        unpriced = [name for name in models.names().split(", ") if price_per_mtok(name) is None]
+        if chosen and run.budget.max_cost_usd is not None and unpriced:
+            run.emit(Warned(mission_id, message=f"no prices are known for {', '.join(unpriced)}: the cost budget "
+                                                f"(${run.budget.max_cost_usd}) cannot be enforced; the token budget "
                                                 "still is"))
         return _drive(workspace, run, {"round": 0})
     finally:
@@ -175,13 +203,10 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         stored = node.get("model") or ""
         if model is None and stored.startswith("object:"):
             raise MissionError(f"mission {mission_id} ran with an in-process model; pass model= to resume it")
-        settings = ModelSettings.model_validate_json(node["model_settings"]) if node.get("model_settings") \
-            else spec.model_settings()
-        settings = settings.from_environment().with_overrides(**(model_settings or {}))
-        chat_model, settings, _ = _chat_model(model if model is not None else stored, settings, None)
+        models, settings, _ = _agent_models(spec, model, model_settings or {}, None, _stored_models(node, spec),
+                                            [switch["model"] for switch in model_output_switches(graph)])
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
-        run = _mission_run(workspace, graph, mission_id, spec, chat_model, settings, on_event, spec.answers[used:],
-                           call_limiter)
+        run = _mission_run(workspace, graph, mission_id, spec, models, on_event, spec.answers[used:], call_limiter)
         pending = status.pending_halt
         # A run killed between asking the Chair's question and taking the mission file's answer
         # left it pending: the file's next answer is still there to take, as a clean run would.
@@ -202,7 +227,7 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         spend = mission_spend(graph)
         run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=int(node.get("round") or 0),
                                 answer=answer, model=settings.name if model is None or isinstance(model, str)
-                                else model_name(chat_model),
+                                else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
         if extend is not None:
@@ -212,6 +237,18 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
         return _drive(workspace, run, Command(resume=answer) if answer is not None else None)
     finally:
         graph.close()
+
+
+def _stored_models(node: dict, spec: MissionSpec) -> dict[str, ModelSettings]:
+    """The settings a mission ran with: the default's (key ``default``) and each agent's; a
+    mission from before models per agent ran every agent with the default's."""
+    default = ModelSettings.model_validate_json(node["model_settings"]) if node.get("model_settings") \
+        else spec.model_settings()
+    if node.get("model") and not str(node["model"]).startswith(OBJECT_PREFIX):
+        default = default.with_overrides(name=node["model"])
+    agents = {agent_id: ModelSettings.model_validate(settings)
+              for agent_id, settings in json.loads(node.get("agent_models") or "{}").items()}
+    return {DEFAULT_KEY: default, **{agent_id: agents.get(agent_id, default) for agent_id in spec.agent_model_settings()}}
 
 
 def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int | None:
@@ -251,7 +288,11 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
                 # Stopped after the mission was written but before its first checkpoint: start
                 # the loop (turns already committed are skipped by their ids).
                 payload = {"round": 0}
-            app.invoke(payload, config, context=run)
+            _invoke_restarting_the_graph(app, payload, config, run)
+        except GraphUnavailable as lost:
+            _pause(run, f"the graph server is unavailable: {lost.reason}")
+            run.close()
+            return _unreachable(run, f"the graph server is unavailable: {lost.reason}")
         except CallRefused as refused:
             _pause(run, str(refused))
         except ModelError as error:
@@ -260,8 +301,6 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
             run.close(wait=False)  # do not wait for model calls in flight
             _pause(run, "interrupted (Ctrl-C)")
             raise
-        except GraphUnavailable:
-            raise  # nothing can be recorded; the mission shows interrupted once its lock is free
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
         run.close()
@@ -276,16 +315,72 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
     return result
 
 
+def graph_restarts() -> int:
+    """How many times one run starts a dead embedded graph server again: ``CABAL_GRAPH_RESTARTS``, else 3."""
+    text = os.environ.get(RESTARTS_VARIABLE, "").strip()
+    try:
+        value = int(text) if text else DEFAULT_GRAPH_RESTARTS
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{RESTARTS_VARIABLE}={text!r}: write a whole number of restarts, 0 or more")
+    return value
+
+
+def _invoke_restarting_the_graph(app: Any, payload: Any, config: dict, run: MissionRun) -> None:
+    """Run the round graph. When the embedded graph server dies under it (killed, out of memory),
+    start it again and replay from the last checkpoint, up to ``graph_restarts()`` times: the
+    turns already committed are skipped by their ids, the others run again on the mission as
+    the graph holds it, so nothing is lost or written twice. Past that (or for a server Cabal
+    does not run), ``GraphUnavailable`` goes up and the mission pauses."""
+    limit, restarts = graph_restarts(), 0
+    while True:
+        try:
+            app.invoke(payload, config, context=run)
+            return
+        except GraphUnavailable as lost:
+            if restarts >= limit or run.graph.server is None:
+                raise
+            restarts += 1
+            run.graph.recover()  # raises GraphUnavailable if it cannot be started
+            run.reload()
+            _fresh_model(run)
+            run.emit(GraphRestarted(run.mission_id, round=_round_of(run), restart=restarts, max_restarts=limit,
+                                    detail=lost.reason))
+            state = app.get_state(config)
+            # An answer that had not yet reached a checkpoint is given again; anything else goes
+            # on from the last checkpoint (a new mission's first one may not exist yet).
+            payload = (payload if isinstance(payload, Command) and state.interrupts
+                       else {"round": 0} if state.created_at is None else None)
+
+
+def _fresh_model(run: MissionRun) -> None:
+    """Every agent's model built again, as a resume in a new process would build them (a
+    script's cursor starts afresh); a model object the caller passed is kept."""
+    run.models = run.models.rebuilt()
+
+
+def _unreachable(run: MissionRun, detail: str) -> MissionResult:
+    """The outcome of a run whose graph cannot be read: paused, and nothing more is known."""
+    result = MissionResult(mission_id=run.mission_id, state=MissionState.INTERRUPTED, stop_reason=None, round=0,
+                           usage=Usage(), cost_usd=0.0, pending_halt=None, transcript_path=None, detail=detail)
+    run.emit(RunEnded(run.mission_id, state=result.state, stop_reason=None, round=0, turns=0, input_tokens=0,
+                      output_tokens=0, cache_read_tokens=0, cost_usd=0.0, question=None))
+    return result
+
+
 def _round_of(run: MissionRun) -> int:
     return int((run.graph.get(run.mission_id) or {}).get("round") or 0)
 
 
 def _pause(run: MissionRun, why: str) -> None:
+    round_number = 0
     try:
-        run.set_status(MissionState.INTERRUPTED, _round_of(run), detail=why)
+        round_number = _round_of(run)
+        run.set_status(MissionState.INTERRUPTED, round_number, detail=why)
     except CabalError:
         pass  # the graph is gone too: the mission shows interrupted once its lock is free
-    run.emit(MissionInterrupted(run.mission_id, round=_round_of(run), detail=why, hint=f"cabal resume {run.mission_id}"))
+    run.emit(MissionInterrupted(run.mission_id, round=round_number, detail=why, hint=f"cabal resume {run.mission_id}"))
 
 
 def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:

@@ -10,6 +10,7 @@ engine then stops the mission or asks the user, as the mission file says.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from cabal.llm.usage import Budget, Usage
 
@@ -22,14 +23,28 @@ class BudgetSpent(Exception):
         self.reason = reason
 
 
-class SpendMeter:
-    """Thread-safe: the operatives of a step share one meter."""
+@dataclass(frozen=True)
+class Reservation:
+    """One call's worst case, on the model it calls (what it would cost depends on it)."""
 
-    def __init__(self, budget: Budget, spent: Usage, model_name: str) -> None:
+    usage: Usage
+    model: str
+
+    @property
+    def cost_usd(self) -> float:
+        return self.usage.cost_usd(self.model)
+
+
+class SpendMeter:
+    """Thread-safe: the operatives of a step share one meter. Dollars are summed call by call,
+    each on its own model's prices, so agents on different models count alike."""
+
+    def __init__(self, budget: Budget, spent: Usage, spent_cost_usd: float, models: str) -> None:
         self.budget = budget
-        self.model_name = model_name
+        self.models = models  # the model names a cost budget speaks of
         self._spent = spent
-        self._reserved: list[Usage] = []
+        self._cost = spent_cost_usd
+        self._reserved: list[Reservation] = []
         self._changed = threading.Condition()
 
     @property
@@ -44,30 +59,34 @@ class SpendMeter:
     def exceeded(self) -> str | None:
         """Why the budget allows no further call, or None."""
         with self._changed:
-            return self.budget.exceeded(self._spent, self.model_name)
+            return self.budget.exceeded_by(self._spent, self._cost, self.models)
 
-    def admit(self, worst_case: Usage) -> Usage:
-        """Reserve one call's worst case, or raise ``BudgetSpent``. Returns the reservation, to
-        hand back to ``settle`` with what the call really spent.
+    def admit(self, worst_case: Usage, model: str) -> Reservation:
+        """Reserve one call's worst case on ``model``, or raise ``BudgetSpent``. Returns the
+        reservation, to hand back to ``settle`` with what the call really spent.
 
         A call starts at once when its worst case fits beside the calls in flight, or when no
         call is in flight (the one overshoot allowed); otherwise it waits for one to return."""
+        reservation = Reservation(worst_case, model)
         with self._changed:
             while True:
-                reason = self.budget.exceeded(self._spent, self.model_name) if self.limited else None
+                reason = self.budget.exceeded_by(self._spent, self._cost, self.models) if self.limited else None
                 if reason:
                     raise BudgetSpent(reason)
-                fits = not self.limited or self.budget.exceeded(
-                    sum(self._reserved, self._spent) + worst_case, self.model_name) is None
+                held = [*self._reserved, reservation]
+                fits = not self.limited or self.budget.exceeded_by(
+                    sum((r.usage for r in held), self._spent), self._cost + sum(r.cost_usd for r in held),
+                    self.models) is None
                 if fits or not self._reserved:
-                    self._reserved.append(worst_case)
-                    return worst_case
+                    self._reserved.append(reservation)
+                    return reservation
                 self._changed.wait()
 
-    def settle(self, reservation: Usage, actual: Usage) -> None:
+    def settle(self, reservation: Reservation, actual: Usage) -> None:
         with self._changed:
             self._reserved.remove(reservation)
             self._spent = self._spent + actual
+            self._cost += actual.cost_usd(reservation.model)
             self._changed.notify_all()
 
     def raise_to(self, budget: Budget) -> None:

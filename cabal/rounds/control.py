@@ -16,7 +16,7 @@ from cabal.errors import AnswerRejected, MissionError
 from cabal.graph import ContextGraph
 from cabal.llm.usage import Usage
 from cabal.rounds.ids import item_id
-from cabal.rounds.snapshot import mission_spend
+from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.transcript import render_transcript
 from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
@@ -24,6 +24,16 @@ from cabal.vocabulary import USER_COLLAB_TYPE, USER_ID, MissionState, StopReason
 
 if TYPE_CHECKING:
     from cabal.report import MissionReport
+
+
+@dataclass(frozen=True)
+class OutputSwitch:
+    """A model moved to JSON answers because its provider refused tools."""
+
+    model: str
+    agent: str  # the agent whose call met the refusal
+    round: int
+    reason: str  # what the provider said
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,7 @@ class MissionResult:
     turns: int = 0  # turns committed (a turn stopped early counts once more, for what it spent)
     failed_turns: int = 0  # turns that found no valid answer: their work is missing
     error_log: Path | None = None  # a failed mission's traceback, when an engine error failed it
+    output_switches: tuple[OutputSwitch, ...] = ()  # models that answer in JSON text since their provider refused tools
 
 
 def _pending_halt(graph: ContextGraph) -> dict | None:
@@ -63,6 +74,9 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
         pending_halt=_pending_halt(graph), transcript_path=path if path.exists() else None, detail=detail,
         turns=spend.turns, failed_turns=spend.failed_turns,
         error_log=log if state == MissionState.FAILED and log.exists() else None,
+        output_switches=tuple(OutputSwitch(str(switch.get("model")), str(switch.get("agent")),
+                                           int(switch.get("round") or 0), str(switch.get("prose") or ""))
+                              for switch in model_output_switches(graph)),
     )
 
 

@@ -307,7 +307,7 @@ def _answer_halt(run: MissionRun, halt: str, answer: str, round_number: int, sou
 def _budget_spent(run: MissionRun, round_number: int, reason: str, *, after: str) -> RoundState:
     """The budget allows no further call: stop, or ask the user (the mission file says which).
     ``after``: the node that resumes once the user raises the budget."""
-    if run.spec.budget.when_spent == "stop":
+    if run.spec.when_spent == "stop":
         return {"stop": StopReason.BUDGET.value, "detail": f"the {reason}"}
     return _raise_budget_halt(run, round_number, reason, after=after)
 

@@ -6,8 +6,8 @@ state must lock. Every event has ``kind`` (its name in JSON), ``mission`` (the m
 ``at`` (when it happened, seconds since the epoch); ``to_json()`` is the object ``cabal run
 --events FILE`` writes as one JSON line.
 
-Adding a kind of event is one dataclass here (a ``kind`` and a docstring: the README's table
-and ``cabal schema events`` are made from them) and one ``emit`` where it happens.
+Adding a kind of event is one dataclass here (a ``kind`` and a docstring: the docs site's events
+table and ``cabal schema events`` are made from them) and one ``emit`` where it happens.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def _plain(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class MissionStarted(MissionEvent):
-    """A new mission is written and its team about to start (bootstrap comes next)."""
+    """A new mission is written and its team about to start (bootstrap comes next).
+    ``budget_source`` says where its cost budget came from (``default``: $2)."""
 
     kind: ClassVar[str] = "mission_start"
     name: str
@@ -73,6 +74,7 @@ class MissionStarted(MissionEvent):
     model: str
     budget_tokens: int | None
     budget_cost_usd: float | None
+    budget_source: str  # where the cost limit came from: default, CABAL_BUDGET_USD, mission file, --budget-usd, none
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,21 @@ class ModelRetried(MissionEvent):
 
 
 @dataclass(frozen=True)
+class ModelOutputSwitched(MissionEvent):
+    """The provider said a model cannot be offered tools (an HTTP 400): from now on that model
+    answers with a JSON object in its text (``output: json``), for every agent on it, and the
+    call is made again at once. Recorded once per model; ``cabal resume`` keeps it."""
+
+    kind: ClassVar[str] = "model_output_switched"
+    round: int
+    step: Step
+    agent: str
+    model: str
+    output: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class SpokenLine:
     """One line of the conversation: who speaks, and what they say."""
 
@@ -248,9 +265,23 @@ class MissionStopped(MissionEvent):
 
 
 @dataclass(frozen=True)
+class GraphRestarted(MissionEvent):
+    """The embedded graph server stopped while the mission ran (killed, out of memory); Cabal
+    started it again and replays the step from the last checkpoint (committed turns are skipped
+    by their ids). ``restart`` of ``max_restarts`` for this run; past them the mission pauses
+    ``interrupted``."""
+
+    kind: ClassVar[str] = "graph_restart"
+    round: int
+    restart: int
+    max_restarts: int
+    detail: str
+
+
+@dataclass(frozen=True)
 class MissionInterrupted(MissionEvent):
-    """The mission pauses without an end: the model stayed unavailable through its retries, or
-    the user pressed Ctrl-C. ``hint`` is the command that goes on from where it stopped."""
+    """The mission pauses without an end: the model stayed unavailable through its retries, the
+    graph server could not be brought back, or the user pressed Ctrl-C. ``hint`` is the command that goes on from where it stopped."""
 
     kind: ClassVar[str] = "interrupted"
     round: int

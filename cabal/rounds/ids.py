@@ -10,6 +10,7 @@ the order the context shows things, and its answer is mapped back before anythin
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,12 @@ def item_id(turn: str, kind: str, index: int) -> str:
 def halt_id(round_number: int, step: str, attempt: int = 0) -> str:
     """The halt of a Chair turn; ``attempt`` n is the turn after the user's n-th answer."""
     return f"r{round_number}.{step}.halt" + (f".after{attempt}" if attempt else "")
+
+
+def output_switch_id(model_spec: str) -> str:
+    """The record of a model moved to JSON answers: one per model spec (a spec may be a long
+    path, so its digest), whichever turn met the refusal first."""
+    return f"model-output.{hashlib.sha256(model_spec.encode()).hexdigest()[:12]}"
 
 
 USER_REFS = frozenset({USER_ID, "all"})  # [[u:user]] the mission's user, [[u:all]] every user

@@ -10,25 +10,29 @@ team:
   names: {operative-1: Ada, operative-2: Brook}
   skills: {operative-1: [module_design]}
 rounds: 4
-budget: {tokens: 400000, cost_usd: 5}
+budget: {tokens: 400000, cost_usd: 5}   # default: $2, asking before more; `budget: none`: no budget
 model: scripted:launch.script.yaml      # or a Claude model name, or py:module:factory, or a mapping:
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
+models: {chair: claude-opus-4-1, operative-2: {name: scripted:brook.yaml, output: json}}  # optional
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
 ```
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_serializer)
 
-from cabal.errors import ConfigError
+from cabal.errors import ConfigError, closest
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
-from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, is_agent_id
+from cabal.vocabulary import CHAIR_ID, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
 from cabal.yaml_reader import line_at, read_settings_file
 
 
@@ -56,12 +60,68 @@ class BudgetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tokens: int | None = Field(None, ge=1, description="input + output tokens for the whole mission")
-    cost_usd: float | None = Field(None, gt=0, description="model spend for the whole mission, in US dollars")
+    cost_usd: float | None = Field(None, gt=0, description="model spend for the whole mission, in US dollars; "
+                                                           "if not given, $2.00 (or CABAL_BUDGET_USD)")
     when_spent: Literal["ask", "stop"] = Field(
         "ask", description="when the budget is spent: ask the user whether to go on (the mission pauses), or stop")
 
+    # `budget: none` in a mission file: no budget at all, knowingly. Kept out of the fields so the
+    # mission file has one way to say it; it is dumped back as "none", so a stored spec keeps it.
+    _unlimited: bool = PrivateAttr(False)
+
+    @classmethod
+    def none(cls) -> BudgetSpec:
+        spec = cls()
+        spec._unlimited = True
+        return spec
+
+    @property
+    def unlimited(self) -> bool:
+        return self._unlimited
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):  # noqa: ANN001, ANN202 - pydantic's serializer protocol
+        return NO_BUDGET if self._unlimited else handler(self)
+
     def to_budget(self) -> Budget:
         return Budget(max_tokens=self.tokens, max_cost_usd=self.cost_usd)
+
+
+def _budget_schema(schema: dict) -> None:
+    """The mission file's JSON Schema says both forms: a mapping of limits, or ``none``."""
+    ref = schema.pop("$ref", None) or schema.pop("allOf")[0]["$ref"]
+    schema["anyOf"] = [{"$ref": ref}, {"const": NO_BUDGET}]
+
+
+# Every mission spends at most this much unless told otherwise: a priced model with no budget
+# would otherwise run unbounded. A model without prices costs $0, so it is never stopped by it.
+DEFAULT_BUDGET_USD = 2.0
+BUDGET_USD_VARIABLE = "CABAL_BUDGET_USD"
+NO_BUDGET = "none"  # `budget: none` in a mission file, `--budget-usd none`, CABAL_BUDGET_USD=none
+
+
+@dataclass(frozen=True)
+class MissionBudget:
+    """The budget a new mission starts with, and where its cost limit came from (said in
+    ``cabal run``'s first line): ``default``, ``CABAL_BUDGET_USD``, ``mission file``,
+    ``--budget-usd`` or ``none``."""
+
+    budget: Budget
+    source: str
+
+
+def cost_limit(text: str, where: str) -> float | None:
+    """A cost limit as written on a command line or in the environment: dollars above 0, or
+    ``none`` (returned as None) for no budget."""
+    if text.strip().lower() == NO_BUDGET:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{where}: {text!r} is not a cost budget: write dollars above 0 (2.5) or {NO_BUDGET!r}")
+    return value
 
 
 class MissionSpec(BaseModel):
@@ -73,13 +133,68 @@ class MissionSpec(BaseModel):
     name: str | None = Field(None, max_length=80, description="a short name; default: from the file name")
     team: TeamSpec = Field(default_factory=TeamSpec)
     rounds: int = Field(3, ge=1, le=200, description="round limit after bootstrap")
-    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    budget: BudgetSpec = Field(
+        default_factory=BudgetSpec, json_schema_extra=_budget_schema,
+        description=f"the mission's limits; without cost_usd, ${DEFAULT_BUDGET_USD:.2f} (or {BUDGET_USD_VARIABLE}); "
+                    f"`{NO_BUDGET}`: no budget at all")
     model: str | ModelSettings | None = Field(
-        None, description="model name, scripted:PATH or py:module:factory; or a mapping with name, timeout_s, "
-                          "max_retries, max_tokens and temperature")
+        None, description="the default model: its name, scripted:PATH or py:module:factory; or a mapping with "
+                          "name, timeout_s, max_retries, max_tokens, temperature and output")
+    models: dict[str, str | ModelSettings] | None = Field(
+        None, description="a model per role or agent: keys default, chair, watchdog, operative, envoy and agent ids "
+                          "(operative-2); an agent's id beats its role, its role beats the default (`models.default` or "
+                          "`model`, not both). Each entry is a model spec or a mapping of model settings (those it leaves out come from "
+                          "the default)")
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_form(cls, value: object) -> object:
+        # One clear way to say "no budget": anything else that is not a mapping is a mistake.
+        if value == NO_BUDGET:
+            return BudgetSpec.none()
+        if value is None or isinstance(value, str):
+            raise ValueError(f"write `budget: {NO_BUDGET}` to run without a budget, or a mapping such as "
+                             f"{{cost_usd: 5, tokens: 400000, when_spent: ask}}; got {value!r}")
+        return value
+
+    @property
+    def when_spent(self) -> Literal["ask", "stop"]:
+        return self.budget.when_spent
+
+    def starting_budget(self, budget_usd: float | str | None = None) -> MissionBudget:
+        """The budget a new mission starts with. The cost limit: ``budget_usd`` (``--budget-usd``:
+        dollars, or ``none``), else the mission file's (``budget: none``: no budget at all), else
+        ``CABAL_BUDGET_USD``, else $2. The token limit is the mission file's."""
+        tokens = self.budget.tokens
+        if budget_usd is not None:
+            cost = cost_limit(str(budget_usd), "--budget-usd")
+            return MissionBudget(Budget(tokens, cost), "--budget-usd" if cost is not None else NO_BUDGET)
+        if self.budget.unlimited:
+            return MissionBudget(Budget(), NO_BUDGET)
+        if self.budget.cost_usd is not None:
+            return MissionBudget(Budget(tokens, self.budget.cost_usd), "mission file")
+        if os.environ.get(BUDGET_USD_VARIABLE, "").strip():
+            cost = cost_limit(os.environ[BUDGET_USD_VARIABLE], BUDGET_USD_VARIABLE)
+            return MissionBudget(Budget(tokens, cost), BUDGET_USD_VARIABLE if cost is not None else NO_BUDGET)
+        return MissionBudget(Budget(tokens, DEFAULT_BUDGET_USD), "default")
+
+    @field_validator("models")
+    @classmethod
+    def _known_model_keys(cls, value: dict | None, info: ValidationInfo) -> dict | None:
+        if value and info.data.get("model") is not None and DEFAULT_KEY in value:
+            raise ValueError("both `model` and `models.default` name the default model: keep one")
+        team = info.data.get("team")
+        if not value or team is None:
+            return value
+        known = model_keys(team.operatives)
+        for key in value:
+            if key not in known:
+                raise ValueError(f"unknown role or agent {key!r}; closest: {', '.join(closest(key, known)[:3])} "
+                                 f"(known: {', '.join(known)})")
+        return value
 
     @field_validator("request", "name", "answers")
     @classmethod
@@ -92,10 +207,56 @@ class MissionSpec(BaseModel):
         return value
 
     def model_settings(self) -> ModelSettings:
-        """The model settings the mission file gives (defaults for what it leaves out)."""
-        if isinstance(self.model, ModelSettings):
-            return self.model
-        return ModelSettings(name=self.model) if self.model else ModelSettings()
+        """The default model's settings the mission file gives (defaults for what it leaves out)."""
+        default = (self.models or {}).get(DEFAULT_KEY, self.model)
+        if isinstance(default, ModelSettings):
+            return default
+        return ModelSettings(name=default) if default else ModelSettings()
+
+    def agent_model_settings(self) -> dict[str, ModelSettings]:
+        """Each agent's model settings: its own entry in ``models``, else its role's, else the
+        default; an entry's settings are the default's with those it gives replaced."""
+        default, entries = self.model_settings(), self.models or {}
+        chosen = {}
+        for role in Role:
+            for agent_id in role_ids(role, self.team.operatives):
+                entry = entries.get(agent_id, entries.get(role.value))
+                if entry is None:
+                    chosen[agent_id] = default
+                elif isinstance(entry, str):
+                    chosen[agent_id] = default.with_overrides(name=entry)
+                else:
+                    chosen[agent_id] = default.with_overrides(**entry.model_dump(include=entry.model_fields_set))
+        return chosen
+
+    def anchored(self, base: Path) -> MissionSpec:
+        """This spec with every relative ``scripted:`` path (``model`` and ``models``) made
+        absolute against ``base``, so a run anywhere finds the scripts."""
+        def anchor(entry: str | ModelSettings | None) -> str | ModelSettings | None:
+            if isinstance(entry, ModelSettings):  # a copy keeps which settings the entry gives
+                return entry.model_copy(update={"name": anchored_spec(entry.name, base)}) \
+                    if "name" in entry.model_fields_set else entry
+            return anchored_spec(entry, base) if entry else entry
+
+        models = {key: anchor(entry) for key, entry in self.models.items()} if self.models else self.models
+        return self.model_copy(update={"model": anchor(self.model), "models": models})
+
+
+DEFAULT_KEY = "default"
+
+
+def model_keys(operatives: int) -> list[str]:
+    """The keys a mission file's ``models`` may use: default, the roles, the agents' ids."""
+    return [DEFAULT_KEY, *(role.value for role in Role),
+            *(agent_id for role in Role for agent_id in role_ids(role, operatives))]
+
+
+def anchored_spec(spec: str, base: Path) -> str:
+    """``spec`` with a relative ``scripted:`` path made absolute against ``base``."""
+    if not spec.startswith("scripted:"):
+        return spec
+    path = Path(spec.removeprefix("scripted:"))
+    return f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
 
 
 def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:

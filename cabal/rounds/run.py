@@ -18,14 +18,15 @@ from typing import Any
 
 from cabal.errors import ModelError
 from cabal.graph import ContextGraph, reads
-from cabal.llm import Budget, CallLimiter, ModelSettings, RetryNotice, Usage, model_name
+from cabal.llm import Budget, CallLimiter, ModelSettings, RetryNotice, Usage
 from cabal.llm.observe import CallRecord, calls_heard_by
 from cabal.membrane import Cluster, Membrane
+from cabal.rounds.agent_models import AgentModels
 from cabal.rounds.budget import BudgetSpent, SpendMeter
 from cabal.rounds.context import ContextBuilder, PromptLibrary
-from cabal.rounds.events import (MissionEvent, ModelCalled, ModelRetried, Presented, TurnDone, TurnStarted,
-                                 spoken_lines)
-from cabal.rounds.ids import halt_id, step_prefix, turn_id
+from cabal.rounds.events import (MissionEvent, ModelCalled, ModelOutputSwitched, ModelRetried, Presented, TurnDone,
+                                 TurnStarted, spoken_lines)
+from cabal.rounds.ids import halt_id, output_switch_id, step_prefix, turn_id
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
@@ -45,11 +46,10 @@ class MissionRun:
     spec: MissionSpec
     graph: ContextGraph
     membrane: Membrane
-    model: Any
+    models: AgentModels  # each agent's model and settings, picked at its turn
     team: Team
     prompts: PromptLibrary
     budget: Budget
-    settings: ModelSettings = field(default_factory=ModelSettings)
     answers: list[str] = field(default_factory=list)  # unattended replies to the Chair's questions
     on_event: Callable[[MissionEvent], None] = lambda event: None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
@@ -108,6 +108,12 @@ class MissionRun:
             return view
         return load_snapshot(self.graph, self.mission_id, round_number, step=step)
 
+    def reload(self) -> None:
+        """Forget what this run knows of the mission (its view, what it committed, the spend),
+        so the step that runs again reads it from the graph, as a new process would."""
+        with self._lock:
+            self._view, self._committed, self.meter = None, [], None
+
     def committed(self, clusters: list[Cluster]) -> None:
         """Clusters a turn committed; applied to the view at the next step boundary."""
         with self._lock:
@@ -129,7 +135,8 @@ class MissionRun:
         """The gate every model call of this run passes (what the graph says is spent, to start)."""
         with self._lock:
             if self.meter is None:
-                self.meter = SpendMeter(self.budget, self.usage(), model_name(self.model))
+                spend = mission_spend(self.graph)
+                self.meter = SpendMeter(self.budget, spend.usage, spend.cost_usd, self.models.names())
             return self.meter
 
     def raise_budget(self, budget: Budget) -> None:
@@ -215,16 +222,18 @@ class MissionRun:
         prompt = builder.build(agent_id, step)
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step))
-        turn = Turn(self.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
+        chosen = self.models.of(agent_id)
+        turn = Turn(chosen.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
-                    settings=self.settings, limiter=self.limiter,
-                    on_retry=self._retry_events(snapshot.round, step, agent_id))
+                    settings=chosen.settings, limiter=self.limiter,
+                    on_retry=self._retry_events(snapshot.round, step, agent_id),
+                    on_tools_refused=self._tools_refused(snapshot.round, step, agent_id))
         try:
             with calls_heard_by(self._call_events(snapshot.round, step, agent_id)):
                 result = turn.run()
         except (BudgetSpent, ModelError) as stopped:
             return FinishedTurn(None, self._cut(snapshot, place, turn.result, str(stopped)), stopped=stopped)
-        record = self._turn_record(result)
+        record = self._turn_record(result, chosen.name)
         writes: list[Cluster] = list(result.prepared or ())
         if result.outcome == TurnOutcome.HALT:
             halt = result.halt
@@ -262,15 +271,35 @@ class MissionRun:
 
         return heard
 
-    def _turn_record(self, result: TurnResult, *, outcome: TurnOutcome | None = None, prose: str | None = None) -> dict:
-        """What a turn moment records: outcome, prose, reasoning, problems, usage per call."""
+    def _tools_refused(self, round_number: int, step: Step, agent_id: str) -> Callable[[ModelError], ModelSettings]:
+        """What a turn does when the provider says its model cannot take tools: that model (for
+        every agent on it) answers in JSON text from now on; the first turn to meet the refusal
+        records it (the graph keeps it for ``cabal resume``, the event tells the listeners)."""
+        def refused(error: ModelError) -> ModelSettings:
+            chosen, switched = self.models.switch_to_json(agent_id)
+            if switched:
+                reason = " ".join(str(error).split())[:300]
+                self.write("switch_model_output", {
+                    "mission_id": self.mission_id, "actor_id": ENGINE_ACTOR, "agent_id": agent_id,
+                    "model": chosen.spec, "reason": reason, "round": round_number, "step": step,
+                    "switch_id": output_switch_id(chosen.spec),
+                }, {}, session_id=output_switch_id(chosen.spec))
+                self.emit(ModelOutputSwitched(self.mission_id, round=round_number, step=step, agent=agent_id,
+                                              model=chosen.spec, output=chosen.settings.output, reason=reason))
+            return chosen.settings
+
+        return refused
+
+    def _turn_record(self, result: TurnResult, model: str, *, outcome: TurnOutcome | None = None,
+                     prose: str | None = None) -> dict:
+        """What a turn moment records: outcome, prose, reasoning, problems, the model, usage per call."""
         return {
             "outcome": outcome or result.outcome, "attempts": result.attempts,
             "prose": prose or _summary_of(result), "reasoning": _reasoning_of(result),
             "problems": [str(p) for p in result.problems],
             "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
             "cache_read_tokens": result.usage.cache_read_tokens,
-            "cost_usd": round(result.usage.cost_usd(model_name(self.model)), 6),
+            "model": model, "cost_usd": round(result.usage.cost_usd(model), 6),
             "calls": {"input_tokens": [c.input_tokens for c in result.calls],
                       "output_tokens": [c.output_tokens for c in result.calls],
                       "cache_read_tokens": [c.cache_read_tokens for c in result.calls]},
@@ -283,7 +312,8 @@ class MissionRun:
             return []
         earlier = sum(t["id"].startswith(f"{place.turn_id}.cut") for t in snapshot.turns)
         cut = replace(place, turn_id=f"{place.turn_id}.cut{earlier + 1}")
-        record = self._turn_record(partial, outcome=TurnOutcome.INTERRUPTED, prose=f"stopped early: {why}")
+        record = self._turn_record(partial, self.models.of(place.agent_id).name, outcome=TurnOutcome.INTERRUPTED,
+                                   prose=f"stopped early: {why}")
         return TurnWriter(self.membrane, RuleContext(snapshot, self.team, place.agent_id), cut, ()).unit([], record)
 
 

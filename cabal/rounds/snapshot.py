@@ -292,6 +292,16 @@ def mission_spend(graph: ContextGraph) -> Spend:
     return Spend(usage, cost, turns, failed)
 
 
+OUTPUT_SWITCH = "model_output_switch"  # the moment type of a model moved to JSON answers
+
+
+def model_output_switches(graph: ContextGraph) -> list[dict]:
+    """The models a provider refused tools for, moved to JSON answers (``switch_model_output``):
+    each with its model spec, the agent and round that met the refusal, and the reason."""
+    found = graph.find("moment", {"type": OUTPUT_SWITCH}, fields=["model", "agent", "round", "step", "prose"])
+    return sorted(found, key=lambda switch: (switch.get("round") or 0, switch["id"]))
+
+
 def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, step: str | None = None) -> Snapshot:
     """Read everything a step's agents may need: one query per node type, all in one round trip.
 

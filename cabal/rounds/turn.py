@@ -33,9 +33,11 @@ from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
 from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_CONTEXT, envelope_models
-from cabal.errors import AnswerProblem, AnswerRejected
+from cabal.errors import AnswerProblem, AnswerRejected, ModelError
 from cabal.limits import answer_problems
-from cabal.llm import CallLimiter, ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model
+from cabal.llm import (CallLimiter, ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model,
+                       model_name)
+from cabal.llm.json_answers import OUTPUT_JSON, refuses_tools
 from cabal.llm.usage import estimate_tokens
 from cabal.membrane import Cluster
 from cabal.membrane.validation import pydantic_problems
@@ -111,8 +113,8 @@ class TurnResult:
 class CallGate(Protocol):
     """What a turn asks before each model call (the mission's budget) and tells after it."""
 
-    def admit(self, worst_case: Usage) -> Usage: ...
-    def settle(self, reservation: Usage, actual: Usage) -> None: ...
+    def admit(self, worst_case: Usage, model: str) -> Any: ...
+    def settle(self, reservation: Any, actual: Usage) -> None: ...
 
 
 @dataclass
@@ -130,6 +132,9 @@ class Turn:
     settings: ModelSettings = field(default_factory=ModelSettings)
     on_retry: Callable[[RetryNotice], None] | None = None
     limiter: CallLimiter | None = None  # limits shared with other missions (a batch's workers)
+    # A provider said the model cannot be offered tools: the run records it and returns the
+    # settings to go on with (json output); the call is made again at once.
+    on_tools_refused: Callable[[ModelError], ModelSettings] | None = None
     result: TurnResult = field(default_factory=lambda: TurnResult(outcome=TurnOutcome.FAILED))
 
     def run(self) -> TurnResult:
@@ -165,8 +170,7 @@ class Turn:
                     self._reject(messages, reply, pydantic_problems(error), result)
                     continue
                 result.context_iterations += 1
-                messages.append(ToolMessage(self.serve_context(envelope.requests, self.prompt.ids),
-                                            tool_call_id=call["id"]))
+                messages.append(_result_message(reply, call, self.serve_context(envelope.requests, self.prompt.ids)))
                 continue
             result.attempts += 1
             mapped, problems = self.prompt.ids.answer_to_graph(raw)
@@ -197,10 +201,9 @@ class Turn:
         if self.gate is not None:
             prompt_chars = sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
             reservation = self.gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
-                                                output_tokens=self.settings.max_tokens, calls=1))
+                                                output_tokens=self.settings.max_tokens, calls=1), model_name(self.model))
         try:
-            reply = call_model(self.model, messages, tools, metadata=metadata, retry=self.settings.retry,
-                               on_retry=self.on_retry, limiter=self.limiter)
+            reply = self._call(messages, tools, metadata)
         except BaseException:
             if reservation is not None:
                 self.gate.settle(reservation, Usage())
@@ -210,6 +213,21 @@ class Turn:
         self.result.usage = self.result.usage + reply.usage
         self.result.calls.append(reply.usage)
         return reply
+
+    def _call(self, messages: list[BaseMessage], tools: list[dict], metadata: dict) -> ModelReply:
+        """``call_model`` in the settings' output mode; once a provider says the model cannot
+        take tools, again at once in json mode (not a rejected answer: the model never saw it)."""
+        def ask() -> ModelReply:
+            return call_model(self.model, messages, tools, metadata=metadata, retry=self.settings.retry,
+                              on_retry=self.on_retry, limiter=self.limiter, output=self.settings.output)
+
+        try:
+            return ask()
+        except ModelError as error:
+            if self.settings.output == OUTPUT_JSON or self.on_tools_refused is None or not refuses_tools(error):
+                raise
+            self.settings = self.on_tools_refused(error)
+        return ask()
 
     @staticmethod
     def _reject(messages: list[BaseMessage], reply: ModelReply, problems: list[AnswerProblem], result: TurnResult) -> None:
@@ -224,12 +242,22 @@ class Turn:
             messages.append(ToolMessage(feedback, tool_call_id=call["id"], status="error"))
 
 
+def _result_message(reply: ModelReply, call: dict, text: str) -> BaseMessage:
+    """What answers a served request: the result of its tool call, or (an answer read from
+    text, with no tool call to match) a user message."""
+    if reply.history.tool_calls:
+        return ToolMessage(text, tool_call_id=call["id"])
+    return HumanMessage(text)
+
+
 def _one_call(reply: ModelReply, models: dict[str, type[BaseModel]]) -> tuple[dict | None, list[AnswerProblem]]:
     """The reply's one usable tool call, or why the reply is not an answer."""
     allowed = ", ".join(models)
     if reply.stop_reason == "max_tokens":
         return None, [AnswerProblem("", "your answer was cut off at the output limit (max_tokens); "
                                         "give a shorter answer: fewer items, shorter texts")]
+    if reply.problem:  # an answer read from text (json output) that holds none
+        return None, [AnswerProblem("", reply.problem)]
     if reply.invalid_tool_calls:
         bad = reply.invalid_tool_calls[0]
         return None, [AnswerProblem("", f"the arguments of your {bad['name'] or 'tool'} call are not valid JSON "

@@ -21,7 +21,7 @@ from cabal.graph import ContextGraph
 from cabal.locks import exclusive, is_held
 from cabal.rounds.checkpoints import CheckpointStore
 from cabal.limits import unprintable
-from cabal.private import narrow, open_private, private_file, private_folder
+from cabal.private import narrow, open_private, private_file, private_folder, workspace_folder
 
 if TYPE_CHECKING:
     from cabal.report import MissionReport
@@ -69,7 +69,7 @@ class Workspace:
             return
         from langgraph.checkpoint.sqlite import SqliteSaver  # the engine's, imported with it
 
-        store = private_file(private_folder(self.home) / CHECKPOINTS)
+        store = private_file(workspace_folder(self.home) / CHECKPOINTS)
         # timeout: wait for another process's write instead of failing with "database is locked".
         connection = sqlite3.connect(store, check_same_thread=False, timeout=30)
         # WAL with synchronous=NORMAL: a commit is a write to the log, not an fsync. A killed
@@ -108,7 +108,8 @@ class Workspace:
 
     def private_mission_dir(self, mission_id: str) -> Path:
         """The mission's folder, made (with the workspace's) for its owner only."""
-        for folder in (self.home, self.home / "missions", self.mission_dir(mission_id)):
+        workspace_folder(self.home)
+        for folder in (self.home / "missions", self.mission_dir(mission_id)):
             private_folder(folder)
         return self.mission_dir(mission_id)
 

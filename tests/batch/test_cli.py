@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,46 @@ def test_events_go_to_a_file_as_json_lines_the_missions_own_as_cabal_run_writes_
         e["kind"] for e in own}
     assert sum(e["kind"] == "turn_done" for e in own) == 2 * 13  # every turn of both missions
     assert events[-1]["counts"] == {"done": 2}
+
+
+def test_quiet_shows_only_the_outcome_as_cabal_run_does(home: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    plan = batch_file(tmp_path, "hushed", readme_requests(1), answers=[ANSWER])
+
+    status, out, err = cli(capsys, "batch", str(plan), "--workers", "1", "--quiet", "--home", home)
+
+    assert (status, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].startswith("batch b-hushed-") and lines[0].split(": ", 1)[1].startswith("1 mission: 1 done · ")
+    assert lines[1:] == [f"report: cabal batch report {lines[0].split(':')[0].removeprefix('batch ')} "
+                         "--format html --output report.html"]
+    assert cli(capsys, "batch", str(plan), "--quiet", "--verbose", "--home", home)[2].startswith(
+        "cabal: --quiet and --verbose contradict each other")
+
+
+def test_a_batchs_folders_and_files_are_private_to_its_owner(home: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    plan = batch_file(tmp_path, "private", readme_requests(1), answers=[ANSWER])
+    previous = os.umask(0o022)  # the usual umask: whatever Cabal did not make private would be readable by all
+    try:
+        status, out, _ = cli(capsys, "batch", str(plan), "--workers", "1", "--max-concurrent", "1", "--quiet",
+                             "--home", home)
+    finally:
+        os.umask(previous)
+    assert status == 0, out
+
+    batches = Path(home) / "batches"
+    batch_id = out.split(":", 1)[0].removeprefix("batch ")
+    modes = {str(path.relative_to(batches)): stat.S_IMODE(path.stat().st_mode)
+             for path in [batches, batches / batch_id, *(batches / batch_id).rglob("*")]}
+
+    assert {name: mode for name, mode in modes.items() if not name.startswith(f"{batch_id}/limits/")} == {
+        ".": 0o700, batch_id: 0o700, f"{batch_id}/plan.json": 0o600, f"{batch_id}/runs.jsonl": 0o600,
+        f"{batch_id}/lock": 0o600, f"{batch_id}/limits": 0o700}
+    limits = {name: mode for name, mode in modes.items() if name.startswith(f"{batch_id}/limits/")}
+    assert limits[f"{batch_id}/limits/slots"] == 0o700 and limits[f"{batch_id}/limits/slots/0"] == 0o600
+    assert set(limits.values()) <= {0o700, 0o600}, limits
+    assert (Path(home) / ".gitignore").read_text().splitlines()[-1] == "*"
 
 
 def test_no_batch_event_has_the_kind_of_a_mission_event() -> None:

@@ -176,7 +176,7 @@ def test_the_batch_schema_documents_the_file(tmp_path: Path) -> None:
     assert set(schema["properties"]) == {"name", "mission", "requests", "matrix", "repeat", "budget"}
     assert schema["required"] == ["requests"]
     template = schema["$defs"]["MissionTemplate"]["properties"]
-    assert {"team", "rounds", "budget", "model", "answers"} <= set(template)
-    assert set(schema["$defs"]["Matrix"]["properties"]) == {"model", "operatives", "rounds"}
+    assert {"team", "rounds", "budget", "model", "models", "answers"} <= set(template)
+    assert set(schema["$defs"]["Matrix"]["properties"]) == {"model", "models", "operatives", "rounds"}
     # and it is the file the tests' batches are written in
     assert load_plan(batch_file(tmp_path, "schema-check", ["A"])).missions[0].spec.request == "A"

@@ -88,7 +88,9 @@ def test_run_prints_the_conversation_and_the_outcome(launch) -> None:
     assert_plain(result)
     out = result.stdout
     # One plain line per turn, the conversation as it happens, then the report.
-    assert f"mission {mission_id}: 2 operatives, up to 4 rounds, model scripted:" in out
+    first = out.splitlines()[0]
+    assert first.startswith(f"mission {mission_id}: 2 operatives, up to 4 rounds, model scripted:")
+    assert first.endswith(", budget $2.00 and 400,000 tokens (default; --budget-usd or budget: none to change)")
     assert "round 1 · plan · chair-1 · " in out
     assert ("── round 0 ──\nchair-1 asks you: Who is Margin for at launch, students or teachers? The brief, the price "
             "and the checklist all depend on it.  [students / teachers / both]\n"

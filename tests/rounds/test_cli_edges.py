@@ -276,6 +276,8 @@ def test_the_workspace_is_private_to_its_owner(graph_server, tmp_path: Path) -> 
     home = tmp_path / "project" / ".cabal"
     url = f"unix://{graph_server.socket_path}"  # the session's server; the workspace's files are its own
     events = tmp_path / "events.jsonl"
+    (tmp_path / "project").mkdir()
+    subprocess.run(["git", "init", "-q", str(tmp_path / "project")], check=True)  # a workspace in a git project
     previous = os.umask(0o022)  # the usual umask: whatever Cabal did not make private would be readable by all
     try:
         done, failed = (cabal("run", str(LAUNCH), "--home", str(home), "--url", url, "--quiet", "--events", str(events)),
@@ -290,7 +292,7 @@ def test_the_workspace_is_private_to_its_owner(graph_server, tmp_path: Path) -> 
     modes = {str(path.relative_to(home)): stat.S_IMODE(path.stat().st_mode) for path in [home, *home.rglob("*")]}
 
     assert modes == {
-        ".": 0o700, "checkpoints.sqlite": 0o600, "checkpoints.lock": 0o600, "missions": 0o700,
+        ".": 0o700, ".gitignore": 0o600, "checkpoints.sqlite": 0o600, "checkpoints.lock": 0o600, "missions": 0o700,
         f"missions/{ok}": 0o700, f"missions/{ok}/lock": 0o600, f"missions/{ok}/transcript.md": 0o600,
         f"missions/{broken}": 0o700, f"missions/{broken}/lock": 0o600, f"missions/{broken}/transcript.md": 0o600,
         f"missions/{broken}/error.log": 0o600,
@@ -298,6 +300,9 @@ def test_the_workspace_is_private_to_its_owner(graph_server, tmp_path: Path) -> 
     assert journals == {"checkpoints.sqlite-wal": 0o600, "checkpoints.sqlite-shm": 0o600}
     assert stat.S_IMODE(events.stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "project").stat().st_mode) == 0o755  # the user's own folder is left alone
+    untracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path / "project",
+                               capture_output=True, text=True, check=True).stdout
+    assert untracked == ""  # not `?? .cabal/`: the workspace ignores itself
 
 
 def test_first_starts_at_the_same_moment_set_up_the_checkpoints_once(graph_server, tmp_path: Path) -> None:

@@ -614,6 +614,30 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
     assert result.cost_usd == round(sum(1000 * n * 3 + 100 * n * 0.3 + 10 * n * 15 for n in range(1, 7)) / 1e6, 6)
 
 
+def test_a_mission_with_no_budget_on_a_priced_model_pauses_at_the_default_2_dollars(claude: FakeAnthropic,
+                                                                                      home: Path) -> None:
+    # Bootstrap reads 700,000 tokens on Sonnet ($3 per million): $2.10, past the default $2.
+    claude.reply_tool_use(*TINY_ANSWERS[0], model="claude-sonnet-4-6", input_tokens=700_000, output_tokens=0)
+
+    paused = run_mission(TINY, model="claude-sonnet-4-6", home=home)
+
+    assert (paused.state, paused.stop_reason) == ("halted", "questionToUser")
+    assert len(claude.requests) == 1  # no call starts once the budget is spent
+    assert paused.pending_halt["message"].startswith(
+        "The cost budget $2.00 spent: $2.1000 on claude-sonnet-4-6. Continue? Answer 'continue' to double the budget")
+    with open_graph(home, paused.mission_id) as graph:
+        node = graph.get(paused.mission_id)
+        assert (node["budget_cost_usd"], node.get("budget_tokens")) == (2.0, None)
+
+    claude.reply_tool_use(*TINY_ANSWERS[0], model="claude-sonnet-4-6", input_tokens=700_000, output_tokens=0)
+    unbounded = run_mission({**TINY, "budget": "none"}, model="claude-sonnet-4-6", home=home)
+
+    assert len(claude.requests) == 3  # budget: none: the second call starts (and finds no reply queued)
+    with open_graph(home, unbounded.mission_id) as graph:
+        node = graph.get(unbounded.mission_id)
+        assert (node.get("budget_cost_usd"), node.get("budget_tokens")) == (None, None)
+
+
 def test_claude_bad_request_pauses_the_mission_with_the_servers_message(claude: FakeAnthropic, home: Path) -> None:
     claude.reply_tool_use(*TINY_ANSWERS[0], model="claude-sonnet-4-6")
     claude.reply_error(400, "invalid_request_error", "messages.0.content: text content blocks must be non-empty")

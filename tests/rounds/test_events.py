@@ -35,8 +35,10 @@ def home(graph_server) -> str:
 
 def test_every_kind_is_a_frozen_dataclass_whose_json_has_kind_mission_and_at() -> None:
     assert list(EVENT_TYPES) == ["mission_start", "mission_resume", "round_start", "step_start", "turn_start",
-                                 "model_call", "turn_done", "model_retry", "presentation", "halt", "answer",
-                                 "user_message", "stop", "interrupted", "warning", "run_end"]
+    assert list(EVENT_TYPES) == ["mission_start", "mission_resume", "round_start", "step_start", "turn_start",
+                                 "model_call", "turn_done", "model_retry", "model_output_switched", "presentation",
+                                 "halt", "answer", "user_message", "stop", "graph_restart", "interrupted", "warning",
+                                 "run_end"]
     event = Presented("m-x", round=2, agent="envoy-1", lines=(SpokenLine("chair-1", "Done."),), at=12.34567)
     assert event.to_json() == {"kind": "presentation", "mission": "m-x", "at": 12.346, "round": 2,
                                "agent": "envoy-1", "lines": [{"speaker": "chair-1", "text": "Done."}]}

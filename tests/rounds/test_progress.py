@@ -10,11 +10,12 @@ import select
 import subprocess
 import time
 
+import pytest
 from rich.console import Console
 
 from cabal.cli.progress import Progress
 from cabal.rounds.events import (
-    Answered, HaltRaised, MissionStarted, MissionStopped, ModelCalled, Presented, RoundStarted, RunEnded, SpokenLine,
+    Answered, GraphRestarted, HaltRaised, MissionStarted, MissionStopped, ModelCalled, Presented, RoundStarted, RunEnded, SpokenLine,
     StepStarted, TurnDone, TurnStarted, UserMessage,
 )
 from cabal.vocabulary import MissionState, Step, StopReason, TurnOutcome
@@ -30,9 +31,37 @@ class Terminal(io.StringIO):
         return True
 
 
-def started(**budget) -> MissionStarted:
+def started(source: str = "mission file", **budget) -> MissionStarted:
     return MissionStarted(M, name="demo", request="r", operatives=3, rounds=2, model="scripted:x",
-                          budget_tokens=budget.get("tokens"), budget_cost_usd=budget.get("cost"))
+                          budget_tokens=budget.get("tokens"), budget_cost_usd=budget.get("cost"), budget_source=source)
+
+
+@pytest.mark.parametrize(("source", "budget", "said"), [
+    ("default", {"cost": 2.0}, "budget $2.00 (default; --budget-usd or budget: none to change)"),
+    ("default", {"cost": 2.0, "tokens": 400000}, "budget $2.00 and 400,000 tokens (default; --budget-usd or budget: "
+                                                 "none to change)"),
+    ("CABAL_BUDGET_USD", {"cost": 7.5}, "budget $7.50 (CABAL_BUDGET_USD)"),
+    ("--budget-usd", {"cost": 3.0}, "budget $3.00 (--budget-usd)"),
+    ("none", {}, "no budget (budget: none)"),
+    ("none", {"tokens": 5000}, "budget 5,000 tokens (no cost limit)"),
+])
+def test_the_first_line_states_the_budget_and_where_it_came_from(source: str, budget: dict, said: str) -> None:
+    out = io.StringIO()
+    progress = Progress(out, live=False)
+
+    progress(started(source, **budget))
+
+    assert out.getvalue() == f"mission {M}: 3 operatives, up to 2 rounds, model scripted:x, {said}\n"
+
+
+def test_a_graph_restart_is_said_in_one_line() -> None:
+    out = io.StringIO()
+    progress = Progress(out, live=False)
+
+    progress(GraphRestarted(M, round=2, restart=1, max_restarts=3, detail="Connection refused."))
+
+    assert out.getvalue() == ("the graph server stopped (Connection refused.); started it again, replaying from "
+                              "round 2's last checkpoint (restart 1 of 3)\n")
 
 
 def done(agent: str, step: Step, tokens: tuple[int, int], cost: float, outcome=TurnOutcome.FINAL, attempts=1,
@@ -65,7 +94,7 @@ def test_plain_lines_tell_each_turn_and_the_conversation_once() -> None:
     progress.close()
 
     assert out.getvalue() == (
-        "mission m-demo-000001: 3 operatives, up to 2 rounds, model scripted:x\n"
+        "mission m-demo-000001: 3 operatives, up to 2 rounds, model scripted:x, budget 1,000 tokens (mission file)\n"
         "\n── round 0 ──\n"
         "chair-1 asks you: Who for?  [students / teachers]\n"
         "you (mission file): Students.\n"

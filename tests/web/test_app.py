@@ -62,7 +62,7 @@ def test_the_missions_list_shows_state_round_question_and_spend(client: TestClie
     row = " ".join(unescape(re.sub(r"<[^>]+>", " ", row_of(client.get("/").text, asking))).split())
 
     assert row == (f"readme-intro {asking} halted questionToUser round 0 of 3 Waiting for you: {QUESTION_TEXT} "
-                   f"{status.usage.total_tokens:,} tokens $0.0000")
+                   f"{status.usage.total_tokens:,} tokens $0.0000 of $2.00")  # every mission has a budget: $2 by default
 
 
 def _row(mission_id: str, active_at: float) -> MissionRow:
