@@ -193,6 +193,8 @@ def unstorable(value: object) -> str | None:
 def check_value(value: object, *, item: str, field_: str) -> None:
     """FalkorDB stores primitives and lists of primitives only, each one it can take whole (see
     ``unstorable``); refuse anything else up front."""
+    if type(value) is str and _UNSENDABLE.search(value) is None:  # most values: one C-level search
+        return
     values = value if isinstance(value, (list, tuple)) else (value,)
     if not all(isinstance(v, _PRIMITIVES) for v in values):
         raise SchemaError(
@@ -261,6 +263,27 @@ def cypher_header(params: Mapping[str, object] | None) -> str:
 
 
 def _encode(value: object, depth: int) -> str:
+    # Exact texts, dicts and lists first, with the text check inlined: they are nearly every value
+    # of a commit, and this walk was the largest single cost of one (bench/README.md, issue 26).
+    # Subclasses (a StrEnum, an OrderedDict) take the general path below, with the same result.
+    kind = type(value)
+    if kind is str:
+        if _UNSENDABLE.search(value) is not None:
+            raise _Unsendable
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if depth >= MAX_PARAMETER_DEPTH:
+        raise _Unsendable
+    if kind is dict:
+        for key in value:
+            if type(key) is not str or not key or "`" in key:
+                raise _Unsendable
+        return "{" + ",".join([f"`{key}`:{_encode(item, depth + 1)}" for key, item in value.items()]) + "}"
+    if kind is list:
+        return "[" + ",".join([_encode(item, depth + 1) for item in value]) + "]"
+    return _encode_other(value, depth)
+
+
+def _encode_other(value: object, depth: int) -> str:
     if value is None:
         return "null"
     if isinstance(value, _PRIMITIVES):
