@@ -59,7 +59,7 @@ class Entity(BaseModel):
     """Base of every mechanism model: frozen, camelCase outside, no unknown keys."""
 
     model_config = ConfigDict(
-        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="forbid", defer_build=True
+        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="forbid"
     )
 
 

@@ -265,7 +265,7 @@ def cypher_header(params: Mapping[str, object] | None) -> str:
 def _encode(value: object, depth: int) -> str:
     # Exact texts, dicts and lists first, with the text check inlined: they are nearly every value
     # of a commit, and this walk was the largest single cost of one (bench/README.md, issue 26).
-    # Subclasses (a StrEnum, an OrderedDict) take the general path below, with the same result.
+    # Other types and subclasses (a StrEnum, an OrderedDict) take the general path below.
     kind = type(value)
     if kind is str:
         if _UNSENDABLE.search(value) is not None:
@@ -286,11 +286,11 @@ def _encode(value: object, depth: int) -> str:
 def _encode_other(value: object, depth: int) -> str:
     if value is None:
         return "null"
+    if isinstance(value, str):
+        return _encode(str.__str__(value), depth)  # a subclass (a StrEnum) as its plain text
     if isinstance(value, _PRIMITIVES):
         if unstorable(value):
             raise _Unsendable
-        if isinstance(value, str):
-            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
         return str(value)  # numbers and booleans (str(True)), as the client writes them
     if depth >= MAX_PARAMETER_DEPTH:
         raise _Unsendable
