@@ -195,6 +195,12 @@ class ModelError(CabalError):
         super().__init__(message)
 
 
+class UnknownModel(ModelError, ConfigError):
+    """A model spec that names no model Cabal can build (an unknown provider, a mistyped Claude
+    name, a bare name of another provider's): the user's argument is wrong and nothing ran, so
+    the command exits as for any unusable setting (2), not as for a provider that failed."""
+
+
 class CallRefused(ModelError):
     """A limit shared beyond one mission (a batch's budget) refuses further model calls.
 

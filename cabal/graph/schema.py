@@ -201,6 +201,8 @@ def unstorable(value: object) -> str | None:
 def check_value(value: object, *, item: str, field_: str) -> None:
     """FalkorDB stores primitives and lists of primitives only, each one it can take whole (see
     ``unstorable``); refuse anything else up front."""
+    if type(value) is str and _UNSENDABLE.search(value) is None:  # most values: one C-level search
+        return
     values = value if isinstance(value, (list, tuple)) else (value,)
     if not all(isinstance(v, _PRIMITIVES) for v in values):
         raise SchemaError(
@@ -269,13 +271,34 @@ def cypher_header(params: Mapping[str, object] | None) -> str:
 
 
 def _encode(value: object, depth: int) -> str:
+    # Exact texts, dicts and lists first, with the text check inlined: they are nearly every value
+    # of a commit, and this walk was the largest single cost of one (bench/README.md, issue 26).
+    # Other types and subclasses (a StrEnum, an OrderedDict) take the general path below.
+    kind = type(value)
+    if kind is str:
+        if _UNSENDABLE.search(value) is not None:
+            raise _Unsendable
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if depth >= MAX_PARAMETER_DEPTH:
+        raise _Unsendable
+    if kind is dict:
+        for key in value:
+            if type(key) is not str or not key or "`" in key:
+                raise _Unsendable
+        return "{" + ",".join([f"`{key}`:{_encode(item, depth + 1)}" for key, item in value.items()]) + "}"
+    if kind is list:
+        return "[" + ",".join([_encode(item, depth + 1) for item in value]) + "]"
+    return _encode_other(value, depth)
+
+
+def _encode_other(value: object, depth: int) -> str:
     if value is None:
         return "null"
+    if isinstance(value, str):
+        return _encode(str.__str__(value), depth)  # a subclass (a StrEnum) as its plain text
     if isinstance(value, _PRIMITIVES):
         if unstorable(value):
             raise _Unsendable
-        if isinstance(value, str):
-            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
         return str(value)  # numbers and booleans (str(True)), as the client writes them
     if depth >= MAX_PARAMETER_DEPTH:
         raise _Unsendable

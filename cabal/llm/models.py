@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from cabal.errors import ConfigError, ModelError
+from cabal.errors import ConfigError, ModelError, UnknownModel
 from cabal.llm.providers import PROVIDERS, Provider, closest_providers, inferred_provider, provider_of
 from cabal.llm.providers.failures import redact
 from cabal.llm.settings import DEFAULT_MODEL, ModelSettings
@@ -32,7 +32,7 @@ def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None,
     """
     spec = spec.strip()
     if not spec:
-        raise ModelError(f"empty model spec; expected {_SPEC_FORMS}")
+        raise UnknownModel(f"empty model spec; expected {_SPEC_FORMS}")
     chosen, name = resolve(spec)
     settings = settings or ModelSettings(name=spec)
     if chosen.family == "local":
@@ -66,11 +66,11 @@ def resolve(spec: str) -> tuple[Provider, str]:
             return PROVIDERS["anthropic"], spec
         guess = inferred_provider(spec)
         hint = f"did you mean `{guess}:{spec}`?" if guess else f"name its provider: PROVIDER:{spec}"
-        raise ModelError(f"unknown model {spec!r}: {hint} (cabal models lists the providers)")
+        raise UnknownModel(f"unknown model {spec!r}: {hint} (cabal models lists the providers)")
     if prefix in PROVIDERS and (rest or prefix == "simulated"):
         return PROVIDERS[prefix], rest
     known = ", ".join(closest_providers(prefix))
-    raise ModelError(f"unknown model spec {spec!r}; expected {_SPEC_FORMS}. Known providers: {known}")
+    raise UnknownModel(f"unknown model spec {spec!r}; expected {_SPEC_FORMS}. Known providers: {known}")
 
 
 def modules_to_preload(spec: str) -> list[str]:

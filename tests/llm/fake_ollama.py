@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from cabal.llm.json_answers import as_text
+
 from .fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, RecordedRequest, aim, serving
 from .fake_openai import CHARS_PER_TOKEN, NO_TOOLS
 from .script_responder import prompt_text, scripted_answers
@@ -93,7 +95,8 @@ class FakeOllama(FakeAnthropic):
 
 def ollama_script_responder(script: Path) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
     """``fn(request_body) -> stream lines``: the script's answer for the request's key, as a
-    tool call; as the answer's JSON in plain text when the request offers no tools."""
+    tool call; as the answer's JSON in plain text when the request offers no tools (as a model
+    asked for json answers writes it: ``{"tool": NAME, "args": {...}}``)."""
     answer = scripted_answers(script)
 
     def respond(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -102,7 +105,7 @@ def ollama_script_responder(script: Path) -> Callable[[dict[str, Any]], list[dic
         user = next(prompt_text(m.get("content")) for m in messages if m.get("role") == "user")
         tools = [t.get("function", t) for t in body.get("tools") or []]
         name, args, _ = answer(system, user, tools)
-        return tool_call_lines(name, args) if tools else chat_lines({"content": json.dumps(args)})
+        return tool_call_lines(name, args) if tools else chat_lines({"content": as_text(name, args)})
 
     return respond
 

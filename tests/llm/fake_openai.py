@@ -29,6 +29,8 @@ from typing import Any
 import pytest
 
 from .fake_anthropic import CannedResponse, Disconnect, FakeAnthropic, Hang, RecordedRequest, aim, serving
+from cabal.llm.json_answers import as_text
+
 from .script_responder import prompt_text, scripted_answers
 
 CHARS_PER_TOKEN = 4
@@ -159,14 +161,15 @@ def prompt_tokens(body: Mapping[str, Any]) -> int:
 
 def openai_script_responder(script: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """``fn(request_body) -> completion``: the script's answer for the request's key, as a tool
-    call; as the answer's JSON in plain text when the request offers no tools."""
+    call; as the answer's JSON in plain text when the request offers no tools (as a model asked
+    for json answers writes it: ``{"tool": NAME, "args": {...}}``)."""
     answer = scripted_answers(script)
 
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         system, user, tools = openai_prompts(body)
         name, args, number = answer(system, user, tools)
         if not tools:
-            return completion({"content": json.dumps(args)})
+            return completion({"content": as_text(name, args)})
         return tool_call_completion([(name, args)], call_ids=[f"call_script_{number:05d}"])
 
     return respond

@@ -5,12 +5,16 @@ the real clients against the fake OpenAI and Ollama servers."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from cabal.errors import ConfigError, ModelError
 from cabal.llm import RetryPolicy, call_metadata, call_model, make_model
+from cabal.llm.json_answers import first_json_object
 from cabal.llm.models import redact_secrets, resolve
 from cabal.llm.prices import database_price, price_of
 from cabal.llm.providers import PROVIDERS, provider_of
@@ -54,6 +58,8 @@ def test_specs_name_their_provider_and_keep_the_rest_whole() -> None:
                        "claude-sonnet-4-0?"),
 ])
 def test_a_bare_name_that_is_not_a_claude_model_says_what_was_meant(spec: str, message: str) -> None:
+    with pytest.raises(ConfigError):  # the user's argument is wrong, nothing ran: a usage error
+        make_model(spec)
     with pytest.raises(ModelError) as caught:
         make_model(spec)
 
@@ -270,7 +276,8 @@ def test_a_fake_server_answers_a_request_without_tools_in_plain_text(ollama_api:
     for spec in ("ollama:qwen3:8b", "openai:gpt-4.1-mini"):
         reply = call_model(make_model(spec), prompt, [], metadata=metadata)
         assert reply.tool_calls == []
-        assert json.loads(reply.text)["type"] == "question"  # the script's first answer, the Chair's halt
+        answer = first_json_object(reply.text)  # as a model asked for json answers writes it
+        assert (answer["tool"], answer["args"]["type"]) == ("halt", "question")  # the script's first: the Chair asks
 
 
 def test_traces_name_the_provider_a_model_was_built_for(openai_api: FakeOpenAI, ollama_api: FakeOllama) -> None:
@@ -322,3 +329,15 @@ def test_cabal_models_lists_the_providers_and_describes_one(capsys, monkeypatch:
     assert (facts["provider"], facts["key"], facts["key_set"], facts["price_per_mtok"]["input_per_mtok"]) == (
         "openai", "OPENAI_API_KEY", True, pytest.approx(0.4))
     assert KEY not in json.dumps(facts)
+
+
+def test_cabal_run_with_a_model_that_names_nothing_says_so_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    cabal = Path(sys.executable).with_name("cabal")
+    mission = Path(__file__).resolve().parents[2] / "examples" / "launch" / "launch.mission.yaml"
+    for spec, line in (("gpt-4o", "cabal: unknown model 'gpt-4o': did you mean `openai:gpt-4o`? (cabal models lists "
+                                  "the providers)\n"),
+                       ("opnai:gpt-4o", "cabal: unknown model spec 'opnai:gpt-4o'; expected PROVIDER:MODEL")):
+        done = subprocess.run([str(cabal), "run", str(mission), "--model", spec, "--home", str(tmp_path), "--quiet"],
+                              capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr.startswith(line) and done.stderr.count("\n") == 1

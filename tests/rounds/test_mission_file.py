@@ -18,7 +18,7 @@ def test_a_field_typo_names_the_closest_field_at_its_line(tmp_path: Path) -> Non
         load_mission(path)
 
     assert str(error.value) == (f"{path}:2: invalid mission: unknown field `round`; did you mean `rounds`? "
-                                "(allowed: rounds, model, budget, request, name, answers, team)")
+                                "(allowed: rounds, model, budget, models, request, sources, name, source_limits, tool_timeout_s, tools, answers, max_tool_calls, team)")
 
 
 def test_typos_inside_sections_name_their_section_in_the_file_order(tmp_path: Path) -> None:
@@ -30,5 +30,5 @@ def test_typos_inside_sections_name_their_section_in_the_file_order(tmp_path: Pa
 
     assert str(error.value) == (
         f"{path}:3: invalid mission: team: unknown field `operatvies`; did you mean `operatives`? (allowed: "
-        "operatives, names, skills); budget (line 4): unknown field `token`; did you mean `tokens`? (allowed: "
+        "operatives, names, cards, skills); budget (line 4): unknown field `token`; did you mean `tokens`? (allowed: "
         "tokens, when_spent, cost_usd)")

@@ -65,6 +65,24 @@ def test_the_examples_end_done_through_ollama(ollama_api: FakeOllama, graph_serv
     assert (result.usage.cache_read_tokens, result.cost_usd) == (0, 0.0)  # a local model: no price known
 
 
+def test_a_model_its_server_refuses_tools_for_goes_to_json_answers_once_and_the_mission_ends_done(
+        ollama_api: FakeOllama, graph_server) -> None:
+    # Ollama answers 400 "... does not support tools" for a model without tool calling: the
+    # mission switches that model to json answers once (the first call, the Chair's bootstrap,
+    # is made again at once without tools) and goes on through the real client.
+    ollama_api.respond_with(ollama_script_responder(EXAMPLES["launch"][1]))
+    ollama_api.refuse_tools = True
+    events: list = []
+
+    result = run_mission(example("launch"), model="ollama:gemma:2b", home=graph_server.home, on_event=events.append)
+
+    assert (result.state, result.stop_reason, result.failed_turns) == ("done", "concluded", 0)
+    assert [(e.kind, e.model) for e in events if e.kind == "model_output_switched"] == [
+        ("model_output_switched", "ollama:gemma:2b")]
+    offered = [r for r in ollama_api.requests if r.body.get("tools")]
+    assert len(offered) == 1 and len(ollama_api.requests) == result.usage.calls + 1  # the refused call is not usage
+
+
 def test_a_mission_files_price_prices_a_local_model(ollama_api: FakeOllama, graph_server) -> None:
     ollama_api.respond_with(ollama_script_responder(EXAMPLES["launch"][1]))
     spec = example("launch")

@@ -165,23 +165,24 @@ def test_the_team_example_runs_offline_and_shows_each_member_at_work(graph_serve
     result = run_mission(TEAM_EXAMPLE, home=graph_server.home)
     assert (result.state, result.stop_reason, result.round) == ("done", "noMoreRounds", 3)
     transcript = (Path(graph_server.home) / "missions" / result.mission_id / "transcript.md").read_text()
-    for agent in ("operative-research", "operative-pricing"):
+    for agent in ("Rae (operative-research)", "Pat (operative-pricing)"):  # each shown by its card's name
         assert f"by {agent}" in transcript
-    assert "inspection by watchdog-security: needs_revision" in transcript
-    assert transcript.count("inspection by watchdog-quality: approved") == 3
-    assert transcript.count("inspection by watchdog-security: approved") == 2
+    assert "inspection by Sol (watchdog-security): needs_revision" in transcript
+    assert transcript.count("inspection by Quinn (watchdog-quality): approved") == 3
+    assert transcript.count("inspection by Sol (watchdog-security): approved") == 2
 
 
 
 def test_the_team_example_runs_with_the_simulated_team_too(graph_server):
-    result = run_mission(TEAM_EXAMPLE, model="py:cabal.rounds.simulated:team", rounds=1, home=graph_server.home)
+    result = run_mission(TEAM_EXAMPLE, model="simulated", rounds=1, home=graph_server.home)
     assert result.state == "done"
     transcript = (Path(graph_server.home) / "missions" / result.mission_id / "transcript.md").read_text()
-    for agent in ("operative-research", "operative-pricing"):
+    for agent in ("Rae (operative-research)", "Pat (operative-pricing)"):
         assert f"Written in round 1 by {agent}." in transcript
-    products = transcript.count("inspection by watchdog-security: approved")
-    assert products > 0 and transcript.count("inspection by watchdog-quality: approved") == products
-    assert "- r1 inspect watchdog-security: final" in transcript and "- r1 inspect watchdog-quality: final" in transcript
+    products = transcript.count("inspection by Sol (watchdog-security): approved")
+    assert products > 0 and transcript.count("inspection by Quinn (watchdog-quality): approved") == products
+    assert "- r1 inspect Sol (watchdog-security): final" in transcript
+    assert "- r1 inspect Quinn (watchdog-quality): final" in transcript
 
 def test_the_web_pages_team_example_finds_its_cards_next_to_it():
     from cabal.web.forms import example_launch

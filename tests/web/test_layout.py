@@ -110,7 +110,7 @@ def test_the_missions_list_tells_missions_apart(browser, pages: dict[str, str], 
         context.close()
 
     assert request == "Onboard a dental clinic's booking desk: the staff guide, the data migration, the go-live checklist."
-    assert facts.startswith(f"{concluded} · started 20") and facts.endswith(" UTC · model py:cabal.rounds.simulated:team")
+    assert facts.startswith(f"{concluded} · started 20") and facts.endswith(" UTC · model simulated")
     assert state == "done"
     assert "tokens of 300,000" in spend and spend_lines == [1, 1]
 

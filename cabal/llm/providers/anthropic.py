@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from cabal.errors import ModelError
+from cabal.errors import ModelError, UnknownModel
 from cabal.llm.providers import Provider
 from cabal.llm.providers.failures import TRANSIENT_STATUSES, loaded, redact, retry_after_s
 
@@ -40,7 +40,7 @@ def check_name(name: str) -> None:
     if name in known:
         return
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ModelError(f"unknown Claude model {name!r}{hint}", provider="anthropic")
+    raise UnknownModel(f"unknown Claude model {name!r}{hint}", provider="anthropic")
 
 
 def build(provider: Provider, name: str, settings: ModelSettings, options: dict[str, Any]) -> BaseChatModel:
