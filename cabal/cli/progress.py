@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from cabal.limits import printable
 from cabal.report.markdown import conversation_line
-from cabal.report.model import Line
+from cabal.report.model import Line, agent_label
 from cabal.rounds.events import (
     Answered, GraphRestarted, HaltRaised, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
     MissionStarted, MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted,
@@ -61,6 +61,7 @@ class Progress:
         self.live = self.stream.isatty() if live is None else live
         self._lock = threading.RLock()
         self._working: dict[str, _Working] = {}
+        self._names: dict[str, str] = {}  # the team's own names by agent id, from the run's first event
         self._where = ""
         self._started = time.time()
         self._spent_before = (0, 0.0)  # what earlier runs of the mission spent
@@ -78,6 +79,8 @@ class Progress:
             self._handle(event)
 
     def _handle(self, event: MissionEvent) -> None:  # noqa: C901 - one branch per kind of event
+        if isinstance(event, (MissionStarted, MissionResumed)):
+            self._names = dict(event.names)
         if isinstance(event, MissionStarted):
             self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
@@ -110,7 +113,7 @@ class Progress:
             self._turn_done(event)
         elif isinstance(event, ToolReturned):  # a tool's answer is data: shown printable and short
             digest = event.digest if len(event.digest) <= 80 else event.digest[:79] + "…"
-            self._print(f"round {event.round} · {event.step} · {event.agent} called {event.tool}: "
+            self._print(f"round {event.round} · {event.step} · {self._who(event.agent)} called {event.tool}: "
                         f"{'ok' if event.ok else 'error'}, {digest}", dim=event.ok)
         elif isinstance(event, Presented):
             for line in event.lines:
@@ -126,7 +129,7 @@ class Progress:
         elif isinstance(event, RunEnded):
             self.close()  # nothing runs any more: give the terminal back (`cabal chat` reads the next answer)
         elif isinstance(event, ModelRetried):  # said on a plain output too: why the run waits
-            self._print(f"round {event.round} · {event.step} · {event.agent}: {event.reason}; "
+            self._print(f"round {event.round} · {event.step} · {self._who(event.agent)}: {event.reason}; "
                         f"retry {event.retry} of {event.max_retries} in {event.wait_s:.1f} s")
         elif isinstance(event, GraphRestarted):  # said on a plain output too: why the step runs again
             self._print(f"the graph server stopped ({event.detail}); started it again, replaying from round "
@@ -152,7 +155,7 @@ class Progress:
                 else " (question)" if event.outcome == TurnOutcome.HALT and event.halt == "question" else "")
         retries = (f", {event.attempts - 1} retr{'y' if event.attempts == 2 else 'ies'}" if event.attempts > 1 else "")
         total_tokens, total_cost = self._total()
-        text = (f"round {event.round} · {event.step} · {event.agent}{note}{retries} · "
+        text = (f"round {event.round} · {event.step} · {self._who(event.agent)}{note}{retries} · "
                 f"{total_tokens:,} tokens · ${total_cost:.4f}")
         if event.outcome == TurnOutcome.FAILED and event.problems:
             text += f"\n  rejected: {'; '.join(event.problems)}"
@@ -160,11 +163,15 @@ class Progress:
 
     # ----------------------------------------------------------------------------- output
 
+    def _who(self, agent_id: str) -> str:
+        """An agent as every other place shows it: ``Dana (operative-1)`` (``agent_label``)."""
+        return agent_label(agent_id, self._names.get(agent_id))
+
     def _say(self, line: Line) -> None:
         if line.round != self._heading:
             self._heading = line.round
             self._print(round_heading(line.round))
-        self._print(conversation_line(line))
+        self._print(conversation_line(line, speaker=self._who(line.speaker)))
 
     def _print(self, text: str, *, dim: bool = False) -> None:
         text = printable(text)  # model and user text: no escape sequence reaches the terminal
@@ -208,7 +215,7 @@ class Progress:
         header = Text.assemble((where or "starting", "bold"), f" · {_clock(now - self._started)} · {spent}")
         table = Table.grid(padding=(0, 2))
         for agent, turn in working:
-            table.add_row(f"  {agent}", turn.step, _clock(now - turn.started), f"{turn.tokens:,} tokens",
+            table.add_row(f"  {self._who(agent)}", turn.step, _clock(now - turn.started), f"{turn.tokens:,} tokens",
                           f"${turn.cost:.4f}")
         return Group(header, table) if working else header
 

@@ -105,6 +105,11 @@ def _team(workspace: Workspace, spec: MissionSpec) -> Team:
     return Team.build(spec.team.operatives, load_role_cards(card_dirs), spec.team.names, spec.team.skills)
 
 
+def _names(team: Team) -> dict[str, str]:
+    """The names the team gave its agents (an agent without one is shown by its id)."""
+    return {agent.id: agent.name for agent in team.agents if agent.name and agent.name != agent.id}
+
+
 def _roster(team: Team) -> dict[str, tuple[Role, str | None]]:
     """The team's agents as the mission's model settings read them: id, role, the card's model."""
     return {agent.id: (Role(agent.role), agent.model) for agent in team.agents}
@@ -207,7 +212,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         run.emit(MissionStarted(mission_id, name=spec.name or mission_id, request=spec.request,
                                 operatives=len(run.team.ids(Role.OPERATIVE)), rounds=spec.rounds, model=model_spec,
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
-                                budget_source=starting.source))
+                                budget_source=starting.source, names=_names(run.team)))
         _tell_tool_problems(run, tools)
         _warn_at_start(run, starting.source, collected)
         return _drive(workspace, run, {"round": 0}, record=record)
@@ -325,7 +330,8 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
                                 answer=answer, model=settings.name if model is None or isinstance(model, str)
                                 else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
-                                spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6)))
+                                spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6),
+                                names=_names(run.team)))
         _tell_tool_problems(run, tools)
         _recheck_sources(run, int(node.get("round") or 0))
         if direction is not None and extend is not None:  # a direction always gives the new round limit

@@ -75,6 +75,7 @@ class MissionStarted(MissionEvent):
     budget_tokens: int | None
     budget_cost_usd: float | None
     budget_source: str  # where the cost limit came from: default, CABAL_BUDGET_USD, mission file, --budget-usd, none
+    names: dict[str, str] = field(default_factory=dict)  # the team's own names by agent id (team.names, cards)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class MissionResumed(MissionEvent):
     budget_cost_usd: float | None
     spent_tokens: int
     spent_cost_usd: float
+    names: dict[str, str] = field(default_factory=dict)  # the team's own names by agent id (team.names, cards)
 
 
 @dataclass(frozen=True)

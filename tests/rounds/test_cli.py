@@ -200,7 +200,7 @@ def test_a_question_halts_the_run_and_resume_finishes_it(home: str) -> None:
 
     assert resumed.returncode == 0, resumed.stderr
     assert_plain(resumed)
-    assert "round 1 · write · operative-1 · " in resumed.stdout
+    assert "round 1 · write · Ada (operative-1) · " in resumed.stdout  # by the name the mission file gives
     assert "state: done (concluded), round 3" in resumed.stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         assert [(p["name"], p["status"]) for p in graph.find("product")] == [("README intro", "accepted")]

@@ -200,10 +200,10 @@ def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server
     assert process.wait(timeout=60) == 0
     lines = ANSI.sub("", output.decode()).replace("\r\n", "\n").split("\n")
 
-    # One frame of the live display holds both operatives of a round's Write step.
+    # One frame of the live display holds both operatives of a round's Write step, each by its name.
     frames = [i for i, line in enumerate(lines) if line.strip().startswith("round 1 · write ·")]
-    assert any(lines[i + 1].split()[:2] == ["operative-1", "write"] and lines[i + 2].split()[:2] == ["operative-2", "write"]
-               for i in frames if i + 2 < len(lines))
+    assert any(lines[i + 1].split()[:3] == ["Ada", "(operative-1)", "write"]
+               and lines[i + 2].split()[:3] == ["Brook", "(operative-2)", "write"] for i in frames if i + 2 < len(lines))
     text = "\n".join(lines)
     assert text.count("Who is Margin for at launch") == 1
     assert "state: done (concluded), round 4" in text
@@ -257,3 +257,21 @@ def test_ctrl_c_on_a_terminal_leaves_no_stale_footer_and_says_the_pause_once(gra
     assert not [line for line in shown if FOOTER.search(line)], "\n".join(shown)
     assert shown[-1].startswith("paused: the user pressed Ctrl-C; go on with: cabal resume m-launch-plan-")
     assert sum("Ctrl-C" in line for line in shown) == 1
+
+
+def test_live_lines_show_an_agent_by_the_name_the_team_gave_it_beside_its_id() -> None:
+    out = io.StringIO()
+    progress = Progress(out, live=False)
+    named = MissionStarted(M, name="demo", request="r", operatives=2, rounds=2, model="scripted:x", budget_tokens=None,
+                           budget_cost_usd=None, budget_source="none", names={"operative-1": "Dana"})
+
+    for event in [named, done("operative-1", Step.WRITE, (10, 5), 0.0), done("operative-2", Step.WRITE, (10, 5), 0.0),
+                  Presented(M, round=1, agent="envoy-1", lines=(SpokenLine("operative-1", "The brief is written."),))]:
+        progress(event)
+
+    lines = out.getvalue().splitlines()
+    assert lines[1:] == ["round 1 · write · Dana (operative-1) · 15 tokens · $0.0000",
+                         "round 1 · write · operative-2 · 30 tokens · $0.0000",
+                         "",
+                         "── round 1 ──",
+                         "Dana (operative-1): The brief is written."]
