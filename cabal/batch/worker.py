@@ -8,6 +8,7 @@ finds the mission and resumes it from its last checkpoint: nothing is lost or wr
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import socket
@@ -58,7 +59,7 @@ def run_task(task: MissionTask, send: Send) -> MissionOutcome:
     def outcome(state: str, result: MissionResult | None = None, detail: str | None = None) -> MissionOutcome:
         return _outcome(task, state, result, detail, started_at, time.monotonic() - clock, _cpu_s() - cpu, worker)
 
-    workspace = Workspace.at(task.home, task.url)
+    workspace = _workspace(task.home, task.url)
     try:
         status = _status(workspace, task.mission_id)
         if status is not None and status.state == MissionState.RUNNING:
@@ -74,11 +75,11 @@ def run_task(task: MissionTask, send: Send) -> MissionOutcome:
     send(MissionAssigned(task.mission_id, task.key, task.attempt, worker, resumed=status is not None))
     try:  # the mission's own events go to the batch as they are: each names its mission
         if status is None:
-            result = run_mission(task.spec, mission_id=task.mission_id, home=task.home, url=task.url,
+            result = run_mission(task.spec, mission_id=task.mission_id, workspace=workspace,
                                  on_event=send, call_limiter=task.limits, record=task.record)
         else:
             answer = task.answer if status.state == MissionState.HALTED else None
-            result = resume_mission(task.mission_id, answer=answer, home=task.home, url=task.url, on_event=send,
+            result = resume_mission(task.mission_id, answer=answer, workspace=workspace, on_event=send,
                                     call_limiter=task.limits, record=task.record)
     except Exception as error:  # noqa: BLE001 - one mission's trouble is reported, never the batch's end
         # Refused before it wrote anything (a model that cannot be built, a bad answer), the
@@ -93,6 +94,13 @@ def run_task(task: MissionTask, send: Send) -> MissionOutcome:
             return outcome(NotStarted.REFUSED, None, str(error))
         return outcome(after.state, after, str(error))
     return outcome(result.state, result, result.detail)
+
+
+@functools.lru_cache(maxsize=8)
+def _workspace(home: str, url: str | None) -> Workspace:
+    """The batch's workspace, resolved once in this worker process, its graph server with it:
+    every mission the worker runs, and every status it reads, goes through the same one."""
+    return Workspace.at(home, url)
 
 
 def _status(workspace: Workspace, mission_id: str) -> MissionResult | None:

@@ -97,8 +97,13 @@ class ContextGraph:
     def open(
         cls, url: str | None = None, *, name: str = "cabal", home: str | os.PathLike[str] | None = None
     ) -> ContextGraph:
+        return cls.at(resolve_server(url, home), name=name)
+
+    @classmethod
+    def at(cls, address: ServerAddress, *, name: str = "cabal") -> ContextGraph:
+        """The graph ``name`` on the server at ``address`` (``resolve_server``'s), started if it
+        is the workspace's embedded one and not running."""
         schema.check_graph_name(name)  # before a server is started or a connection made for nothing
-        address = resolve_server(url, home)
         db, server = connect(address)
         return cls(db, name, address, server)
 

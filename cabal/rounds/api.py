@@ -146,7 +146,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
                 call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
-                sources: list[str | Wanted] | None = None, record: bool = True) -> MissionResult:
+                sources: list[str | Wanted] | None = None, record: bool = True,
+                workspace: Workspace | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -163,21 +164,17 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
     relative to the current folder, or entries already made (``cabal.sources.folder_wanted``).
     ``record``: keep every model call in the mission's cassette (``llm/cassette.py``).
+    ``workspace``: the workspace already resolved (a batch's worker keeps one for all its
+    missions), instead of ``home`` and ``url``.
     """
-    base = None
-    if isinstance(mission, (str, Path)):
-        spec, base = load_mission(mission)
-    elif isinstance(mission, dict):
-        spec = parse_mission(mission)
-    else:
-        spec = mission
+    spec, base = _loaded(mission)
     wanted = spec.wanted_sources(base) + typed_wanted(list(sources or []))
     collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     starting = spec.starting_budget(budget_usd)
     spec = _with_paths_anchored(spec, base)
-    workspace = Workspace.at(home, url)
+    workspace = workspace or Workspace.at(home, url)
     team = _team(workspace, spec)
     models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team, home=home)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
@@ -222,6 +219,13 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         graph.close()
 
 
+def _loaded(mission: str | Path | MissionSpec | dict) -> tuple[MissionSpec, Path | None]:
+    """The mission's spec, and the folder of its file (None for a spec given in code)."""
+    if isinstance(mission, (str, Path)):
+        return load_mission(mission)
+    return (parse_mission(mission) if isinstance(mission, dict) else mission), None
+
+
 def _with_paths_anchored(spec: MissionSpec, base: Path | None) -> MissionSpec:
     """``spec`` with its role cards' folder and its scripts' paths made absolute (a mission file's
     are relative to it), as stored for resuming from anywhere."""
@@ -250,12 +254,15 @@ def resume_mission(mission_id: str, *, answer: str | None = None, model: Any = N
                    home: str | Path | None = None, url: str | None = None,
                    model_settings: dict[str, Any] | None = None,
                    on_event: Callable[[MissionEvent], None] | None = None,
-                   call_limiter: CallLimiter | None = None, record: bool = True) -> MissionResult:
+                   call_limiter: CallLimiter | None = None, record: bool = True,
+                   workspace: Workspace | None = None) -> MissionResult:
     """Continue a mission: answer its pending question, pick it up after a crash, a kill or a
     model outage, or continue one the user stopped or that ran out of rounds (``rounds``: the
-    new round limit). The mission file's unattended answers not yet used are used again."""
+    new round limit). The mission file's unattended answers not yet used are used again.
+    ``workspace``: as ``run_mission`` takes it."""
     return _resume(mission_id, answer=answer, model=model, rounds=rounds, home=home, url=url,
-                   model_settings=model_settings, on_event=on_event, call_limiter=call_limiter, record=record)
+                   model_settings=model_settings, on_event=on_event, call_limiter=call_limiter, record=record,
+                   workspace=workspace)
 
 
 def continue_mission(mission_id: str, direction: str, *, rounds: int | None = None, model: Any = None,
@@ -279,8 +286,9 @@ def continue_mission(mission_id: str, direction: str, *, rounds: int | None = No
 def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
             home: str | Path | None = None, url: str | None = None, model_settings: dict[str, Any] | None = None,
             on_event: Callable[[MissionEvent], None] | None = None, call_limiter: CallLimiter | None = None,
-            direction: str | None = None, record: bool = True) -> MissionResult:
-    workspace = Workspace.at(home, url, reading=True)
+            direction: str | None = None, record: bool = True,
+            workspace: Workspace | None = None) -> MissionResult:
+    workspace = workspace or Workspace.at(home, url, reading=True)
     graph = _mission_graph(workspace, mission_id)
     tools = None
     try:

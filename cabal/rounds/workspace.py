@@ -13,10 +13,11 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cabal.config import DEFAULT_HOME, existing_home, resolve_home
+from cabal.config import DEFAULT_HOME, ServerAddress, existing_home, resolve_home, resolve_server
 from cabal.errors import ConfigError, MissionError, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.locks import exclusive, is_held
@@ -60,8 +61,14 @@ class Workspace:
         extra = {kind: [root / kind] for kind in ("agents", "protocols", "prompts", "skills") if (root / kind).is_dir()}
         return cls(resolved, url, extra)
 
+    @cached_property
+    def server(self) -> ServerAddress:
+        """The workspace's graph server, resolved once: every mission's graph is on it, and a
+        batch's worker keeps one workspace for all its missions."""
+        return resolve_server(self.url, self.home)
+
     def graph(self, mission_id: str) -> ContextGraph:
-        return ContextGraph.open(self.url, name=mission_id, home=self.home)
+        return ContextGraph.at(self.server, name=mission_id)
 
     @contextmanager
     def checkpointer(self) -> Iterator[BaseCheckpointSaver]:

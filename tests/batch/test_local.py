@@ -207,9 +207,9 @@ def test_the_report_reads_every_mission_over_one_connection(six, home: str, monk
     path, result, _ = six
     workspace = Workspace.at(home)
     opened = []
-    real_open = ContextGraph.open.__func__
-    monkeypatch.setattr(ContextGraph, "open", classmethod(lambda cls, *a, **k: opened.append(k.get("name"))
-                                                          or real_open(cls, *a, **k)))
+    real_at = ContextGraph.at.__func__  # how a workspace opens a graph: on its server, resolved once
+    monkeypatch.setattr(ContextGraph, "at", classmethod(lambda cls, *a, **k: opened.append(k.get("name"))
+                                                        or real_at(cls, *a, **k)))
     report = collect(workspace, BatchStore(workspace.home, result.batch_id), load_plan(path))
     assert [row.state for row in report.rows] == ["done"] * 6  # every mission read
     assert opened == [report.rows[0].mission_id]  # one connection, where each mission opened its own
