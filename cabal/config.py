@@ -10,6 +10,7 @@ Resolution order, first that is set wins:
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,3 +98,20 @@ def redact(url: str) -> str:
         netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@")
         return parsed._replace(netloc=netloc).geturl()
     return url
+
+
+def environment_number(variable: str, default: float, *, what: str, whole: bool = False, least: float = 0) -> float:
+    """The number ``variable`` holds (a whole one when ``whole``), or ``default`` when it is unset
+    or blank. Anything else, or a number below ``least``, is a ``ConfigError`` that names the
+    variable and says what to write: one rule for every numeric setting of the environment."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        value: float | None = int(text) if whole else float(text)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value < least:
+        raise ConfigError(f"{variable}={text!r}: write {'a whole number' if whole else 'a number'} of {what}, "
+                          f"{least:g} or more")
+    return value

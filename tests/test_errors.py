@@ -33,3 +33,18 @@ def test_a_protocol_folder_that_does_not_exist_is_an_error(graph, tmp_path: Path
     with pytest.raises(ConfigError, match=r"^protocols folder not found: .*a-file\.yaml \(it is a file\)$"):
         Membrane(graph, protocol_dirs=[tmp_path / "a-file.yaml"])
     assert Membrane(graph, protocol_dirs=[tmp_path]).library.exists("add_invariant")
+
+
+def test_a_numeric_setting_of_the_environment_is_read_or_refused_in_one_line(monkeypatch) -> None:
+    from cabal.config import environment_number
+
+    monkeypatch.delenv("CABAL_TEST_NUMBER", raising=False)
+    assert environment_number("CABAL_TEST_NUMBER", 15, what="minutes") == 15
+    monkeypatch.setenv("CABAL_TEST_NUMBER", " 2.5 ")
+    assert environment_number("CABAL_TEST_NUMBER", 15, what="minutes") == 2.5
+    for text, whole, least in (("soon", False, 0), ("2.5", True, 0), ("-1", True, 0), ("0", True, 1), ("inf", False, 0)):
+        monkeypatch.setenv("CABAL_TEST_NUMBER", text)
+        with pytest.raises(ConfigError) as refused:
+            environment_number("CABAL_TEST_NUMBER", 15, what="things", whole=whole, least=least)
+        kind = "a whole number" if whole else "a number"
+        assert str(refused.value) == f"CABAL_TEST_NUMBER={text!r}: write {kind} of things, {least:g} or more"

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cabal.config import environment_number
 from cabal.errors import ConfigError
 from cabal.locks import is_held
 from cabal.private import open_private, write_private
@@ -41,13 +42,7 @@ LONGEST_POLL_S = 5.0
 def idle_minutes(given: float | None = None) -> float:
     """The idle time in minutes: ``given``, else ``CABAL_GRAPH_IDLE_MINUTES``, else 15; 0 never stops."""
     if given is None:
-        text = os.environ.get(IDLE_VARIABLE, "").strip()
-        if not text:
-            return DEFAULT_IDLE_MINUTES
-        try:
-            given = float(text)
-        except ValueError:
-            raise ConfigError(f"{IDLE_VARIABLE}={text!r}: write a number of minutes (0: never stop)") from None
+        return environment_number(IDLE_VARIABLE, DEFAULT_IDLE_MINUTES, what="minutes (0: never stop)")
     if not given >= 0 or given == float("inf"):
         raise ConfigError(f"idle time {given!r}: write a number of minutes, 0 or more (0: never stop)")
     return given

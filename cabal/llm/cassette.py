@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from cabal.config import environment_number
 from cabal.errors import ConfigError
 from cabal.llm.keys import AGENT_KEY, ROUND_KEY, STEP_KEY, TURN_KEY
 
@@ -209,16 +210,8 @@ class Cassette:
 
 
 def max_bytes() -> int:
-    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{MAX_BYTES_ENV}={raw!r} is not a whole number of bytes") from None
-    if value <= 0:
-        raise ConfigError(f"{MAX_BYTES_ENV}={raw!r} must be more than 0")
-    return value
+    """The bound of one cassette: ``CABAL_CASSETTE_MAX_BYTES``, else 64 MiB."""
+    return int(environment_number(MAX_BYTES_ENV, DEFAULT_MAX_BYTES, what="bytes", whole=True, least=1))
 
 
 class CassetteWriter:

@@ -12,7 +12,6 @@ position is checkpointed in ``<workspace>/checkpoints.sqlite``, so any process c
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import traceback
 from collections.abc import Callable, Sequence
@@ -23,8 +22,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from pydantic import ValidationError
 
+from cabal.config import environment_number
 from cabal.entities import HaltAnswer
-from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError
+from cabal.errors import CabalError, CallRefused, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, model_name
@@ -465,14 +465,7 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
 
 def graph_restarts() -> int:
     """How many times one run starts a dead embedded graph server again: ``CABAL_GRAPH_RESTARTS``, else 3."""
-    text = os.environ.get(RESTARTS_VARIABLE, "").strip()
-    try:
-        value = int(text) if text else DEFAULT_GRAPH_RESTARTS
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ConfigError(f"{RESTARTS_VARIABLE}={text!r}: write a whole number of restarts, 0 or more")
-    return value
+    return int(environment_number(RESTARTS_VARIABLE, DEFAULT_GRAPH_RESTARTS, what="restarts", whole=True))
 
 
 def _invoke_restarting_the_graph(app: RoundGraph, payload: Any, config: RunnableConfig, run: MissionRun) -> None:

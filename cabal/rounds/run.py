@@ -14,7 +14,6 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from cabal.errors import ModelError
 from cabal.graph import ContextGraph, reads
