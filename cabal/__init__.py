@@ -10,7 +10,13 @@ light): ``run_mission``, ``resume_mission``, ``continue_mission`` and their ``Mi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
+    from cabal.rounds import (
+        MissionResult, aresume_mission, arun_mission, continue_mission, mission_report, mission_status, resume_mission,
+        run_mission, say, stop_mission, stream_mission, stream_resume, transcript,
+    )
 
 __version__ = "0.1.0"
 __all__ = ["MissionResult", "aresume_mission", "arun_mission", "continue_mission", "mission_report", "mission_status",

@@ -385,21 +385,21 @@ class Inspection(Entity):
         expected = self.expected_assessment()
         if self.assessment == expected:
             return []
-        worst = max(self.findings, key=lambda finding: finding.severity, default=None)
+        highest = max((finding.severity for finding in self.findings), default=None)
         if expected == "blocked":
             return [
                 f"assessment {self.assessment!r} is too lenient: a finding has severity "
-                f"{worst.severity} (>= {BLOCKING_SEVERITY}), which requires 'blocked'"
+                f"{highest} (>= {BLOCKING_SEVERITY}), which requires 'blocked'"
             ]
         if self.assessment == "blocked":
             return [
                 f"assessment 'blocked' needs a finding of severity >= {BLOCKING_SEVERITY}; "
-                f"the highest is {worst.severity if worst else 'none (no findings)'}"
+                f"the highest is {highest if highest is not None else 'none (no findings)'}"
             ]
         if expected == "needs_revision":  # and the assessment is "approved"
             return [
                 f"assessment 'approved' is too lenient: a finding has severity "
-                f"{worst.severity} ({REVISION_SEVERITY}-{BLOCKING_SEVERITY - 1}), which allows "
+                f"{highest} ({REVISION_SEVERITY}-{BLOCKING_SEVERITY - 1}), which allows "
                 "at most 'needs_revision'"
             ]
         return []  # needs_revision with only minor findings: stricter than needed, allowed

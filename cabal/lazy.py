@@ -2,7 +2,9 @@
 
 ``cabal``'s packages re-export their public names, but importing the module behind a name can
 cost a second (LangGraph, LangChain, a provider SDK); a command that never uses the name should
-not pay for it. A package sets ``__getattr__ = lazy_names(__name__, {name: module})``.
+not pay for it. A package sets ``__getattr__ = lazy_names(__name__, {name: module})``, and
+imports the same names under ``if TYPE_CHECKING:`` so that a type checker sees them typed rather
+than as ``Any`` (``tests/test_types.py`` holds the two lists equal).
 """
 
 from __future__ import annotations

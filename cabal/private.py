@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO, Literal, TextIO, overload
 
 from cabal.errors import ConfigError
 
@@ -95,6 +95,10 @@ def write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
+@overload
+def open_private(path: str | Path, mode: Literal["a", "w"] = "a") -> TextIO: ...
+@overload
+def open_private(path: str | Path, mode: Literal["ab", "wb"]) -> BinaryIO: ...
 def open_private(path: str | Path, mode: str = "a") -> IO:
     """Open ``path`` for writing (``a``/``w``, ``b`` for bytes); a file it creates is private
     from its first byte, one that exists keeps its mode."""

@@ -19,6 +19,7 @@ aliases ("billion laughs") would expand to billions of values; Cabal's files wri
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _construct_map(loader: _Loader, node: yaml.MappingNode):
+def _construct_map(loader: _Loader, node: yaml.MappingNode) -> Iterator[LineDict]:
     data = LineDict()
     data.line = node.start_mark.line + 1
     yield data

@@ -68,3 +68,9 @@ def test_installed_layout_is_found_first(tmp_path, monkeypatch):
     monkeypatch.setattr(resources, "_PACKAGE_DIR", fake_package)
     assert resources.builtin_dir("protocols") == fake_package / "_data" / "protocols"
     assert resources.builtin_dir("skills") == tmp_path / "skills"  # not installed: the source folder
+
+
+def test_the_package_is_marked_typed(wheel):
+    """PEP 561: a user's type checker reads Cabal's own annotations only when the package says so."""
+    assert "cabal/py.typed" in wheel.namelist()
+    assert wheel.read("cabal/py.typed") == b""

@@ -14,7 +14,15 @@ and ``cluster`` (the two pools of workers), ``limits`` (what workers share about
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cabal.lazy import lazy_names
+
+if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
+    from cabal.batch.api import run_batch, resume_batch, batch_status, batches
+    from cabal.batch.runner import BatchResult
+    from cabal.batch.report import BatchReport, MissionRow
+    from cabal.batch.plan import BatchSpec, load_plan
 
 _EXPORTS = {
     "run_batch": "api", "resume_batch": "api", "batch_status": "api", "batches": "api",

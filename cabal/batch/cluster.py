@@ -121,7 +121,7 @@ class DaskPool:
     def _check_reach(self, workers: dict[str, Any]) -> None:
         """Workers on other machines cannot reach this machine's embedded graph or SQLite file."""
         here = _local_hosts()
-        remote = sorted({urlparse(address).hostname for address in workers} - here - {None})
+        remote = sorted({host for address in workers if (host := urlparse(address).hostname) is not None} - here)
         if not remote:
             return
         if self.url is None:

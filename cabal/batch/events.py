@@ -47,6 +47,7 @@ class MissionOutcome:
         return cls(**values)
 
 
+@dataclass(frozen=True)
 class _Event:
     kind: ClassVar[str]
 

@@ -58,7 +58,7 @@ class FileLimits:
         if self.max_concurrent is None:
             yield
             return
-        with self._one_slot():
+        with self._one_slot(self.max_concurrent):
             self._raise_if_refused()  # it may have been refused while this call waited
             yield
 
@@ -99,11 +99,11 @@ class FileLimits:
             time.sleep(min(wait, 1.0))  # another worker may extend it meanwhile
 
     @contextmanager
-    def _one_slot(self) -> Iterator[None]:
+    def _one_slot(self, count: int) -> Iterator[None]:
         slots = self._path / "slots"
         private_folder(slots)
         while True:
-            for number in range(self.max_concurrent):
+            for number in range(count):
                 handle = open_private(slots / str(number), "a")  # closed below, with its lock
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

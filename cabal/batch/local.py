@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, cast
 
 from cabal.batch.events import MissionLost, MissionOutcome
 from cabal.batch.limits import FileLimits
@@ -81,7 +81,8 @@ class LocalPool:
                 while waiting and sum(entry.outcome is None for entry in running.values()) < self.workers:
                     entry = self._start(context, waiting.popleft())
                     running[entry.pipe] = entry
-                for pipe in wait(list(running), timeout=POLL_S):
+                # wait() gives back some of the connections it was given (typeshed says any waitable).
+                for pipe in cast("list[Connection]", wait(list(running), timeout=POLL_S)):
                     entry = running[pipe]
                     if self._receive(entry, deliver):
                         continue

@@ -110,9 +110,10 @@ class Matrix(BaseModel):
 
     def role_models(self) -> list[tuple[str, dict[str, str | ModelSettings]]]:
         """Each combination of the roles' models: its key part (``-chair2``) and its entries."""
-        keys = list(self.models or {})
-        combos = product(*(enumerate(self.models[key], 1) for key in keys))
-        return [("".join(f"-{key}{n}" for key, (n, _) in zip(keys, combo, strict=True) if len(self.models[key]) > 1),
+        models = self.models or {}
+        keys = list(models)
+        combos = product(*(enumerate(models[key], 1) for key in keys))
+        return [("".join(f"-{key}{n}" for key, (n, _) in zip(keys, combo, strict=True) if len(models[key]) > 1),
                  {key: choice for key, (_, choice) in zip(keys, combo, strict=True)}) for combo in combos]
 
 
@@ -141,8 +142,9 @@ class BatchBudget(BaseModel):
 class MissionTemplate(MissionSpec):
     """What every mission of the batch shares: a mission file without its request."""
 
+    # A template refuses the request a mission file needs: the field narrows on purpose.
     request: None = Field(None, description="not here: each mission's request comes from `requests`")  # type: ignore[assignment]
-    name: None = Field(None, description="not here: missions are named by their request or the batch")  # type: ignore[assignment]
+    name: None = Field(None, description="not here: missions are named by their request or the batch")
 
 
 class BatchSpec(BaseModel):
@@ -203,8 +205,9 @@ class BatchPlan:
     budget: BatchBudget = BatchBudget()
     skipped: tuple[tuple[str, str], ...] = ()  # a folder's YAML files that are no mission files: (file, why)
 
-    def mission(self, mission_id: str) -> PlannedMission | None:
-        return self._by_id.get(mission_id)
+    def mission(self, mission_id: str) -> PlannedMission:
+        """The planned mission called ``mission_id`` (a KeyError for one the plan does not hold)."""
+        return self._by_id[mission_id]
 
     @cached_property
     def _by_id(self) -> dict[str, PlannedMission]:  # a batch may hold thousands: no scan per lookup
@@ -264,10 +267,10 @@ def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | Non
     batch_id = _batch_id(name, source)
     requests = _requests(spec.requests, base, source)
     matrix = spec.matrix or Matrix()
-    models = matrix.model or [None]
+    models: list[str | ModelSettings | None] = [*matrix.model] if matrix.model else [None]
     role_models = matrix.role_models()  # [("", {})] without a matrix of role models
-    teams = matrix.operatives or [None]
-    limits = matrix.rounds or [None]
+    teams: list[int | None] = [*matrix.operatives] if matrix.operatives else [None]
+    limits: list[int | None] = [*matrix.rounds] if matrix.rounds else [None]
     template = spec.mission.model_dump(exclude_unset=True, exclude={"request", "name"})
     count = len(requests) * len(models) * len(role_models) * len(teams) * len(limits) * (repeat or spec.repeat)
     if count > MAX_MISSIONS:

@@ -169,6 +169,8 @@ def _row(workspace: Workspace, connection: ContextGraph | None, mission: Planned
     spec = mission.spec
     status, (accepted, products) = read_status(workspace, mission.mission_id, connection) if spec else (None, (0, 0))
     last = attempts[-1] if attempts else None
+    state: MissionState | NotStarted
+    detail: str | None
     if mission.error is not None:
         state, detail = NotStarted.INVALID, mission.error
     elif status is not None:

@@ -36,6 +36,7 @@ from cabal.config import resolve_server
 from cabal.errors import ConfigError
 from cabal.rounds.checkpoints import CheckpointStore
 from cabal.rounds.events import MissionEvent, TurnDone
+from cabal.rounds.mission import MissionSpec
 from cabal.rounds.workspace import Workspace
 from cabal.vocabulary import NotStarted
 
@@ -90,7 +91,7 @@ def execute(plan: BatchPlan, options: RunOptions, *, home: str | Path | None = N
         with pool.opened():
             limits = pool.limits(plan.batch_id, str(store.limits_folder), options.max_concurrent)
             limits.prepare()
-            tasks = [MissionTask(plan.batch_id, row.mission_id, row.key, plan.mission(row.mission_id).spec,
+            tasks = [MissionTask(plan.batch_id, row.mission_id, row.key, _runnable(plan, row.mission_id),
                                  str(workspace.home), url, checkpoints.url, limits, answer=answers.get(row.mission_id),
                                  record=options.record)
                      for row in to_run]
@@ -118,6 +119,13 @@ def _checked_answers(report: BatchReport, answers: Mapping[str, str]) -> dict[st
             raise ConfigError(f"--answer {mission_id}: not a mission of batch {report.batch_id} that waits for an "
                               f"answer (waiting: {known})")
     return dict(answers)
+
+
+def _runnable(plan: BatchPlan, mission_id: str) -> MissionSpec:
+    """The mission file of a mission to run: one that does not load is invalid, and never runs."""
+    spec = plan.mission(mission_id).spec
+    assert spec is not None, f"{mission_id}: an invalid mission cannot be run"
+    return spec
 
 
 def _pool(options: RunOptions, missions: int, url: str | None, checkpoints_shared: bool) -> Any:
@@ -196,12 +204,14 @@ class _Coordinator:
     def _lost(self, lost: MissionLost) -> MissionOutcome:
         """The outcome of an attempt whose worker died: where the mission's graph says it is."""
         clock, started_at, worker = self.started.pop(lost.mission_id, (time.monotonic(), time.time(), ""))
-        timing = {"started_at": started_at, "elapsed_s": round(time.monotonic() - clock, 3), "worker": worker}
+        elapsed_s = round(time.monotonic() - clock, 3)
         status, _ = read_status(self.workspace, lost.mission_id)
         if status is None:
-            return MissionOutcome(lost.mission_id, lost.attempt, NotStarted.PENDING, detail=lost.reason, **timing)
+            return MissionOutcome(lost.mission_id, lost.attempt, NotStarted.PENDING, detail=lost.reason,
+                                  started_at=started_at, elapsed_s=elapsed_s, worker=worker)
         return MissionOutcome(lost.mission_id, lost.attempt, status.state, status.stop_reason, status.round,
-                              status.usage, status.cost_usd, status.failed_turns, detail=lost.reason, **timing)
+                              status.usage, status.cost_usd, status.failed_turns, detail=lost.reason,
+                              started_at=started_at, elapsed_s=elapsed_s, worker=worker)
 
     def _check_budget(self) -> None:
         if self.refused is not None:

@@ -35,15 +35,15 @@ def cmd_graph_status(args: argparse.Namespace) -> int:
 
     address = resolve_server(args.url, args.home)
     if address.embedded:
-        server = EmbeddedServer(address.home)
+        embedded = EmbeddedServer(address.home)
         if args.start:
-            server.start()
-        running = server.is_running()
-        state = f"running (pid {server.pid()})" if running else "not running (starts on first use)"
-        print(f"server: embedded, {server.address}, {state}")
+            embedded.start()
+        running = embedded.is_running()
+        state = f"running (pid {embedded.pid()})" if running else "not running (starts on first use)"
+        print(f"server: embedded, {embedded.address}, {state}")
         if not running:
             return 0
-        print(f"idle stop: {idle_line(server)}")
+        print(f"idle stop: {idle_line(embedded)}")
     else:
         print(f"server: {address.describe()}")
     db, server = connect(address)

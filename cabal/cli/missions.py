@@ -59,7 +59,7 @@ def next_steps(result: MissionResult) -> list[str]:
     return [f"traceback: {result.error_log}"] if result.error_log else []
 
 
-def mismatch_of(error_log: str | None) -> str | None:
+def mismatch_of(error_log: str | Path | None) -> str | None:
     """A replay mismatch's whole explanation (its diff spans lines the mission's one-line detail
     cannot hold), from the error log the failed mission kept."""
     if not error_log or not Path(error_log).is_file():
@@ -133,12 +133,15 @@ def watching(args: argparse.Namespace) -> Iterator[Watch]:
     human = sys.stderr if args.events == "-" else sys.stdout  # stdout carries the JSON lines then
     progress = None if args.quiet else Progress(human)
     log_file = None
-    if args.events and args.events != "-":
+    log = None
+    if args.events == "-":
+        log = EventLog(sys.stdout)
+    elif args.events:
         try:
             log_file = open_private(args.events)  # noqa: SIM115 - closed below; the whole run: private
         except OSError as error:
             raise ConfigError(f"cannot write events to {args.events}: {error.strerror}") from None
-    log = EventLog(sys.stdout if args.events == "-" else log_file) if args.events else None
+        log = EventLog(log_file)
     watch = Watch(fan_out(progress, log), human, progress is not None, progress=progress)
     try:
         yield watch
@@ -255,8 +258,9 @@ def cmd_say(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     result, mission = rounds.mission_overview(args.mission_id, home=args.home, url=args.url)
-    tree = [{"depth": p.depth, "id": p.id, "name": p.name, "type": p.type, "status": p.status, "owner": p.owner,
-             "version": p.latest.number if p.latest else None, "content": _content(p)} for p in mission.live_products]
+    tree: list[dict[str, Any]] = [
+        {"depth": p.depth, "id": p.id, "name": p.name, "type": p.type, "status": p.status, "owner": p.owner,
+         "version": p.latest.number if p.latest else None, "content": _content(p)} for p in mission.live_products]
     data = {
         "mission": result.mission_id, "state": result.state, "stop_reason": result.stop_reason, "round": result.round,
         "detail": result.detail, "turns": result.turns, "failed_turns": result.failed_turns,
@@ -295,9 +299,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
           f"${result.cost_usd:.4f}")
     if len(mission.usage.by_model) > 1:  # a model per role or agent: what each one spent
-        for row in mission.usage.by_model:
-            print(printable(f"  {row.model}: {row.spend.turns} turns, {row.spend.total_tokens:,} tokens, "
-                            f"${row.spend.cost_usd:.4f}"))
+        for spent in mission.usage.by_model:
+            print(printable(f"  {spent.model}: {spent.spend.turns} turns, {spent.spend.total_tokens:,} tokens, "
+                            f"${spent.spend.cost_usd:.4f}"))
     print(f"read the products: cabal show {result.mission_id}")
     return 0
 

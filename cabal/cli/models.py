@@ -27,7 +27,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
     if args.spec:
         return _describe(args.spec, as_json=args.json)
-    rows = [{"provider": p.name, "package": p.pip, "installed": p.installed, "install": p.install,
+    rows: list[dict[str, Any]] = [{"provider": p.name, "package": p.pip, "installed": p.installed, "install": p.install,
              "key": p.key_variables[0] if p.key_variables else None,
              "key_set": bool(p.key()) if p.key_variables else None} for p in model_providers()]
     if args.json:

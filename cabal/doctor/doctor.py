@@ -154,8 +154,11 @@ class Doctor:
         context = {**treatment.gap.context, "actor_id": self.actor_id}
         result = self.membrane.start(protocol.name, context)
         session_id = result.session_id
-        failures, attempts, problems = 0, 0, ()
+        failures, attempts = 0, 0
+        problems: tuple[AnswerProblem, ...] = ()
         while result.status == "active":
+            step = result.step
+            assert step is not None, "an active session always waits on a step"
             if failures >= self.max_attempts:
                 return self._abandon(treatment, session_id, attempts, f"no valid answers after {failures} attempt(s): "
                                      + "; ".join(map(str, problems)))  # fmt: skip
@@ -167,7 +170,7 @@ class Doctor:
                 session_id=session_id,
                 context=context,
                 form=self.membrane.form(session_id),
-                step=result.step,
+                step=step,
                 problems=problems,
                 attempt=failures + 1,
                 answered=self._answered(session_id),
@@ -177,14 +180,14 @@ class Doctor:
             except CabalError as exc:
                 return self._abandon(treatment, session_id, attempts + 1, str(exc))
             attempts += 1
-            before = result.step.id
+            before = step.id
             try:
                 result = self.membrane.submit(session_id, answers)
             except CabalError as exc:  # e.g. the cluster refused at completion: the session is unchanged
                 problems, failures = (AnswerProblem("", str(exc)),), failures + 1
                 result = self.membrane.start(protocol.name, session_id=session_id)
                 continue
-            if result.problems or (result.status == "active" and result.step.id == before):
+            if result.problems or (result.status == "active" and result.step is not None and result.step.id == before):
                 problems = result.problems or (AnswerProblem(before, "no answer given for this step"),)
                 failures += 1
             else:

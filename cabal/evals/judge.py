@@ -72,7 +72,8 @@ def judge_mission(spec: JudgeSpec, report: MissionReport, *, record_to: Path | N
     model = make_model(spec.model)
     messages: list[BaseMessage] = [SystemMessage(SYSTEM), HumanMessage(judge_prompt(spec, report))]
     metadata = call_metadata(round=0, step=JUDGE_STEP, agent=JUDGE_STEP)
-    usage, problems = Usage(), []
+    usage = Usage()
+    problems: list[AnswerProblem] = []
     with recording(record_to) if record_to is not None else nullcontext():
         for _ in range(MAX_ATTEMPTS):
             reply = call_model(model, messages, [SCORE_TOOL], metadata=metadata)
@@ -92,7 +93,9 @@ def judge_prompt(spec: JudgeSpec, report: MissionReport) -> str:
     accepted = [p for p in report.live_products if p.status == "accepted" and p.accepted_version is not None]
     parts = ["<work>", f"Request: {report.mission.request}", ""]
     for product in accepted:
-        text = report.readable(product.accepted_version.content)
+        version = product.accepted_version
+        assert version is not None, "only products with an accepted version are judged"
+        text = report.readable(version.content)
         clipped = text[:TEXT_CHARS] + (" [...]" if len(text) > TEXT_CHARS else "")
         parts += [f"## {product.name} ({product.type})", clipped, ""]
     if not accepted:

@@ -230,7 +230,9 @@ def _run_record(workspace: Any, row: Any, planned: Any, expectations: dict[int, 
     from cabal.evals.judge import JUDGE_CASSETTE, judge_mission
     from cabal.rounds.workspace import mission_report
 
-    expect = expectations[int(_REQUEST_OF_KEY.match(planned.key)[1])]
+    request = _REQUEST_OF_KEY.match(planned.key)
+    assert request is not None, f"a planned key starts with its request's place (r1-...), not {planned.key!r}"
+    expect = expectations[int(request[1])]
     group = re.sub(r"-x\d+$", "", planned.key) if repeated else planned.key
     try:
         report = mission_report(row.mission_id, home=workspace.home, url=workspace.url)

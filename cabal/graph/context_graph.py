@@ -14,7 +14,7 @@ from cabal.config import ServerAddress, redact, resolve_server
 from cabal.errors import ClusterError, GraphError, GraphUnavailable, NodeNotFound, SchemaError
 from cabal.graph import reads, schema
 from cabal.graph.server import EmbeddedServer
-from cabal.graph.writes import build_cluster_query
+from cabal.graph.writes import ClusterQuery, build_cluster_query
 
 _INDEXED_GRAPHS: set[tuple[str, str]] = set()  # (address, graph) pairs whose indexes exist
 
@@ -134,7 +134,7 @@ class ContextGraph:
 
     # ------------------------------------------------------------------------- plumbing
 
-    def _run(self, text: str, params: dict[str, object] | None = None, *, read_only: bool = False):
+    def _run(self, text: str, params: dict[str, object] | None = None, *, read_only: bool = False) -> QueryResult:
         """One query. A graph comes into being (with its indexes) at its first write; reading a
         graph that does not exist yet reads as empty instead of creating it."""
         header = schema.cypher_header(params)  # checked: a value that cannot be sent is refused here
@@ -214,7 +214,7 @@ class ContextGraph:
             counts["unlinked"] = int(result.relationships_deleted)
         return counts
 
-    def _refusal(self, query) -> ClusterError:
+    def _refusal(self, query: ClusterQuery) -> ClusterError:
         """Explain why the guard row refused a cluster (only runs on the failure path)."""
         existing = {node["id"]: node for node in self.get_many(list(query.external_ids) + list(query.created_types))}
         missing = [node_id for node_id in query.external_ids if node_id not in existing]

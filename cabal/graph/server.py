@@ -24,6 +24,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -99,7 +100,7 @@ class EmbeddedServer:
             return None
 
     @contextmanager
-    def start_lock(self):
+    def start_lock(self) -> Iterator[None]:
         """Held while a process starts the server, and while the idle watcher stops it: one or
         the other, never both at once."""
         workspace_folder(self.home)

@@ -9,7 +9,17 @@ imported without LangChain by the commands that only read a mission.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cabal.lazy import lazy_names
+
+if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
+    from cabal.llm.call import CallLimiter, ModelReply, RetryNotice, call_model
+    from cabal.llm.keys import AGENT_KEY, FACTS_KEY, ROUND_KEY, STEP_KEY, TURN_KEY, CallKey, call_metadata
+    from cabal.llm.models import make_model, model_name
+    from cabal.llm.settings import DEFAULT_MODEL, ModelSettings, RetryPolicy
+    from cabal.llm.scripted import FunctionChatModel, ModelCall, ModelRequest, ScriptedChatModel, ScriptEntry
+    from cabal.llm.usage import Budget, Usage
 
 _EXPORTS = {
     "CallLimiter": "call", "ModelReply": "call", "RetryNotice": "call", "call_model": "call",

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from cabal.llm.settings import ModelPrice
 
 if TYPE_CHECKING:
+    from genai_prices.types import PriceCalculation
+
     from cabal.llm.providers import Provider
 
 FREE = ModelPrice(input_per_mtok=0.0, output_per_mtok=0.0)
@@ -85,7 +87,7 @@ def known_models(prices_id: str) -> list[str]:
     return [m.id for p in data_snapshot.get_snapshot().providers if p.id == prices_id for m in p.models]
 
 
-def _calculation(model_name: str, prices_id: str | None, **usage: int):  # noqa: ANN202 - genai-prices' type
+def _calculation(model_name: str, prices_id: str | None, **usage: int) -> PriceCalculation | None:
     from genai_prices import Usage, calc_price
 
     try:

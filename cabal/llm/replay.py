@@ -25,6 +25,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from cabal.errors import ConfigError, ModelError, ReplayMismatch
@@ -48,7 +49,7 @@ def parse_replay_spec(rest: str) -> tuple[str, ReplayMode, str | None]:
     mode = (options.get("mode") or ["strict"])[-1]
     if mode not in REPLAY_MODES:
         raise ModelError(f"model spec 'replay:{rest}': mode {mode!r} is not one of {', '.join(REPLAY_MODES)}")
-    fallback = (options.get("fallback") or [None])[-1] or None
+    fallback = (options["fallback"][-1] or None) if options.get("fallback") else None
     if not ref.strip():
         raise ModelError("model spec 'replay:' needs a mission id or a cassette path")
     return ref.strip(), mode, fallback  # type: ignore[return-value]
@@ -117,7 +118,7 @@ class ReplayChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"source": self.source, "mode": self.mode}
 
-    def bind_tools(self, tools: Sequence[Mapping[str, Any] | type | Callable[..., Any]], *,
+    def bind_tools(self, tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool], *,
                    tool_choice: str | dict[str, Any] | None = None, **kwargs: Any) -> Runnable[Any, AIMessage]:
         return self.bind(tools=list(tools), tool_choice=tool_choice, **kwargs)
 

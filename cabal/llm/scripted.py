@@ -23,6 +23,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from cabal.errors import ModelError, ProtocolLoadError
@@ -121,7 +122,7 @@ class _FakeChatModel(BaseChatModel):
 
     def bind_tools(
         self,
-        tools: Sequence[Mapping[str, Any] | type | Callable[..., Any]],
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
         *,
         tool_choice: str | dict[str, Any] | None = None,
         **kwargs: Any,

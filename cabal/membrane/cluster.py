@@ -12,14 +12,16 @@ graph's MERGE on ids writes nothing new.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from cabal.errors import ProtocolRuntimeError, TemplateError
 from cabal.graph import schema
 from cabal.membrane.protocol import CreateStep, LinkSpec, MomentSpec, NodeSpec
 from cabal.membrane.results import Cluster
 from cabal.membrane.templates import Scope, Unresolved, evaluate, interpolate, references, to_text
+
+Record = TypeVar("Record", bound=Mapping[str, Any])  # a node or link: a dict, or a cluster's read-only one
 
 
 def storable(value: Any) -> Any:
@@ -74,7 +76,8 @@ def node_of(spec: NodeSpec, scope: Scope) -> dict[str, Any]:
             node[key] = value
     kind = spec.fields.get("node_type")
     if isinstance(kind, str) and references(kind):  # a type from an answer: checked now it is known
-        known = schema.NODE_TYPES.get(node.get("node_type"))
+        named = node.get("node_type")
+        known = schema.NODE_TYPES.get(named) if isinstance(named, str) else None
         if known is None:
             raise ProtocolRuntimeError(
                 f"node {node.get('id')!r}: {kind} is {node.get('node_type')!r}, which is not a node type "
@@ -202,11 +205,11 @@ def pending(nodes: list[dict], links: list[dict], moments: list[dict], context: 
     return _assemble(nodes, links, moments, context, strict=False)
 
 
-def unique_nodes(nodes: list[dict], *, strict: bool = True) -> list[dict]:
+def unique_nodes(nodes: Iterable[Record], *, strict: bool = True) -> list[Record]:
     """One node per id. Within a protocol two different nodes with one id is a bug in its
     templates (strict); across runs it is a shared node, kept as the first run wrote it, as
     the graph keeps an existing node, unless the kinds disagree."""
-    seen: dict[str, dict] = {}
+    seen: dict[str, Record] = {}
     for node in nodes:
         first = seen.get(node["id"])
         if first is not None and first != node and (strict or first["node_type"] != node["node_type"]):
@@ -215,8 +218,8 @@ def unique_nodes(nodes: list[dict], *, strict: bool = True) -> list[dict]:
     return list(seen.values())
 
 
-def unique_links(links: list[dict]) -> list[dict]:
-    seen: dict[tuple[str, str, str], dict] = {}
+def unique_links(links: Iterable[Record]) -> list[Record]:
+    seen: dict[tuple[str, str, str], Record] = {}
     for link in links:
         seen.setdefault((link["type"], link["from"], link["to"]), link)
     return list(seen.values())

@@ -74,7 +74,7 @@ documentation under ``docs:``) is what ``cabal protocols convert`` writes (``con
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +133,7 @@ def _upstream_step(step: Mapping) -> bool:
         "call_protocol": ("inputs", "collect_created", "procedure"),
         "create": ("updates",),
         "complete": ("status", "message"),  # Cabal's own complete step says summary and outcome
-    }.get(kind, ())
+    }.get(kind if isinstance(kind, str) else "", ())
     if kind == "branch" and isinstance(step.get("checks"), list) and any(
             isinstance(check, Mapping) and "action" in check for check in step["checks"]):
         return True  # Cabal's own checks say `goto:`
@@ -166,8 +166,9 @@ class _Translator:
         self.source = source
         self.problems: list[ProtocolProblem] = []
         self.docs: dict[str, Any] = {}
-        self.knowledge = data.get("contextual_knowledge") if isinstance(data.get("contextual_knowledge"), Mapping) else {}
-        self.steps: dict[str, LineDict] = {}  # canonical steps, in order
+        knowledge = data.get("contextual_knowledge")
+        self.knowledge: Mapping[str, Any] = knowledge if isinstance(knowledge, Mapping) else {}
+        self.steps: dict[str, Mapping] = {}  # canonical steps, in order (an unknown type's kept as it came)
         self.entry: dict[str, str] = {}  # upstream step id -> the id of its first canonical step
         self.upstream_ids: set[str] = set(data.get("steps") or {}) if isinstance(data.get("steps"), Mapping) else set()
         self.got: set[str] = set()  # names that hold a ``get`` query's node
@@ -268,11 +269,12 @@ class _Translator:
             for key in ("next", "then", "else", "default", "on_complete", "do"):
                 if isinstance(step.get(key), str) and (step_id, key) not in self.internal:
                     step[key] = self.entry.get(step[key], step[key])
-            if isinstance(step.get("cases"), Mapping):
-                for case, target in step["cases"].items():
-                    step["cases"][case] = self.entry.get(target, target) if isinstance(target, str) else target
+            cases = step.get("cases")
+            if isinstance(cases, MutableMapping):  # a YAML mapping, translated in place
+                for case, target in cases.items():
+                    cases[case] = self.entry.get(target, target) if isinstance(target, str) else target
             for check in step.get("checks") or []:
-                if isinstance(check, Mapping) and isinstance(check.get("goto"), str):
+                if isinstance(check, MutableMapping) and isinstance(check.get("goto"), str):
                     check["goto"] = self.entry.get(check["goto"], check["goto"])
 
     # steps --------------------------------------------------------------------------------
@@ -313,7 +315,9 @@ class _Translator:
         if final_next is not None:
             key = _onward(last)
             last[key] = final_next
-            last.key_lines[key] = first.key_lines.get("next", raw.line if isinstance(raw, LineDict) else None)
+            line = first.key_lines.get("next", raw.line if isinstance(raw, LineDict) else None)
+            if line is not None:  # else the key has its step's line, as any key without its own
+                last.key_lines[key] = line
         elif "next" in last and len(sequence) > 1:
             del last["next"]
         for made_id, step in sequence:
@@ -322,7 +326,7 @@ class _Translator:
         return sequence[0][0]
 
     def _fetches(self, step_id: str, raw: Mapping, skip_first: bool = False) -> list[tuple[str, LineDict]]:
-        found = []
+        found: list[tuple[str, LineDict]] = []
         fetches = raw.get("auto_fetch")
         if fetches is None:
             return found
@@ -433,7 +437,7 @@ class _Translator:
         if "expect" not in raw:
             return []
         expectation = raw["expect"]
-        failure = raw.get("on_fail") if isinstance(raw.get("on_fail"), Mapping) else {}
+        failure = on_fail if isinstance(on_fail := raw.get("on_fail"), Mapping) else {}
         if not isinstance(expectation, str):
             self.fail("'expect' must be a condition", step=step_id, field="expect", at=raw)
             return []
@@ -802,7 +806,7 @@ class _Translator:
             _put(made, key, self.spec_value(key, value, step_id, field, node), node)
         if "type" not in made and isinstance(kind, str):
             _put(made, "type", kind, node, "node_type")
-        known = schema.NODE_TYPES.get(kind) if static else None
+        known = schema.NODE_TYPES.get(kind) if static and isinstance(kind, str) else None
         if known is not None:
             if "name" in known.required and "name" not in made and "id" in made:
                 _put(made, "name", made["id"], node, "id")

@@ -58,7 +58,7 @@ from cabal.membrane.protocol import (
     case_key,
 )
 from cabal.membrane.queries import ENRICHMENT_KINDS, parse_query
-from cabal.membrane.validation import ExpectsField, has_from, object_of, parse_expects
+from cabal.membrane.validation import Expects, ExpectsField, has_from, object_of, parse_expects
 from cabal.yaml_reader import LineDict, Problems, read_yaml
 
 STEP_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -232,8 +232,8 @@ class _Builder:
                 self.fail(f"a step must be a mapping, got {type(body).__name__}", step=step_id, at=data)
                 continue
             found[step_id] = body
-            if isinstance(raw, LineDict) and raw.line_of(step_id) is not None:
-                self.step_lines[step_id] = raw.line_of(step_id)
+            if isinstance(raw, LineDict) and (line := raw.line_of(step_id)) is not None:
+                self.step_lines[step_id] = line
         if not found and not self.problems.found:
             self.fail("a protocol needs at least one step", field="steps", at=data)
         return list(found), found
@@ -309,6 +309,7 @@ class _Builder:
     def _ask(self, step_id: str, raw: Mapping, base: dict, _: str) -> Step | None:
         question = raw.get("question")
         questions = self._questions(raw, step_id)
+        expects: Expects | None
         if questions:
             expects = object_of([ExpectsField(q.name, q.expects, q.required, _question_text(q), *_default(q))
                                  for q in questions])  # fmt: skip
@@ -360,7 +361,7 @@ class _Builder:
             return None
         return value
 
-    def _expects(self, raw_expects: Any, step_id: str, at: Mapping, prefix: str):
+    def _expects(self, raw_expects: Any, step_id: str, at: Mapping, prefix: str) -> Expects | None:
         expects, problems = parse_expects(raw_expects)
         for field, message in problems:
             self.fail(message, step=step_id, field=prefix + field, at=at)
@@ -541,7 +542,7 @@ class _Builder:
         self._templates(dict(context), step_id, "context", raw)
         on_complete = self._target(raw, "on_complete", step_id) or base["next"]
         store = self._name(raw, "store_created_as", step_id)
-        if not _text(name):
+        if not isinstance(name, str) or not _text(name):
             self.fail("a call_protocol step needs 'protocol'", step=step_id, field="protocol", at=raw)
             return None
         if name != self.name and not self.protocol_exists(name):

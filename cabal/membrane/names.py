@@ -82,7 +82,7 @@ def targets(step: Step) -> list[tuple[str, str]]:
         if step.cases is not None:
             found = [(f"cases.{key}", target) for key, target in step.cases.items()]
             return found + ([("default", step.default)] if step.default else [])
-        return [("then", step.then), ("else", step.otherwise)]
+        return [(field, target) for field, target in (("then", step.then), ("else", step.otherwise)) if target is not None]
     if isinstance(step, CallStep):
         return [("on_complete", step.on_complete)]
     if isinstance(step, EachStep):

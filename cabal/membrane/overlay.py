@@ -104,12 +104,12 @@ class SessionView:
         # Nodes the graph's answer cannot know about: updated ones (an update may make them match)
         # and ones a pending link puts into the space.
         others = set(state.updates) - set(real)
-        if in_space is not None:
+        if inside is not None:
             others |= {to for (kind, source, to) in state.links if kind == "contains" and source == in_space}
             inside |= {to for (kind, source, to) in state.links if kind == "contains" and source == in_space}
         fetched = {node["id"]: node for node in self.graph.get_many(sorted(others - set(real)))} if others - set(real) else {}
         real.update(fetched)
-        if in_space is not None:
+        if inside is not None:
             for node_id in set(fetched) - inside:
                 if any(link["from"] == in_space for link in self.graph.links_to(node_id, "contains")):
                     inside.add(node_id)
@@ -140,10 +140,12 @@ class SessionView:
         real = {node["id"]: node for node in self.graph.search(text, limit)}
         others = sorted(set(state.updates) - set(real))
         real.update({node["id"]: node for node in self.graph.get_many(others)} if others else {})
-        scored = []
+        scored: list[tuple[int, str, dict]] = []
         for node_id in set(real) | set(state.nodes):
             node = self._effective(node_id, real.get(node_id), state)
-            hits = _hits(node, terms) if node is not None else 0
+            if node is None:
+                continue
+            hits = _hits(node, terms)
             if hits:
                 scored.append((-hits, node_id, node))
         return [node for _, _, node in sorted(scored, key=lambda entry: entry[:2])[:limit]]

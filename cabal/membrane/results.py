@@ -131,7 +131,7 @@ class MembraneResult:
     """
 
     status: SessionStatus
-    session_id: str | None
+    session_id: str
     protocol: str | None = None
     step: AskView | None = None
     problems: tuple[AnswerProblem, ...] = ()

@@ -28,7 +28,7 @@ from cabal.membrane import cluster
 from cabal.membrane.files import FileRefused, FileRoot
 from cabal.membrane.library import ProtocolLibrary
 from cabal.membrane.overlay import SessionView
-from cabal.membrane.protocol import Protocol
+from cabal.membrane.protocol import AskStep, Protocol
 from cabal.membrane.queries import ENRICHMENT_KINDS, run_enrichment
 from cabal.membrane.results import Cluster, Created, FileMove, Form, MembraneResult
 from cabal.membrane.session import ABORTED, ACTIVE, COMPLETE, Session, SessionStore
@@ -202,11 +202,13 @@ class Membrane:
             stop = walk.run()
             problems = list(walk.problems)
             if stop.reason == "waiting" and stop.key not in answers and (mode == "run" or (problems and mode == "submit")):
+                assert stop.key is not None and isinstance(stop.step, AskStep), "only a question waits"
                 problems.append(AnswerProblem(stop.key, f"no answer given; expected {describe(stop.step.expects)}"))
             if stop.reason == "unresolved" and not problems:  # only a rejected answer is ever PENDING
                 raise ProtocolRuntimeError(f"step {stop.key!r} depends on a value the session does not have")
         if problems:
             if before is None:
+                assert restart is not None, "the state before is left out only when it can be rebuilt"
                 before = restart()
                 self._walk(before).run()
             elif not before.stored:
@@ -254,7 +256,8 @@ class Membrane:
             counts = self.graph.create_cluster(list(prepared.nodes), list(prepared.links),
                                                updates=list(prepared.updates) or None)
         # Only now, the commit done: a move the graph never heard of would be work nobody recorded.
-        moved, errors = self.files.apply(prepared.moves) if prepared.moves else ((), ())
+        # _check_moves refused moves without a file root above.
+        moved, errors = self.files.apply(prepared.moves) if prepared.moves and self.files is not None else ((), ())
         return Created(nodes=counts["nodes"], links=counts["links"], moved=moved, file_errors=errors)
 
     def _check_moves(self, moves: tuple[FileMove, ...]) -> None:

@@ -17,13 +17,16 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 from cabal.errors import ProtocolRuntimeError
+from cabal.membrane.results import SessionStatus
 
 NODE_TYPE = "session"
 SESSION_TYPE = "membrane"
-ACTIVE, COMPLETE, ABORTED = "active", "complete", "aborted"
+ACTIVE: Final = "active"
+COMPLETE: Final = "complete"
+ABORTED: Final = "aborted"
 
 
 @dataclass
@@ -43,7 +46,7 @@ class Session:
     protocol: str
     context: dict[str, Any]
     frames: list[Frame] = field(default_factory=list)
-    status: str = ACTIVE
+    status: SessionStatus = ACTIVE
     answers: dict[str, Any] = field(default_factory=dict)  # step key -> accepted answer
     nodes: list[dict] = field(default_factory=list)  # prepared by create steps
     links: list[dict] = field(default_factory=list)

@@ -42,6 +42,7 @@ from cabal.membrane.protocol import (
     CreateStep,
     Dependency,
     EachStep,
+    MomentSpec,
     MoveFileStep,
     Protocol,
     QueryStep,
@@ -100,7 +101,7 @@ def enveloped(step: AskStep) -> bool:
 def answer_expects(step: AskStep, items: list | None, expects: Expects | None = None) -> Expects:
     """The full answer of an ask step: its expects, in the moment envelope, once per item."""
     expects = expects or step.expects
-    if enveloped(step):
+    if step.moment is not None and enveloped(step):
         provided = [ExpectsField(name, _MOMENT_TEXT, True, _PROVIDED_HELP[name]) for name in step.moment.agent_provides]
         expects = object_of([ExpectsField("answer", expects, True), *provided])
     return list_of(expects, len(items)) if items is not None else expects
@@ -189,12 +190,14 @@ class Walk:
         self.session.frames.append(Frame(protocol.name, protocol.first, prefix, collect, len(self.session.nodes)))
         # The stack runs last-in first: spawned protocols finish, then this one starts.
         for dep in reversed([d for d in spawns if d.action == "spawn"]):
+            assert dep.protocol is not None, "the loader gives every spawn its protocol"
             self.enter(self.library.get(dep.protocol), f"{prefix}{dep.id}.")
 
     def _satisfied(self, dep: Dependency) -> bool:
         if dep.exists is not None:
             node_id = to_text(interpolate(dep.exists, self.scope, nonempty=True))
             return bool(self.lookup([node_id]))
+        assert dep.query is not None, "the loader gives a dependency its exists or its query"
         return bool(run_query(dep.query, self.scope, self.view))
 
     def lookup(self, ids: list[str]) -> dict[str, dict]:
@@ -300,16 +303,16 @@ class Walk:
                 prose = render(step.moment.prose, self.scope.with_locals(**locals_))
             fields = {"prose": prose, "reasoning": envelope.get("reasoning") if enveloped(step) else None,
                       "answer": to_text(one)}  # fmt: skip
-            self._moment(step, key, frame, visit, item_index, fields, targets, locals_)
+            self._moment(step.moment, key, frame, visit, item_index, fields, targets, locals_)
 
-    def _moment(self, step: Step, key: str, frame: Frame, visit: int, index: int | None,
+    def _moment(self, moment: MomentSpec, key: str, frame: Frame, visit: int, index: int | None,
                 fields: dict, about: list[str] | None, locals_: dict) -> None:  # fmt: skip
         session = self.session
         fields = {**fields, "step": key, "protocol": frame.protocol, "session": session.id}
         fields["timestamp"] = to_text(interpolate("{timestamp}", self.scope))
         session.moments.append(
             cluster.moment_record(
-                step.moment,
+                moment,
                 node_id=cluster.moment_id(session.id, key, visit, index),
                 actor=session.context.get("actor_id"),
                 fields=fields,
@@ -325,7 +328,7 @@ class Walk:
         prose = render(step.moment.prose, self.scope) if step.moment.prose else default_prose
         visit = self.session.visits.get(key, 0) + 1
         self.session.visits[key] = visit
-        self._moment(step, key, frame, visit, None, {"prose": prose}, about, {})
+        self._moment(step.moment, key, frame, visit, None, {"prose": prose}, about, {})
 
     # ------------------------------------------------------------------ automatic steps
 
@@ -343,17 +346,20 @@ class Walk:
                 if evaluate(condition, scope):
                     return target
             raise ProtocolRuntimeError(f"branch {key!r}: none of its checks holds", protocol=frame.protocol, step=step.id)
+        assert step.condition is not None, "the loader gives a branch without checks its condition"
         value = evaluate(step.condition, scope)
         if step.cases is None:
-            return step.then if value else step.otherwise
-        target = step.cases.get(case_key(value), step.default)
-        if target is None:
+            chosen = step.then if value else step.otherwise
+            assert chosen is not None, "the loader gives a branch without cases its then and else"
+            return chosen
+        chosen = step.cases.get(case_key(value), step.default)
+        if chosen is None:
             raise ProtocolRuntimeError(
                 f"branch {key!r}: {step.condition!r} is {value!r}, which no case names, and there is no default",
                 protocol=frame.protocol,
                 step=step.id,
             )
-        return target
+        return chosen
 
     def _call_protocol(self, step: CallStep, key: str, frame: Frame) -> None:
         passed = interpolate(dict(step.context), self.scope)

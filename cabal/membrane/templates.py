@@ -185,7 +185,9 @@ class Template:
 
 def _split_filters(text: str) -> list[str] | None:
     """``a | f:"x|y" | g`` -> ["a ", ' f:"x|y" ', " g"]; None if a quote is left open."""
-    chunks, current, quote = [], [], None
+    chunks: list[str] = []
+    current: list[str] = []
+    quote: str | None = None
     for char in text:
         if quote:
             current.append(char)

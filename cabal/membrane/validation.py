@@ -393,7 +393,7 @@ def _check_object(expects: Expects, value: Any, check: Check, path: str) -> Any:
 
 def _list_schema(expects: Expects) -> dict:
     count = expects.get("count")
-    schema = {"type": "array", "items": schema_of(expects.item), "minItems": count, "maxItems": count}
+    schema = {"type": "array", "items": schema_of(_item(expects)), "minItems": count, "maxItems": count}
     return schema
 
 
@@ -403,7 +403,13 @@ def _check_list(expects: Expects, value: Any, check: Check, path: str) -> Any:
         shown = f"{len(value)} answers" if isinstance(value, list) else _shown(value)
         check.fail(path, f"expected a list of {count} answers, one per item, got {shown}")
         return value
-    return [validate_into(expects.item, item, check, _join(path, i)) for i, item in enumerate(value)]
+    return [validate_into(_item(expects), item, check, _join(path, i)) for i, item in enumerate(value)]
+
+
+def _item(expects: Expects) -> Expects:
+    """What each answer of a list is (``list_of`` always says)."""
+    assert expects.item is not None, f"a {expects.type} expects without its item"
+    return expects.item
 
 
 _COUNT = (int,)
@@ -512,7 +518,7 @@ def parse_expects(raw: Any) -> tuple[Expects | None, list[tuple[str, str]]]:
         return None, [("expects.type", f"unknown expects type {kind!r}; known: {', '.join(TYPES)}")]
     spec = TYPES[kind]
     problems = []
-    constraints = {}
+    constraints: dict[str, Any] = {}
     for key, value in raw.items():
         if key in ("type", "description"):
             continue

@@ -120,9 +120,10 @@ def _parse_step(raw: Any, position: int, problems: Problems, seen: set[str]) -> 
     if "validation" in raw:
         validation = _parse_validation(raw["validation"], raw, "validation", where, problems)
 
-    if len(problems.found) > count or step_id is None or title is None or not isinstance(guide, LineDict):
+    what, why, how = texts.get("what"), texts.get("why"), texts.get("how")
+    if len(problems.found) > count or step_id is None or title is None or what is None or why is None or how is None:
         return None
-    return Step(step_id, title, Guide(texts["what"], texts["why"], texts["how"], texts["watch_out"]), validation)
+    return Step(step_id, title, Guide(what, why, how, texts.get("watch_out")), validation)
 
 
 def _parse_validation(raw: Any, parent: LineDict, key: str, step: str | None, problems: Problems) -> Validation | None:
@@ -239,7 +240,7 @@ def list_procedures(dirs: Iterable[str | Path] = ()) -> list[dict]:
 
     A file that does not load is listed with its problem (and no steps) rather than hiding the rest.
     """
-    listed = []
+    listed: list[dict] = []
     for name, path in sorted(files_by_name("procedures", SUFFIXES, dirs).items()):
         try:
             procedure = load_file(path)

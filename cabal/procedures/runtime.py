@@ -97,7 +97,7 @@ class Procedures:
             "started_by": actor_id,
             "started_at": _now(),
         }
-        links = [
+        links: list[dict] = [
             {"type": "elaborates", "from": run_id, "to": template.id},
             {"type": "acts_on", "from": run_id, "to": template.node_of(0), "properties": dict(ACTIVE_STEP)},
             {"type": "occupies", "from": actor_id, "to": run_id, "properties": dict(OCCUPYING)},
@@ -255,7 +255,9 @@ class Procedures:
             raise TemplateWriteRefused(run_id, actor_id, targets)
         if run_id in ends or run_id in new_ids:
             raise ProcedureError(f"run {run_id!r}: the run space's own links are kept by the runtime", run_id=run_id)
-        reserved = sorted({link.get("type") for link in links if isinstance(link, dict)} & set(RUNTIME_LINKS))
+        # A type that is no name is refused by the schema with the rest of the cluster, below.
+        named = (link.get("type") for link in links if isinstance(link, dict) and isinstance(link.get("type"), str))
+        reserved = sorted(set(RUNTIME_LINKS).intersection(named))
         if reserved:
             raise ProcedureError(f"run {run_id!r}: link type(s) {', '.join(reserved)} are kept by the runtime", run_id=run_id)
         reused = [i for i in new_ids if i in existing]

@@ -10,9 +10,13 @@ rendered guide (``content``) and its gate as JSON, so a run continues from the g
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cabal.errors import ProcedureError, ResourceNotFound
 from cabal.procedures.model import Guide, Procedure, Step, Validation
+
+if TYPE_CHECKING:
+    from cabal.graph import ContextGraph
 
 TEMPLATE_MARK = "template"  # field set on every template node; record() refuses to touch them
 
@@ -119,7 +123,7 @@ class Template:
         return len(self.procedure.steps) - 1
 
 
-def read_template(graph, template: str) -> Template:
+def read_template(graph: ContextGraph, template: str) -> Template:
     """Rebuild a template from its nodes (no procedure file needed)."""
     space = graph.get(template)
     if space is None or space.get("node_type") != "space" or space.get("type") != "procedure":

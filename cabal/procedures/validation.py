@@ -17,16 +17,16 @@ def unmet(validation: Validation, contents: list[dict], links: list[dict], nodes
         if found < requirement.min:
             reasons.append(f"the run space needs {requirement.describe()}; found {found}")
     inside = {node["id"]: node for node in contents}
-    for requirement in validation.links:
+    for link_requirement in validation.links:
         found = sum(
             1
             for link in links
-            if link["type"] == requirement.type
+            if link["type"] == link_requirement.type
             and link["from"] in inside
-            and requirement.source.matches(inside[link["from"]])
+            and link_requirement.source.matches(inside[link["from"]])
             and link["to"] in nodes
-            and requirement.target.matches(nodes[link["to"]])
+            and link_requirement.target.matches(nodes[link["to"]])
         )
-        if found < requirement.min:
-            reasons.append(f"the run space needs {requirement.describe()}; found {found}")
+        if found < link_requirement.min:
+            reasons.append(f"the run space needs {link_requirement.describe()}; found {found}")
     return reasons

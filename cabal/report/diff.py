@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cabal.report.model import MissionReport, Product
 
 WORDS = re.compile(r"\s+|[^\s]+")
-DIFF_FORMAT = "cabal.mission-diff"
+DIFF_FORMAT: Final = "cabal.mission-diff"
 
 
 class _Value(BaseModel):
@@ -149,7 +149,9 @@ def _change(a: MissionReport, b: MissionReport, old: Product | None, new: Produc
     a_side, b_side = _side(a, old, "a"), _side(b, new, "b")
     if old is None or new is None:
         change = "added" if old is None else "removed"
-        return ProductChange(change=change, name=(new or old).name, **a_side, **b_side)
+        present = new or old
+        assert present is not None, "a pair holds a product on one side at least"
+        return ProductChange(change=change, name=present.name, **a_side, **b_side)
     old_text = a.readable(old.shown.content) if old.shown else ""
     new_text = b.readable(new.shown.content) if new.shown else ""
     pieces = word_diff(old_text, new_text)

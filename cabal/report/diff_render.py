@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from cabal.limits import printable
-from cabal.report.diff import Figures, MissionDiff, Piece, ProductChange
+from cabal.report.diff import Figures, Halt, MissionDiff, Piece, ProductChange
 
 DIFF_FORMATS = ("md", "html", "json")
 # Rows of the figures table: (label, how one mission's figures show it).
@@ -56,7 +56,9 @@ def diff_markdown(diff: MissionDiff) -> list[str]:
     for index in range(max(len(diff.a_halts), len(diff.b_halts))):
         a = diff.a_halts[index] if index < len(diff.a_halts) else None
         b = diff.b_halts[index] if index < len(diff.b_halts) else None
-        lines.append(f"| {(a or b).round} | {_halt(a)} | {_halt(b)} |")
+        either = a or b
+        assert either is not None, "one side has a halt at every index below the longer list"
+        lines.append(f"| {either.round} | {_halt(a)} | {_halt(b)} |")
     return lines
 
 
@@ -83,7 +85,7 @@ def _word_diff_text(pieces: tuple[Piece, ...]) -> str:
     return "".join(p.text if p.op == "=" else f"[-{p.text}-]" if p.op == "-" else f"{{+{p.text}+}}" for p in pieces)
 
 
-def _halt(halt) -> str:
+def _halt(halt: Halt | None) -> str:
     if halt is None:
         return "-"
     text = halt.message + (f" → {halt.answer}" if halt.answer else "")

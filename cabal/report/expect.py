@@ -114,11 +114,13 @@ def check(expect: Expectations, report: MissionReport | None, facts: RunFacts) -
         checks.append(Check(f"products_named {pattern}", bool(named), ", ".join(named) or "none"))
     for name_pattern, text_pattern in (expect.content_matches or {}).items():
         products = [p for p in written if re.search(name_pattern, p.name)]
-        matched = [p.name for p in products if re.search(text_pattern, report.readable(p.accepted_version.content))]
+        matched = [p.name for p in products if (version := p.accepted_version) is not None
+                   and re.search(text_pattern, report.readable(version.content))]
         found = ", ".join(matched) if matched else ("no accepted product named so" if not products else "no match")
         checks.append(Check(f"content_matches {name_pattern}", bool(matched), found))
     if expect.cites_sources is not None:
-        checks.append(_cites(expect.cites_sources, [p.accepted_version.content for p in written]))
+        texts = [version.content for p in written if (version := p.accepted_version) is not None]
+        checks.append(_cites(expect.cites_sources, texts))
     limits = (("max_cost_usd", total.cost_usd, f"${total.cost_usd:.4f}"),
               ("max_tokens", total.input_tokens + total.output_tokens, f"{total.input_tokens + total.output_tokens:,}"),
               ("max_rounds", report.mission.round, str(report.mission.round)),

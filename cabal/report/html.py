@@ -25,6 +25,7 @@ from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, pr
 
 if TYPE_CHECKING:
     from jinja2 import Environment
+    from markdown_it import MarkdownIt
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _MARKDOWN_SPECIAL = re.compile(r"[\\`*_{}\[\]()#+\-.!<>|]")
@@ -71,7 +72,7 @@ def markdown_html(text: str) -> Markup:
 
 
 @cache
-def _markdown():
+def _markdown() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark", {"html": False}).enable("table").disable("image")

@@ -12,7 +12,7 @@ removed, renamed or changed in meaning bumps it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,8 +20,8 @@ from cabal.errors import ResourceNotFound
 from cabal.refs import Ref, substitute_refs
 from cabal.vocabulary import USER_ID
 
-REPORT_FORMAT = "cabal.mission-report"
-REPORT_FORMAT_VERSION = 1
+REPORT_FORMAT: Final = "cabal.mission-report"
+REPORT_FORMAT_VERSION: Final = 1
 
 
 def agent_label(agent_id: str, name: str | None) -> str:

@@ -276,8 +276,9 @@ def _usage(turns: list[Turn]) -> Usage:
 # --------------------------------------------------------------------------------- helpers
 
 
-def _by(nodes: Iterable[dict], key: str) -> dict[str, list[dict]]:
-    grouped: dict[str, list[dict]] = defaultdict(list)
+def _by(nodes: Iterable[dict], key: str) -> dict[str | None, list[dict]]:
+    """``nodes`` grouped by their ``key`` (None: the nodes without one)."""
+    grouped: dict[str | None, list[dict]] = defaultdict(list)
     for node in nodes:
         grouped[node.get(key)].append(node)
     return grouped

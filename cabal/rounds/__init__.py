@@ -21,7 +21,19 @@ runs and one commit per turn), ``snapshot`` (the view).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cabal.lazy import lazy_names
+
+if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
+    from cabal.rounds.api import continue_mission, resume_mission, run_mission
+    from cabal.rounds.control import (
+        MissionResult, mission_status, mission_overview, say, stop_mission, transcript,
+    )
+    from cabal.rounds.workspace import mission_report
+    from cabal.rounds.streams import stream_mission, stream_resume, arun_mission, aresume_mission
+    from cabal.rounds.mission import MissionSpec, load_mission
+    from cabal.rounds.simulated import simulated_team
 
 _EXPORTS = {
     "run_mission": "api", "resume_mission": "api", "continue_mission": "api",

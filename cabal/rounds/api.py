@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import secrets
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command
 from pydantic import ValidationError
 
@@ -36,7 +37,7 @@ from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, leave_note, status_of
-from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, build_graph
+from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build_graph
 from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
@@ -49,6 +50,7 @@ from cabal.rounds.transcript import render_transcript
 from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
+from cabal.rounds.workspace import mission_node
 from cabal.rounds.tracing import recorder_from_environment
 from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
 from cabal.tools.host import ToolHost
@@ -66,7 +68,7 @@ def _new_mission_id(spec: MissionSpec) -> str:
 
 
 def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base: Path | None, team: Team,
-                  stored: dict[str, ModelSettings] | None = None, switched: list[str] = (), *,
+                  stored: dict[str, ModelSettings] | None = None, switched: Sequence[str] = (), *,
                   home: str | Path | None = None) -> tuple[AgentModels, ModelSettings, str]:
     """Every agent's model, the default model's settings, and the default's spec to store for
     resuming (``object:NAME`` for a model passed in).
@@ -98,7 +100,8 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
 
 def _team(workspace: Workspace, spec: MissionSpec) -> Team:
     """The mission's team: the built-in role cards, the project's, then the mission's own folder."""
-    card_dirs = [*workspace.extra_dirs.get("agents", []), *([spec.team.cards] if spec.team.cards else [])]
+    card_dirs: list[str | Path] = [*workspace.extra_dirs.get("agents", []),
+                                   *([spec.team.cards] if spec.team.cards else [])]
     return Team.build(spec.team.operatives, load_role_cards(card_dirs), spec.team.names, spec.team.skills)
 
 
@@ -289,7 +292,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
     graph = _mission_graph(workspace, mission_id)
     tools = None
     try:
-        node = graph.get(mission_id)
+        node = mission_node(graph, mission_id)
         spec = parse_mission(json.loads(node["spec"]), source=mission_id)
         status = status_of(workspace, graph, mission_id)
         if status.state == MissionState.RUNNING:
@@ -339,7 +342,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
                                 names=_names(run.team)))
         _tell_tool_problems(run, tools)
         _recheck_sources(run, int(node.get("round") or 0))
-        if direction is not None:
+        if direction is not None and extend is not None:  # a direction always gives the new round limit
             leave_note(graph, mission_id, direction, direction=True)
             run.emit(MissionContinued(mission_id, round=status.round, direction=direction, rounds=extend))
         if extend is not None:
@@ -421,7 +424,7 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
     go on from the last checkpoint) until the mission ends or pauses; every way it stops is
     recorded honestly: a model outage or Ctrl-C pauses it ``interrupted``, any other error
     fails it with the message (and the traceback in the mission's error.log)."""
-    config = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
+    config: RunnableConfig = {"configurable": {"thread_id": run.mission_id}, "recursion_limit": 10_000}
     with workspace.driving(run.mission_id), workspace.checkpointer() as saver, \
             recording(workspace.mission_dir(run.mission_id) / CASSETTE_FILE, record,
                       on_full=lambda message: run.emit(Warned(run.mission_id, message=message))):
@@ -465,7 +468,7 @@ def graph_restarts() -> int:
     return int(environment_number(RESTARTS_VARIABLE, DEFAULT_GRAPH_RESTARTS, what="restarts", whole=True))
 
 
-def _invoke_restarting_the_graph(app: Any, payload: Any, config: dict, run: MissionRun) -> None:
+def _invoke_restarting_the_graph(app: RoundGraph, payload: Any, config: RunnableConfig, run: MissionRun) -> None:
     """Run the round graph. When the embedded graph server dies under it (killed, out of memory),
     start it again and replay from the last checkpoint, up to ``graph_restarts()`` times: the
     turns already committed are skipped by their ids, the others run again on the mission as

@@ -50,23 +50,27 @@ class CheckpointStore:
 
     @contextmanager
     def postgres_saver(self) -> Iterator:
-        """An open, set-up Postgres checkpointer, closed on exit."""
+        """An open, set-up Postgres checkpointer, closed on exit (for a store with a ``url``)."""
+        url = self.url
+        assert url is not None, "only a Postgres store has a Postgres saver"
         try:
             from langgraph.checkpoint.postgres import PostgresSaver
-            from psycopg import OperationalError
+            from psycopg import Connection, OperationalError
         except ImportError:
             raise ConfigError(f"{CHECKPOINTS_ENV} names a Postgres server, but its client is not installed",
                               hint="pip install 'cabal[cluster]'") from None
         with ExitStack() as stack:
             try:
-                saver = stack.enter_context(PostgresSaver.from_conn_string(self.url))
+                saver = stack.enter_context(PostgresSaver.from_conn_string(url))
             except OperationalError as error:
                 reason = " ".join(str(error).split())[:300]
-                raise ConfigError(f"cannot reach the checkpoint store {redact(self.url)}: {reason}",
+                raise ConfigError(f"cannot reach the checkpoint store {redact(url)}: {reason}",
                                   hint=f"check {CHECKPOINTS_ENV}") from None
-            saver.conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK_KEY,))
+            conn = saver.conn
+            assert isinstance(conn, Connection), "from_conn_string opens one connection, not a pool"
+            conn.execute("SELECT pg_advisory_lock(%s)", (_SETUP_LOCK_KEY,))
             try:
                 saver.setup()
             finally:
-                saver.conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK_KEY,))
             yield saver

@@ -77,7 +77,7 @@ class PromptLibrary:
             self._skills[name] = load_skill(name, self.skill_dirs).text.strip()
         return self._skills[name]
 
-    def system_prompt(self, *, agent_id: str, agent_name: str, role_title: str, persona: str, step: str,
+    def system_prompt(self, *, agent_id: str, agent_name: str, role_title: str, persona: str, step: Step,
                       skills: tuple[str, ...] = ()) -> tuple[str, str]:
         """The role's block (prompts/system.md) and the agent's own (prompts/agent.md, then its
         skills). Both templates take every placeholder; the split is only where the cache's
@@ -134,8 +134,9 @@ class ContextBuilder:
     def _watchdogs(self) -> list[str]:
         return self.team.ids(Role.WATCHDOG)
 
-    def build(self, agent_id: str, step: str, *, extra: list[str] | None = None) -> Prompt:
+    def build(self, agent_id: str, step: Step, *, extra: list[str] | None = None) -> Prompt:
         agent = self.team.get(agent_id)
+        assert agent is not None, f"{agent_id} takes a turn, so is on the team"
         card = self.team.cards[agent.role]
         # The Chair writes personas and domains at bootstrap (and may change them later): they
         # replace the role card's persona and tell each operative what it is responsible for.
@@ -552,9 +553,9 @@ class ContextBuilder:
             else:  # peer_content: the latest content of the product's siblings
                 siblings = [p for p in self.snapshot.live_products()
                             if p.get("parent_id") == product.get("parent_id") and p["id"] != product["id"]]
-                latest = [v for v in (self.snapshot.latest_version(p["id"]) for p in siblings) if v]
-                contents = self._contents(latest)
-                body = "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in latest) or "no peer content"
+                peers = [v for v in (self.snapshot.latest_version(p["id"]) for p in siblings) if v]
+                contents = self._contents(peers)
+                body = "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in peers) or "no peer content"
             parts.append(f"{title}\n{clip(body, 4 * CONTENT_CHARS)}")
         return f"{REQUESTED_CONTEXT}\n\n" + "\n\n".join(parts)
 

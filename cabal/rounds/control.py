@@ -21,6 +21,7 @@ from cabal.rounds.transcript import render_transcript
 from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
+from cabal.rounds.workspace import mission_node
 from cabal.vocabulary import USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def leave_note(graph: ContextGraph, mission_id: str, text: str, *, product: str 
                direction: bool = False) -> str:
     """Write the user's note (or, ``direction``, the new direction of a mission continued after
     it ended) through its protocol; returns its id."""
-    node = graph.get(mission_id)
+    node = mission_node(graph, mission_id)
     notes = len(graph.find("collab", {"author": "user"}))
     note_id = item_id(f"user.r{node.get('round', 0)}", "note", notes)
     from cabal.membrane import Membrane  # here: status and transcript need no membrane (start-up)

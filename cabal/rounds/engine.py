@@ -24,15 +24,17 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any, Final, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 from cabal.llm import Budget
 from cabal.rounds.budget import BudgetSpent
-from cabal.rounds.events import Answered, HaltRaised, MissionStopped, RoundStarted, StepStarted, UserMessage
+from cabal.rounds.events import (Answered, AnswerSource, HaltRaised, MissionStopped, RoundStarted, StepStarted,
+                                  UserMessage)
 from cabal.rounds.ids import halt_id
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.run import ENGINE_ACTOR, MissionRun
@@ -42,7 +44,7 @@ from cabal.entities import Halt
 from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step, StopReason, TurnOutcome
 
 STOP_WORDS = {"stop", "no", "n", "halt", "end", "quit"}
-ANSWER_FROM_FILE = "mission file"  # where an unattended answer came from (answer_source on the halt)
+ANSWER_FROM_FILE: Final = "mission file"  # where an unattended answer came from (answer_source on the halt)
 BUDGET_HALT = re.compile(r"r\d+\.budget\d*")  # ids of the questions a spent budget raises
 
 
@@ -60,6 +62,15 @@ class RoundState(TypedDict, total=False):
 
 
 Context = Runtime[MissionRun]
+
+
+class Node(Protocol):
+    """A node of the round graph: LangGraph passes the run's context as ``runtime``."""
+
+    def __call__(self, state: RoundState, runtime: Context) -> RoundState: ...
+
+
+RoundGraph = CompiledStateGraph[RoundState, MissionRun, RoundState, RoundState]
 
 
 # ----------------------------------------------------------------------------- the nodes
@@ -98,14 +109,16 @@ def round_start(state: RoundState, runtime: Context) -> RoundState:
 def await_user(state: RoundState, runtime: Context) -> RoundState:
     """Wait for the answer to the pending halt (a mission file's unattended answer first)."""
     run = runtime.context
-    halt = run.graph.get(state["halt"]) or {}
-    budget_question = BUDGET_HALT.fullmatch(str(state["halt"])) is not None
+    pending_id = state["halt"]
+    assert pending_id is not None, "the engine waits on a pending halt only"
+    halt = run.graph.get(pending_id) or {}
+    budget_question = BUDGET_HALT.fullmatch(pending_id) is not None
     if halt.get("status") != "answered":
         # On resume this node runs again from the top: the question was told when it was asked.
         asked = HaltRaised(run.mission_id, round=state.get("round", 0), step=str(halt.get("step") or ""),
-                           halt=state["halt"], asker=str(halt.get("author") or CHAIR_ID), message=str(halt.get("message")),
+                           halt=pending_id, asker=str(halt.get("author") or CHAIR_ID), message=str(halt.get("message")),
                            options=tuple(halt.get("options") or ()))
-        source = "user"
+        source: AnswerSource = "user"
         if run.answers and not budget_question:  # the mission file's answers are the Chair's
             run.emit(asked)
             answer, source = run.answers.pop(0), ANSWER_FROM_FILE
@@ -114,19 +127,19 @@ def await_user(state: RoundState, runtime: Context) -> RoundState:
             if (run.graph.get(run.mission_id) or {}).get("status") != MissionState.HALTED:
                 run.emit(asked)
             run.set_status(MissionState.HALTED, state.get("round", 0), StopReason.QUESTION, halt.get("message"))
-            answer = interrupt({"halt": state["halt"], "message": halt.get("message"),
+            answer = interrupt({"halt": pending_id, "message": halt.get("message"),
                                 "options": halt.get("options") or []})
             run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=str(answer), source="user"))
-        _answer_halt(run, state["halt"], str(answer), state.get("round", 0), source)
+        _answer_halt(run, pending_id, str(answer), state.get("round", 0), source)
         run.set_status(MissionState.RUNNING, state.get("round", 0))
     if budget_question:
-        return _budget_answer(run, state, str(run.graph.get(state["halt"]).get("answer", "")))
+        return _budget_answer(run, state, str((run.graph.get(pending_id) or {}).get("answer", "")))
     return {"halt": None}
 
 
 def finish(state: RoundState, runtime: Context) -> RoundState:
     run = runtime.context
-    reason = state.get("stop") or StopReason.CONCLUDED
+    reason = StopReason(state.get("stop") or StopReason.CONCLUDED)
     status = MissionState.FAILED if reason == StopReason.ERROR else MissionState.DONE
     run.set_status(status, state.get("round", 0), reason, state.get("detail"))
     run.emit(MissionStopped(run.mission_id, round=state.get("round", 0), reason=StopReason(reason),
@@ -149,7 +162,7 @@ def _peer_reviewers(run: MissionRun, snapshot: Snapshot) -> list[str]:
             if any(snapshot.products[v["product_id"]].get("owner") != a.id and v.get("author") != a.id for v in new)]
 
 
-def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str]]):
+def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str]]) -> Node:
     """The node of a step whose agents act at the same time, on one view of the mission: the
     view as of the step's start, even when the step runs again after a crash."""
 
@@ -243,7 +256,7 @@ ROUTES: dict[str, tuple[Callable[..., str], list[str]]] = {
 }
 
 
-def build_graph(checkpointer: Any):
+def build_graph(checkpointer: Any) -> RoundGraph:
     """The compiled round graph; run it with ``invoke(..., context=MissionRun(...))``.
 
     Compiled once per process (about 10 ms) and copied with each run's checkpointer."""
@@ -251,7 +264,7 @@ def build_graph(checkpointer: Any):
 
 
 @functools.cache
-def _compiled():
+def _compiled() -> RoundGraph:
     builder = StateGraph(RoundState, context_schema=MissionRun)
     for name, node in NODES.items():
         builder.add_node(name, node)
@@ -288,6 +301,7 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
             return {"stop": StopReason.ERROR.value, "detail": "bootstrap failed: " + "; ".join(map(str, result.problems))}
         return {"halt": None}
     if result.outcome == TurnOutcome.HALT:
+        assert result.halt is not None, "a turn that halts carries its halt"
         if result.halt.type == "done":
             return {"stop": StopReason.CONCLUDED.value, "detail": result.halt.message}
         return {"halt": halt_id(round_number, step, answered), "after": step.value}

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import IO, Any, ClassVar, Literal
@@ -274,6 +274,9 @@ class HaltRaised(MissionEvent):
     options: tuple[str, ...]
 
 
+AnswerSource = Literal["mission file", "user"]
+
+
 @dataclass(frozen=True)
 class Answered(MissionEvent):
     """The answer to a question: from the mission file (unattended), or from the user."""
@@ -282,7 +285,7 @@ class Answered(MissionEvent):
     round: int
     halt: str
     text: str
-    source: Literal["mission file", "user"]
+    source: AnswerSource
 
 
 @dataclass(frozen=True)
@@ -359,7 +362,7 @@ class RunEnded(MissionEvent):
     question: str | None  # the pending question, when the mission waits for one
 
 
-def spoken_lines(nodes: list[dict]) -> tuple[SpokenLine, ...]:
+def spoken_lines(nodes: Iterable[Mapping[str, Any]]) -> tuple[SpokenLine, ...]:
     """The conversation lines among a turn's committed nodes (the message nodes, in order)."""
     messages = sorted((n for n in nodes if n.get("node_type") == "message"), key=lambda n: n.get("position", 0))
     return tuple(SpokenLine(str(m.get("as_agent")), str(m.get("content"))) for m in messages)

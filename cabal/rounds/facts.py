@@ -11,6 +11,7 @@ Ids are the short ones the call uses (``p1``, ``v2``, ``c3``); agents keep their
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from cabal.vocabulary import Role, Step
 
@@ -60,7 +61,7 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Reflection:
-    author: str
+    author: str | None  # None: a reflection the graph holds without an author
     product: str
     dod_status: str
 
@@ -81,9 +82,9 @@ class Candidate:
 class Event:
     """Something that happened this round, for the Envoy: who did it, what kind, and the line shown."""
 
-    agent: str
+    agent: str | None  # None: a record the graph holds without an author
     kind: str  # wrote, accepted, rejected, assigned, told_user, asked, concluded
-    subject: str  # the product's name, or the text
+    subject: str | None  # the product's name, or the text (None: a product the graph no longer names)
     text: str
 
 
@@ -138,5 +139,6 @@ class FactsDraft:
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:
-        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus,
-                         **{name: value if name == "direction" else tuple(value) for name, value in vars(self).items()})
+        drafted: dict[str, Any] = {name: value if name == "direction" else tuple(value)
+                                   for name, value in vars(self).items()}
+        return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus, **drafted)

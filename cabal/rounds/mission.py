@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, ValidationError,
+                      ValidationInfo, field_validator,
                       model_serializer)
 
 from cabal.errors import ConfigError, closest
@@ -100,7 +101,7 @@ class BudgetSpec(BaseModel):
         return self._unlimited
 
     @model_serializer(mode="wrap")
-    def _dump(self, handler):  # noqa: ANN001, ANN202 - pydantic's serializer protocol
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
         return NO_BUDGET if self._unlimited else handler(self)
 
     def to_budget(self) -> Budget:

@@ -16,7 +16,7 @@ from cabal.llm.cassette import CASSETTE_FILE
 from cabal.llm.replay import replay_spec
 from cabal.rounds.control import MissionResult
 from cabal.rounds.events import MissionEvent
-from cabal.rounds.workspace import Workspace, mission_graph
+from cabal.rounds.workspace import Workspace, mission_graph, mission_node
 
 
 def recorded_request(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> dict:
@@ -24,7 +24,7 @@ def recorded_request(mission_id: str, *, home: str | Path | None = None, url: st
     every answer the user or the file gave its Chair, in the order they were given."""
     workspace = Workspace.at(home, url, reading=True)
     with mission_graph(workspace, mission_id) as graph:
-        node = graph.get(mission_id)
+        node = mission_node(graph, mission_id)
         halts = [h for h in graph.find("halt") if h.get("status") == "answered" and h.get("answer") is not None]
     spec = json.loads(node["spec"])
     halts.sort(key=lambda h: (int(h.get("answered_round") or 0), str(h["id"])))

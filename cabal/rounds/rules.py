@@ -82,7 +82,7 @@ def _operative(agent_id: str | None, ctx: RuleContext) -> list[str]:
     if agent_id is None:
         return []
     if agent_id not in ctx.team.ids(Role.OPERATIVE):
-        return [f"{agent_id!r} is not an operative of this team ({', '.join(ctx.team.ids('operative'))})"]
+        return [f"{agent_id!r} is not an operative of this team ({', '.join(ctx.team.ids(Role.OPERATIVE))})"]
     return []
 
 
@@ -213,7 +213,7 @@ def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
                         + "; ".join(c.get("summary", "") for c in blocking))
     # "The DoD met" is the owner's judgement, made at this round's Reflect on the version the
     # Chair would accept; the Watchdog's passed inspection is a separate condition above.
-    verdicts = [r.get("dod_status") for r in snapshot.reflections_in() if r.get("product_id") == item.product_id]
+    verdicts = [r["dod_status"] for r in snapshot.reflections_in() if r.get("product_id") == item.product_id]
     if not verdicts:
         problems.append(f"its owner ({product.get('owner')}) has not reflected on it this round, so its "
                         "definition of done is not reported met")

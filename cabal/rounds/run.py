@@ -62,7 +62,7 @@ class MissionRun:
     _view: Snapshot | None = field(default=None, repr=False)
     _committed: list[Cluster] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _pool: ThreadPoolExecutor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # One pool for the run: operatives of every parallel step, without starting threads anew.
@@ -72,8 +72,7 @@ class MissionRun:
     def close(self, *, wait: bool = True) -> None:
         """Stop the run's thread pool; ``wait=False`` leaves turns in flight to finish (or die
         with the process) on their own."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=not wait)
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
     def emit(self, event: MissionEvent) -> None:
         self.on_event(event)
@@ -225,7 +224,7 @@ class MissionRun:
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step))
         chosen = self.models.of(agent_id)
-        tools = self._turn_tools(place)
+        tools = self._turn_tools(place, step)
         turn = Turn(chosen.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
                     settings=chosen.settings, limiter=self.limiter, tools=tools,
@@ -240,6 +239,7 @@ class MissionRun:
         writes: list[Cluster] = list(result.prepared or ())
         if result.outcome == TurnOutcome.HALT:
             halt = result.halt
+            assert halt is not None, "a turn that halts carries its halt"
             # A schema-valid halt always prepares; a failure here is the engine's, not the model's.
             writes = [writer.prepare_one("raise_halt", halt, {
                 "status": "pending" if halt.type == "question" else "done",
@@ -250,13 +250,15 @@ class MissionRun:
                         attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
                         output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
                         cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"],
-                        halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT else None)
+                        halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT and result.halt else None)
         return FinishedTurn(result, writer.unit(writes, record), done)
 
-    def _turn_tools(self, place: TurnPlace) -> TurnTools | None:
-        """The mission's MCP tools ``place``'s agent is offered in its step, if any."""
+    def _turn_tools(self, place: TurnPlace, step: Step) -> TurnTools | None:
+        """The mission's MCP tools ``place``'s agent is offered in ``step``, if any."""
         agent = self.team.get(place.agent_id)
-        offered = self.tools.tools_for(place.agent_id, agent.role, place.step) if self.tools and agent else []
+        if self.tools is None or agent is None:
+            return None
+        offered = self.tools.tools_for(place.agent_id, agent.role, step)
         if not offered or self.spec.max_tool_calls == 0:
             return None
         return TurnTools(self.tools, offered, place, self.spec.max_tool_calls, self.emit)
@@ -356,8 +358,9 @@ def _reasoning_of(result: TurnResult) -> str:
     """The agent's prose about its answer (pattern P6): a step's ``reasoning``, or the Chair's
     ``thinking``, or the message of a halt."""
     answer = result.answer
-    if getattr(answer, "reasoning", None):
-        return answer.reasoning
+    reasoning = getattr(answer, "reasoning", None)
+    if reasoning:
+        return reasoning
     thinking = getattr(answer, "thinking", None)
     if thinking is not None:
         return " ".join(str(value) for _, value in thinking)

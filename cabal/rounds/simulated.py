@@ -148,7 +148,7 @@ class SimulatedTeam:
             return "halt", {"type": "done", "to": ["u:all"], "message": "Every product is accepted; the mission is met."}
 
         assignments, operations = [], []
-        if reopened is not None:  # the user's new direction changes the first accepted product
+        if reopened is not None and facts.direction:  # the user's new direction changes the first accepted product
             owner = reopened.owner if reopened.owner in operatives else operatives[0]
             operations.append({"action": "UPDATE", "productId": reopened.id,
                                "product": {"description": f"Reworked for the user's new direction: "

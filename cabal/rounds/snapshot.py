@@ -34,8 +34,9 @@ of its turns had committed reads the mission as of the step's start (``load_snap
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
@@ -90,7 +91,7 @@ class Snapshot:
 
     # ------------------------------------------------------------------- keeping current
 
-    def apply(self, nodes: list[dict], updates: list[dict]) -> None:
+    def apply(self, nodes: Iterable[Mapping[str, Any]], updates: Iterable[Mapping[str, Any]]) -> None:
         """Bring the snapshot up to date with a committed cluster (the exact nodes and field
         updates written), so the engine does not read the whole mission again every step.
 
@@ -105,7 +106,7 @@ class Snapshot:
                 self.products[node["id"]] = dict(node)
                 touched.add("products")
             elif kind == "version":
-                meta = {k: node.get(k) for k in ("id", *VERSION_META)}
+                meta: dict[str, Any] = {k: node.get(k) for k in ("id", *VERSION_META)}
                 self.versions.append(meta)
                 touched.add("versions")
                 latest = self._latest.get(meta["product_id"])
@@ -211,7 +212,7 @@ class Snapshot:
         wanted = self.round if round_number is None else round_number
         # Products in the order of their first version: deterministic whatever order parallel
         # commits arrive in, and the short ids a model sees follow it.
-        first = {}
+        first: dict[str, tuple[int, str]] = {}
         for version in self.versions:
             key = (version["number"], version["id"])
             first[version["product_id"]] = min(first.get(version["product_id"], key), key)

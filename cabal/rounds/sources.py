@@ -11,6 +11,7 @@ under a header that says so, so no text in a file can pose as the prompt's own w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,7 +105,7 @@ def quoted(text: str) -> str:
     return "\n".join("> " + line for line in text.splitlines())
 
 
-def cited_node(cited: str, current: dict[str, dict]) -> str | None:
+def cited_node(cited: str, current: Mapping[str, dict]) -> str | None:
     """The graph id a citation names (``s2`` -> the source's current version node, ``s2#3`` -> its
     section), or None when no such source or section exists."""
     match = CITED_ID.match(cited)
@@ -123,7 +124,7 @@ def shown_id(node_id: str) -> str:
     return source.split(".", 1)[0] + (f"#{section}" if section else "")
 
 
-def read_source_text(graph: ContextGraph, cited: str, current: dict[str, dict], limit: int) -> str:
+def read_source_text(graph: ContextGraph, cited: str, current: Mapping[str, dict], limit: int) -> str:
     """The ``source`` need: a whole source (its sections in order, cut at ``limit``) or one section."""
     node_id = cited_node(cited, current)
     if node_id is None:
@@ -134,7 +135,8 @@ def read_source_text(graph: ContextGraph, cited: str, current: dict[str, dict], 
         chunks = graph.get_many([node_id])
     else:
         chunks = sorted(graph.find("chunk", {"source_id": node_id}), key=lambda c: int(c["position"]))
-    body, used, cut = [], 0, False
+    body: list[str] = []
+    used, cut = 0, False
     for chunk in chunks:
         block = f"[[s:{shown_id(chunk['id'])}]]" + (f" ({chunk['heading']})" if chunk.get("heading") else "") \
             + "\n" + quoted(str(chunk["text"]))

@@ -11,7 +11,7 @@ DIR}``) overrides the built-in card of its kind field by field.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import get_args
@@ -124,7 +124,7 @@ def _read_card(path: Path) -> tuple[RoleCard | None, tuple[ProtocolProblem, ...]
     return _parse_card(path, problems), tuple(problems.found)
 
 
-def _unknown(problems: Problems, mapping: LineDict, allowed: tuple[str, ...], prefix: str = "") -> None:
+def _unknown(problems: Problems, mapping: Mapping, allowed: tuple[str, ...], prefix: str = "") -> None:
     for key in mapping:
         if key not in allowed:
             problems.add(f"unknown field {key!r} (closest: {', '.join(closest(str(key), list(allowed))[:3])})",

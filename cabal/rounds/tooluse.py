@@ -21,6 +21,7 @@ from cabal.rounds.events import MissionEvent, ToolCalled, ToolReturned
 from cabal.rounds.writes import TurnPlace
 from cabal.tools.host import WHY_FIELD, OfferedTool, ToolHost, ToolOutcome
 from cabal.tools.spec import SEPARATOR
+from cabal.vocabulary import Step
 
 ARGUMENTS_CHARS = 2_000  # what a moment keeps of a call's arguments
 WHY_CHARS = 500
@@ -51,6 +52,12 @@ class TurnTools:
     calls: list[ToolCallRecord] = field(default_factory=list)
 
     @property
+    def step(self) -> Step:
+        step = self.place.step
+        assert isinstance(step, Step), "tools are offered in a round's steps, never in the engine's own question"
+        return step
+
+    @property
     def names(self) -> frozenset[str]:
         return frozenset(tool.name for tool in self.offered)
 
@@ -67,10 +74,10 @@ class TurnTools:
         sent = {key: value for key, value in arguments.items() if key != WHY_FIELD}
         shown = json.dumps(sent, ensure_ascii=False, sort_keys=True)[:ARGUMENTS_CHARS]
         place = self.place
-        self.emit(ToolCalled(place.mission_id, round=place.round, step=place.step, agent=place.agent_id, tool=name,
+        self.emit(ToolCalled(place.mission_id, round=place.round, step=self.step, agent=place.agent_id, tool=name,
                              arguments=shown, why=why))
         outcome = self.host.call(name, arguments, round_number=place.round)
-        self.emit(ToolReturned(place.mission_id, round=place.round, step=place.step, agent=place.agent_id, tool=name,
+        self.emit(ToolReturned(place.mission_id, round=place.round, step=self.step, agent=place.agent_id, tool=name,
                                ok=outcome.ok, digest=outcome.digest, duration_s=round(outcome.duration_s, 6)))
         server, _, tool = name.partition(SEPARATOR)
         self.calls.append(ToolCallRecord(f"{place.turn_id}.tool{len(self.calls) + 1}", server, tool, shown, why,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,8 @@ from typing import Protocol
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
-from cabal.entities import FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_CONTEXT, envelope_models
+from cabal.entities import (FINAL_OUTPUT, HALT, MAX_CONTEXT_ITERATIONS, REQUEST_CONTEXT, Halt, RequestContextEnvelope,
+                            envelope_models)
 from cabal.errors import AnswerProblem, AnswerRejected, ModelError
 from cabal.limits import answer_problems
 from cabal.llm import (CallLimiter, ModelReply, ModelSettings, RetryNotice, Usage, call_metadata, call_model,
@@ -56,13 +57,13 @@ TOOL_DESCRIPTIONS = {
 }
 
 
-def step_tools(step: str) -> list[dict]:
+def step_tools(step: Step) -> list[dict]:
     """The tools of a step, in the Anthropic form {name, description, input_schema}."""
     return json.loads(_step_tools_json(step))  # a fresh copy: callers may adapt what they are given
 
 
 @functools.cache
-def _step_tools_json(step: str) -> str:
+def _step_tools_json(step: Step) -> str:
     # Generating the JSON schemas costs ~7 ms a step and they never change within a process;
     # parsing the cached text back is 4x cheaper than a deepcopy.
     return json.dumps([
@@ -105,7 +106,7 @@ class TurnResult:
     outcome: TurnOutcome
     answer: BaseModel | None = None
     prepared: list[Cluster] | None = None  # what the checker returned: the writes to commit
-    halt: BaseModel | None = None
+    halt: Halt | None = None
     usage: Usage = field(default_factory=Usage)
     calls: list[Usage] = field(default_factory=list)  # one per model call, in order
     attempts: int = 0
@@ -156,14 +157,14 @@ class Turn:
             reply = self._ask(messages, tools, metadata)
             messages.append(reply.history)
             call, problems = _one_call(reply, models, outside)
-            if not problems:  # before anything walks the arguments: depth, size, characters
+            if call is not None:  # before anything walks the arguments: depth, size, characters
                 problems = answer_problems(call["args"])
-            if problems:
+            if call is None or problems:
                 result.attempts += 1
                 self._reject(messages, reply, problems, result)
                 continue
             name, raw = call["name"], call["args"]
-            if name in outside:
+            if self.tools is not None and name in outside:
                 if self.tools.spent():
                     result.attempts += 1
                     self._reject(messages, reply, [AnswerProblem("", f"no more tool calls in this turn (limit "
@@ -179,7 +180,7 @@ class Turn:
                                                                      f"(limit {MAX_CONTEXT_ITERATIONS}); give your final_output")], result)
                     continue
                 try:
-                    envelope = models[name].model_validate(raw)
+                    envelope = RequestContextEnvelope.model_validate(raw)  # the request_context tool's model
                 except ValidationError as error:
                     result.attempts += 1
                     self._reject(messages, reply, pydantic_problems(error), result)
@@ -198,6 +199,7 @@ class Turn:
                 self._reject(messages, reply, problems, result)
                 continue
             if name == HALT:
+                assert isinstance(parsed, Halt), "the halt tool's model is Halt"
                 result.outcome, result.halt = TurnOutcome.HALT, parsed
                 break
             try:
@@ -212,20 +214,20 @@ class Turn:
 
     def _ask(self, messages: list[BaseMessage], tools: list[dict], metadata: dict) -> ModelReply:
         """One model call through the gate; its usage is counted even when its answer is not."""
-        reservation = None
-        if self.gate is not None:
+        gate, reservation = self.gate, None
+        if gate is not None:
             prompt_chars = (sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
                             + (len(json.dumps(self.tools.definitions())) if self.tools else 0))
-            reservation = self.gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
-                                                output_tokens=self.settings.max_tokens, calls=1), model_name(self.model))
+            reservation = gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
+                                           output_tokens=self.settings.max_tokens, calls=1), model_name(self.model))
         try:
             reply = self._call(messages, tools, metadata)
         except BaseException:
-            if reservation is not None:
-                self.gate.settle(reservation, Usage())
+            if gate is not None and reservation is not None:
+                gate.settle(reservation, Usage())
             raise
-        if reservation is not None:
-            self.gate.settle(reservation, reply.usage)
+        if gate is not None and reservation is not None:
+            gate.settle(reservation, reply.usage)
         self.result.usage = self.result.usage + reply.usage
         self.result.calls.append(reply.usage)
         return reply
@@ -266,10 +268,10 @@ def _result_message(reply: ModelReply, call: dict, text: str, *, ok: bool = True
     return HumanMessage(text)
 
 
-def _one_call(reply: ModelReply, models: dict[str, type[BaseModel]],
+def _one_call(reply: ModelReply, models: Mapping[str, type[BaseModel]],
               outside: frozenset[str] = frozenset()) -> tuple[dict | None, list[AnswerProblem]]:
     """The reply's one usable tool call (an envelope of the step, or one of the ``outside``
-    tools offered), or why the reply is not an answer."""
+    tools offered) and no problem, or no call and why the reply is not an answer."""
     allowed = ", ".join([*models, *sorted(outside)])
     if reply.stop_reason == "max_tokens":
         return None, [AnswerProblem("", "your answer was cut off at the output limit (max_tokens); "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import re
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,6 +26,8 @@ from cabal.limits import unprintable
 from cabal.private import narrow, open_private, private_file, private_folder, workspace_folder
 
 if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
     from cabal.report import MissionReport
 
 MISSION_PREFIX = "m-"
@@ -68,7 +71,7 @@ class Workspace:
         return ContextGraph.at(self.server, name=mission_id)
 
     @contextmanager
-    def checkpointer(self):
+    def checkpointer(self) -> Iterator[BaseCheckpointSaver]:
         store = CheckpointStore.from_environment()  # CABAL_CHECKPOINTS=postgresql://... for a cluster
         if store.shared:
             with store.postgres_saver() as saver:
@@ -76,9 +79,9 @@ class Workspace:
             return
         from langgraph.checkpoint.sqlite import SqliteSaver  # the engine's, imported with it
 
-        store = private_file(workspace_folder(self.home) / CHECKPOINTS)
+        path = private_file(workspace_folder(self.home) / CHECKPOINTS)
         # timeout: wait for another process's write instead of failing with "database is locked".
-        connection = sqlite3.connect(store, check_same_thread=False, timeout=30)
+        connection = sqlite3.connect(path, check_same_thread=False, timeout=30)
         # WAL with synchronous=NORMAL: a commit is a write to the log, not an fsync. A killed
         # process loses nothing (the log is in the OS's hands); a power cut can lose the last
         # checkpoints, and resuming from an earlier one replays turns the graph already holds,
@@ -99,7 +102,7 @@ class Workspace:
             connection.close()
 
     @contextmanager
-    def _locked(self, name: str):
+    def _locked(self, name: str) -> Iterator[None]:
         with open_private(self.home / name) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
@@ -121,7 +124,7 @@ class Workspace:
         return self.mission_dir(mission_id)
 
     @contextmanager
-    def driving(self, mission_id: str):
+    def driving(self, mission_id: str) -> Iterator[None]:
         """Only one process drives a mission at a time (two would race for the same turns)."""
         self.private_mission_dir(mission_id)
         with exclusive(self._lock_path(mission_id), lambda: MissionError(
@@ -171,6 +174,14 @@ def mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
         graph.close()
         raise ResourceNotFound("mission", mission_id, known=known, closest_first=True)
     return graph
+
+
+def mission_node(graph: ContextGraph, mission_id: str) -> dict:
+    """The mission's own node, in the graph ``mission_graph`` opened (not found: it went since)."""
+    node = graph.get(mission_id)
+    if node is None:
+        raise ResourceNotFound("mission", mission_id)
+    return node
 
 
 def mission_report(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionReport:

@@ -30,7 +30,7 @@ class TurnPlace:
 
     mission_id: str
     round: int
-    step: Step
+    step: Step | str  # a step of the round, or "budget": the question the engine asks itself
     agent_id: str
     turn_id: str
 

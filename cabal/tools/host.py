@@ -34,7 +34,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO
 
 from cabal.errors import ToolServerUnavailable
 from cabal.limits import printable
@@ -114,7 +114,7 @@ class ToolHost:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._logs: dict[str, IO] = {}
+        self._logs: dict[str, TextIO] = {}
 
     # ------------------------------------------------------------------------ lifetime
 
@@ -219,16 +219,19 @@ class ToolHost:
     # ------------------------------------------------------------------ on the loop thread
 
     def _run(self, coroutine: Any, *, timeout: float) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=timeout)
+        loop = self._loop
+        assert loop is not None, "the servers are used between start() and close()"
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=timeout)
 
     async def _start_all(self, servers: list[_Server]) -> list[str | None]:
         return list(await asyncio.gather(*(self._connect(server) for server in servers)))
 
     async def _connect(self, server: _Server) -> str | None:
         """Open ``server``'s session in a task that keeps it open; why it failed, or None."""
-        ready: asyncio.Future = self._loop.create_future()
-        server.closing = asyncio.Event()
-        server.task = self._loop.create_task(self._hold(server, ready))
+        loop = asyncio.get_running_loop()  # the host's own: this runs on it
+        ready: asyncio.Future = loop.create_future()
+        server.closing = closing = asyncio.Event()
+        server.task = loop.create_task(self._hold(server, ready, closing))
         try:
             listed = await asyncio.wait_for(asyncio.shield(ready), self._startup_s)
         except TimeoutError:
@@ -242,7 +245,7 @@ class ToolHost:
             server.tools = _offered(server.spec.name, listed, self._report)
         return None
 
-    async def _hold(self, server: _Server, ready: asyncio.Future) -> None:
+    async def _hold(self, server: _Server, ready: asyncio.Future, closing: asyncio.Event) -> None:
         from mcp import ClientSession
 
         try:
@@ -263,7 +266,7 @@ class ToolHost:
                         break
                 server.session = session
                 ready.set_result(listed)
-                await server.closing.wait()
+                await closing.wait()
         except BaseException as error:  # noqa: BLE001 - the failure is the caller's to report
             if not ready.done():
                 ready.set_exception(_leaf(error) if isinstance(error, Exception) else RuntimeError("cancelled"))
@@ -280,6 +283,8 @@ class ToolHost:
         from mcp import StdioServerParameters, stdio_client
 
         path = os.environ.get("PATH", os.defpath)
+        assert spec.command is not None, "a server without a url is started by its command (the spec says so)"
+        command: str | None
         if spec.command in PYTHON_COMMANDS:  # the Python that runs Cabal: it has the mcp package
             command = sys.executable
         elif os.sep in spec.command:
@@ -295,7 +300,7 @@ class ToolHost:
                                        args=["-i", *variables, command, *spec.args], cwd=spec.cwd)
         return stdio_client(params, errlog=self._errlog(spec.name))
 
-    def _errlog(self, name: str) -> IO:
+    def _errlog(self, name: str) -> TextIO:
         """Where a server's stderr goes: a private file of the mission (never the user's terminal)."""
         log = self._logs.get(name)
         if log is None:
@@ -315,7 +320,7 @@ class ToolHost:
             return ""
         try:
             log.flush()
-            if log.readable():
+            if self.log_dir is None or log.readable():  # without a folder, a temporary file read back
                 log.seek(0)
                 text = log.read()[-2000:]
             else:
@@ -349,7 +354,8 @@ class ToolHost:
         task, server.task = server.task, None
         if task is None:
             return
-        server.closing.set()
+        if server.closing is not None:  # set with the task, in _connect
+            server.closing.set()
         try:
             await asyncio.wait_for(task, CLOSE_WAIT_S)
         except BaseException:  # noqa: BLE001 - closing: nothing left to tell

@@ -26,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from sse_starlette import EventSourceResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
@@ -90,7 +91,7 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
     """The application; its lifespan starts the poller (and the runner, which needs the loop)."""
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         hub = Hub(asyncio.get_running_loop())
         runner = Runner(workspace, hub.changed, max_runs=max_runs)
         reader = WorkspaceReader(workspace, runner.drives)
@@ -121,7 +122,9 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
         Route("/static/{name}", static),
     ]
     return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, security=security)],
-                     exception_handlers={HTTPException: http_error, CabalError: cabal_error, Exception: server_error},
+                     # Starlette calls each handler with its own class only; its Mapping type cannot say so.
+                     exception_handlers={HTTPException: http_error, CabalError: cabal_error,  # type: ignore[dict-item]
+                                         Exception: server_error},
                      max_body_size=MAX_BODY)
 
 
@@ -158,7 +161,7 @@ async def new_page(request: Request) -> Response:
     return _new_page(request)
 
 
-def _new_page(request: Request, *, status: int = 200, **context) -> Response:
+def _new_page(request: Request, *, status: int = 200, **context: Any) -> Response:
     room = _room(request)
     return _html(views.render("new.html.j2", **views.new_context(csrf=room.security.csrf, workspace=room.workspace.home,
                                                                   **context)), status)
@@ -226,7 +229,7 @@ async def live_mission(request: Request) -> Response:
     return _stream(updates(room.hub, mission_id, render, _since(request)))
 
 
-def _stream(events) -> EventSourceResponse:
+def _stream(events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
     # A ping every 15 s keeps proxies from closing a quiet stream; a page that stops reading for
     # 30 s is let go. (The response is never cached: sse-starlette says so.)
     return EventSourceResponse(events, ping=15, send_timeout=30)
@@ -319,7 +322,7 @@ async def start_upload(request: Request, form: FormData) -> Response:
     return await _start(request, lambda: forms.upload_launch(upload.filename or "mission.yaml", data), where="upload")
 
 
-async def _start(request: Request, launch: Callable[[], forms.Launch], **shown) -> Response:
+async def _start(request: Request, launch: Callable[[], forms.Launch], **shown: Any) -> Response:
     """Start what ``launch`` makes; a refusal comes back on the new-mission page, with the form refilled."""
     try:
         chosen = await run_in_threadpool(launch)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from cabal.errors import CabalError, ConfigError
 from cabal.llm.settings import DEFAULT_MODEL
@@ -35,6 +36,7 @@ MAX_UPLOAD = 64 * 1024  # a mission file is a request and a few settings: 64 KiB
 MAX_SOURCE_FILES = 10  # files the new-mission form takes as the mission's sources
 MAX_SOURCE_BYTES = 2_000_000  # all of them together; the mission's own source_limits apply too
 UPLOADS = "uploads"  # the workspace's folder of uploaded sources, one private folder per mission started
+Number = TypeVar("Number", int, float)
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ def checked_model(model: str) -> str:
                       "the command line (cabal run).")
 
 
-def _number(fields: Mapping[str, str], key: str, label: str, kind: type, default):
+def _number(fields: Mapping[str, str], key: str, label: str, kind: type[Number], default: Number | None) -> Number | None:
     text = fields.get(key, "").strip()
     if not text:
         return default

@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -52,7 +52,7 @@ class Hub:
                 waiting.set()
 
     @contextmanager
-    def listening(self, topic: str):
+    def listening(self, topic: str) -> Iterator[asyncio.Event]:
         """An event set at each piece of news of ``topic`` while the block runs."""
         news = asyncio.Event()
         self._waiting[topic].add(news)

@@ -83,7 +83,9 @@ class Security:
         return f"cabal_token_{self.port}"
 
     def token_matches(self, offered: str | None) -> bool:
-        return bool(offered) and self.token is not None and hmac.compare_digest(offered.encode(), self.token.encode())
+        if not offered or self.token is None:
+            return False
+        return hmac.compare_digest(offered.encode(), self.token.encode())
 
     def csrf_matches(self, offered: str | None) -> bool:
         return bool(offered) and hmac.compare_digest(str(offered).encode(), self.csrf.encode())

@@ -12,6 +12,8 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 from cabal.batch.plan import short_model
 from cabal.batch.store import BatchMembers, batch_members
@@ -20,6 +22,8 @@ from cabal.graph import ContextGraph
 from cabal.report import MissionReport, read_report
 from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
+
+T = TypeVar("T")
 
 THIS_SERVER, ANOTHER_PROCESS = "this server", "another process"
 log = logging.getLogger("cabal.web")
@@ -67,8 +71,8 @@ def group_missions(rows: Sequence[MissionRow], batches: Sequence[BatchMembers] =
             batch_of.setdefault(mission_id, batch)
     grouped: dict[str | None, list[MissionRow]] = {}
     for row in rows:
-        batch = batch_of.get(row.id)
-        grouped.setdefault(batch.title if batch else None, []).append(row)
+        row_batch = batch_of.get(row.id)
+        grouped.setdefault(row_batch.title if row_batch else None, []).append(row)
     groups = [MissionGroup(title, tuple(members)) for title, members in grouped.items() if title is not None]
     if None in grouped:
         groups.append(MissionGroup(None, tuple(grouped[None])))
@@ -113,7 +117,7 @@ class WorkspaceReader:
                 self._server = ContextGraph.open(self.workspace.url, name="cabal", home=self.workspace.home)
             return self._server.select(name)
 
-    def _reading(self, read: Callable[[], object]):
+    def _reading(self, read: Callable[[], T]) -> T:
         """``read()``, once more on a fresh connection if the graph server went away meanwhile."""
         try:
             return read()
@@ -148,7 +152,7 @@ class WorkspaceReader:
         rows = []
         for mission_id in self.mission_ids():
             try:
-                rows.append(self._reading(lambda mission_id=mission_id: self._row(mission_id)))
+                rows.append(self._reading(partial(self._row, mission_id)))
             except (KeyError, ValueError) as error:
                 log.warning("graph %s does not read as a mission (%s): left out of the list", mission_id, error)
         return sorted(rows, key=lambda row: (-row.active_at, row.id))

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jinja2 import Environment
+
 from cabal import __version__
 from cabal.report.html import report_context, template_environment
 from cabal.exports import formats as export_formats
@@ -29,7 +31,7 @@ MISSION_PARTS = ("head", "question", "actions", "conversation", "request", "tree
 LIST_PARTS = ("missions",)
 
 
-def _environment():
+def _environment() -> Environment:
     return template_environment(TEMPLATES)
 
 

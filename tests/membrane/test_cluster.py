@@ -111,3 +111,19 @@ def test_merge_keeps_shared_nodes_once():
                 updates=({"id": "s", "fields": {}},))  # fmt: skip
     merged = cluster.merge([a, b])
     assert merged == Cluster(nodes=a.nodes, links=a.links, updates=b.updates)
+
+
+def test_a_node_type_from_an_answer_that_is_a_list_is_a_runtime_error():
+    """Found by the type checker: the type read from an answer was looked up in a dict as it
+    came, and a list there (an answer of several types) crashed with "unhashable type"."""
+    step = load_protocol(textwrap.dedent("""
+        protocol: c
+        steps:
+          make:
+            type: create
+            nodes:
+              - {id: "n-{prefix}", node_type: "{kind}", type: note, name: "n"}
+        """)).steps["make"]
+    with pytest.raises(ProtocolRuntimeError) as caught:
+        cluster.instantiate(step, Scope({"prefix": "m1", "kind": ["narrative", "thing"]}))
+    assert str(caught.value).startswith("node 'n-m1': {kind} is ['narrative', 'thing'], which is not a node type")

@@ -172,6 +172,23 @@ def test_unknown_step_type():
     assert str(problem).startswith("p.yaml:5 step 'a' field 'type': unknown step type")
 
 
+@pytest.mark.parametrize(("written", "shown"), [("[ask]", "['ask']"), ("{ask: x}", "{'ask': 'x'}")])
+def test_a_step_type_that_is_no_name_is_a_located_error(written, shown):
+    """Found by the type checker: telling the upstream dialect apart looked the type up in a dict,
+    and a list or mapping there crashed the loader with "unhashable type" instead of naming it."""
+    problem = only(
+        f"""
+        protocol: p
+        steps:
+          a:
+            type: {written}
+            question: x
+        """
+    )
+    assert (problem.file, problem.step, problem.field, problem.line) == ("p.yaml", "a", "type", 5)
+    assert problem.message.startswith(f"unknown step type {shown}; known: ask, query, branch")
+
+
 @pytest.mark.parametrize(
     ("body", "field", "line"),
     [

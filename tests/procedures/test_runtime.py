@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cabal.errors import ProcedureError, ResourceNotFound, TemplateWriteRefused
+from cabal.errors import ProcedureError, ResourceNotFound, SchemaError, TemplateWriteRefused
 from cabal.procedures import load_procedure, template_id
 from cabal.procedures.model import Recorded, RunStep
 from cabal.procedures.template import read_template
@@ -309,6 +309,16 @@ def test_record_refuses_other_writes_outside_the_run(graph, procedures, actor):
     for arguments, message in refusals:
         with pytest.raises(ProcedureError, match=message):
             procedures.record(*arguments)
+    assert graph.counts() == counts
+
+
+def test_record_refuses_a_link_type_that_is_no_name(graph, procedures, actor):
+    """Near what the type checker found: the reserved-type check hashed each link's type, and a
+    list there crashed with "unhashable type" instead of the schema's located refusal."""
+    run_id = procedures.start_procedure("checklist", actor).run_id
+    counts = graph.counts()
+    with pytest.raises(SchemaError, match=r"unknown link type \['acts_on'\]; known: "):
+        procedures.record(run_id, actor, notes("n1"), [{"type": ["acts_on"], "from": "n1", "to": run_id + "x"}])
     assert graph.counts() == counts
 
 

@@ -193,7 +193,8 @@ def provider_of(model: Any) -> Provider | None:
         return PROVIDERS["py"]
     matches = [p for p in PROVIDERS.values() if p.package and p.package.split(".")[0] == top]
     named = [p for p in matches if p.chat_class == type(model).__name__]
-    return (named or matches or [None])[0]
+    found = named or matches
+    return found[0] if found else None
 
 
 

@@ -138,7 +138,7 @@ def _with_breakpoint(content: str | list[Any]) -> list[Any] | None:
     if isinstance(content, str):
         # The API rejects empty text blocks; an empty prompt has nothing to cache anyway.
         return [{"type": "text", "text": content, "cache_control": dict(CACHE_CONTROL)}] if content else None
-    blocks = [{"type": "text", "text": b} if isinstance(b, str) else dict(b) for b in content]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": b} if isinstance(b, str) else dict(b) for b in content]
     for block in reversed(blocks):
         if block.get("type") == "text" and block.get("text"):
             block["cache_control"] = dict(CACHE_CONTROL)

@@ -86,7 +86,7 @@ def http_status(error: BaseException) -> tuple[int, Mapping[str, str]] | None:
         status = getattr(response, "status_code", None) or getattr(error, "status", None)
     if not isinstance(status, int) or status < 100:
         return None
-    headers = getattr(response, "headers", None)
+    headers: Any = getattr(response, "headers", None)  # each SDK's own headers object
     return status, headers if isinstance(headers, Mapping) or hasattr(headers, "get") else {}
 
 
