@@ -35,10 +35,10 @@ from cabal.llm.usage import Usage
 from cabal.membrane import Membrane
 from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
+from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, leave_note, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build_graph
-from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
@@ -47,11 +47,10 @@ from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.transcript import render_transcript
-from cabal.rounds.transitions import Action, allows
-from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
-from cabal.rounds.workspace import mission_graph as _mission_graph
-from cabal.rounds.workspace import mission_node
 from cabal.rounds.tracing import recorder_from_environment
+from cabal.rounds.transitions import Action, allows
+from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace, mission_node
+from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
 from cabal.tools.host import ToolHost
 from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
@@ -176,7 +175,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     spec = _with_paths_anchored(spec, base)
     workspace = workspace or Workspace.at(home, url)
     team = _team(workspace, spec)
-    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team, home=home)
+    models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team,
+                                                 home=workspace.home)
     if mission_id is not None and not MISSION_ID.fullmatch(mission_id):
         raise MissionError(f"invalid mission id {mission_id!r}: use m- then up to 100 letters, digits, "
                            "underscores and hyphens")
@@ -311,7 +311,8 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
         team = _team(workspace, spec)
         models, settings, _ = _agent_models(spec, model, model_settings or {}, None, team,
                                             _stored_models(node, spec, team),
-                                            [switch["model"] for switch in model_output_switches(graph)], home=home)
+                                            [switch["model"] for switch in model_output_switches(graph)],
+                                            home=workspace.home)
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
         tools = _tool_host(workspace, mission_id, spec).start()  # connected again, as at the start
         run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers[used:],

@@ -133,6 +133,19 @@ def test_a_cassette_stops_at_its_bound_and_its_replay_says_so(home: Path, monkey
 # ---------------------------------------------------------------------------------- replay
 
 
+def test_a_replay_given_a_workspace_finds_the_cassette_in_that_workspace(home: Path, recorded: str, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch's worker hands the engine its workspace and no home: the recorded mission's id is
+    # looked up there, not in whatever CABAL_HOME says.
+    from cabal.rounds.workspace import Workspace
+
+    monkeypatch.setenv("CABAL_HOME", str(tmp_path / "elsewhere"))
+    replay = run_mission(RESEARCH, model=f"replay:{recorded}", workspace=Workspace.at(home))
+
+    assert (replay.state, replay.stop_reason) == ("done", "concluded"), replay.detail
+    assert graph_dump(home, replay.mission_id) == graph_dump(home, recorded)
+
+
 def test_a_strict_replay_reproduces_the_graph_node_for_node(home: Path, recorded: str) -> None:
     replay = replay_mission(recorded, home=home)
     assert replay.state == "done", replay.detail
