@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from cabal.graph import ContextGraph, EmbeddedServer
+# The fake providers' servers, as fixtures every test folder may ask for by name.
+from tests.llm.fake_ollama import ollama_api  # noqa: F401 - a fixture
+from tests.llm.fake_openai import openai_api  # noqa: F401 - a fixture
 
 _graph_names = itertools.count()
 

@@ -22,7 +22,7 @@ from cabal.limits import unprintable
 from cabal.resources import parsed_once, search_path
 from cabal.rounds.rules import ABOUT_RULES
 from cabal.vocabulary import AGENT_ID_CHARS, DEFAULT_OPERATIVES, FIXED_IDS, Role, Step, role_ids, role_of
-from cabal.yaml_reader import LineDict, Problems, read_text_file, read_yaml
+from cabal.yaml_reader import Problems, read_text_file, read_yaml
 
 MAX_OPERATIVES = 12
 

@@ -20,9 +20,9 @@ from cabal.llm.prices import database_price, price_of
 from cabal.llm.providers import PROVIDERS, provider_of
 from cabal.llm.usage import Usage
 
-from .fake_ollama import FakeOllama, ollama_api  # noqa: F401 - fixture
+from .fake_ollama import FakeOllama
 from .fake_openai import TEST_KEY as KEY
-from .fake_openai import FakeOpenAI, openai_api  # noqa: F401 - fixture
+from .fake_openai import FakeOpenAI
 
 
 TOOL = {"name": "write_answer", "description": "Submit the Write step's answer.",

@@ -18,9 +18,9 @@ from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.events import ModelRetried
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import CannedResponse, Disconnect, Hang
-from tests.llm.fake_ollama import FakeOllama, ollama_api, ollama_script_responder  # noqa: F401 - fixture
+from tests.llm.fake_ollama import FakeOllama, ollama_script_responder
 from tests.llm.fake_openai import TEST_KEY as OPENAI_KEY
-from tests.llm.fake_openai import FakeOpenAI, error_body, openai_api, openai_script_responder  # noqa: F401 - fixture
+from tests.llm.fake_openai import FakeOpenAI, error_body, openai_script_responder
 
 from .test_outages import Outages, the_work
 

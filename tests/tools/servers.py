@@ -11,7 +11,6 @@ import csv
 import os
 import sys
 import time
-from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError

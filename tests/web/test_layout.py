@@ -6,7 +6,6 @@ its HTML export and a batch's HTML report."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
