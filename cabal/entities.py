@@ -469,19 +469,28 @@ class HaltAnswer(Entity):
 
 # ---------------------------------------------------------------------------------- context
 
-ContextNeed = Literal["full_content", "version_history", "all_feedback", "peer_content", "source", "search_sources"]
+ContextNeed = Literal["full_content", "version_history", "all_feedback", "inspections", "reflections", "peer_content",
+                      "source", "search_sources", "remarks"]
 SOURCE_NEEDS = {"source": "sourceId", "search_sources": "query"}
 """The needs that read the user's sources, and the field each one needs instead of a product."""
+UNADDRESSED_NEEDS = frozenset({"remarks"})
+"""The needs about the asking agent itself: no product, source or query."""
 SEARCH_QUERY_MAX_CHARS = 200
 
 
 class ContextRequest(Entity):
     """A request for more, made mid-step: about a product (``productId``), one of the user's
-    sources or its section (``source``: ``sourceId`` s2 or s2#3), or a search of the sources
-    (``search_sources``: ``query``)."""
+    sources or its section (``source``: ``sourceId`` s2 or s2#3), a search of the sources
+    (``search_sources``: ``query``), or the remarks to you (``remarks``)."""
 
-    product_id: str | None = None
-    need: ContextNeed
+    product_id: str | None = Field(None, description="the product (p1) for full_content, version_history, "
+                                                     "all_feedback, inspections, reflections and peer_content")
+    need: ContextNeed = Field(description=(
+        "full_content: a product's latest version, whole; version_history: its versions; all_feedback: every "
+        "collab on it, open and answered; inspections: every inspection of its versions, with findings; "
+        "reflections: this round's reflections on it; peer_content: its siblings' latest versions; source: a "
+        "source or section; search_sources: the sections that match a query; remarks: every remark to you, "
+        "this round and the last"))
     source_id: str | None = Field(None, max_length=40, description="source (s2) or section (s2#3), for need source")
     query: str | None = Field(None, min_length=1, max_length=SEARCH_QUERY_MAX_CHARS,
                               description="words to look for in the sources, for need search_sources")
@@ -489,6 +498,8 @@ class ContextRequest(Entity):
 
     @model_validator(mode="after")
     def _subject_of_need(self) -> ContextRequest:
+        if self.need in UNADDRESSED_NEEDS:
+            return self
         wanted = SOURCE_NEEDS.get(self.need, "productId")
         given = {"productId": self.product_id, "sourceId": self.source_id, "query": self.query}
         if not given[wanted]:
@@ -639,11 +650,13 @@ ALLOWED_ENVELOPES: dict[Step, frozenset[str]] = {
 }
 
 
-def envelope_models(step: Step) -> dict[str, type[Entity]]:
-    """The model of each envelope ``step`` may answer with, keyed by envelope name."""
+def envelope_models(step: Step, offered: frozenset[str] = frozenset()) -> dict[str, type[Entity]]:
+    """The model of each envelope ``step`` may answer with, keyed by envelope name; ``offered``
+    adds envelopes a prompt offers beyond the step's own (request_context at a bootstrap whose
+    sources do not fit inline)."""
     models: dict[str, type[Entity]] = {
         FINAL_OUTPUT: STEP_OUTPUTS[step],
         REQUEST_CONTEXT: RequestContextEnvelope,
         HALT: HaltEnvelope,
     }
-    return {name: model for name, model in models.items() if name in ALLOWED_ENVELOPES[step]}
+    return {name: model for name, model in models.items() if name in ALLOWED_ENVELOPES[step] | offered}

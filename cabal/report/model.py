@@ -415,7 +415,8 @@ class MissionReport(_Value):
     def readable(self, text: str | None, link: Callable[[Product, str], str] | None = None,
                  cite: Callable[[str, str], str] | None = None) -> str:
         """``text`` with its references written as names: ``[[p:id]]`` the product's name,
-        ``[[v:id]]`` the product's name and version number, ``[[u:user]]`` "you", ``[[s:id]]`` the
+        ``[[v:id]]`` the product's name and version number, ``[[c:id]]`` whose collab on which
+        product, ``[[u:user]]`` "you", ``[[s:id]]`` the
         source's name (and section). ``link(product, label)`` may wrap what names a product (the
         HTML report links it to the product's section); ``cite(cited_id, label)`` what names a
         source (the HTML report links it to the cited text in its appendix)."""
@@ -423,6 +424,7 @@ class MissionReport(_Value):
             return text or ""
         products = {p.id: p for p in self.products}
         versions = {v.id: (p, v) for p in self.products for v in p.versions}
+        collabs = {c.id: (p, c) for p in self.products for c in p.collabs}
 
         def name(ref: Ref) -> str | None:
             if ref.kind == "s":
@@ -433,6 +435,11 @@ class MissionReport(_Value):
             elif ref.kind == "v" and ref.id in versions:
                 product, version = versions[ref.id]
                 label = f"{product.name} v{version.number}"
+            elif ref.kind == "c" and ref.id in collabs:
+                product, collab = collabs[ref.id]
+                label = f"{self.who(collab.author)}'s {collab.type} on {product.name}"
+            elif ref.kind in "pvc":  # a graph id is never shown: what it named is gone from this report
+                return "(an item no longer in the mission)"
             elif ref.kind == "a":
                 return ref.id
             elif ref.kind == "u":

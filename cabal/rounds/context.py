@@ -13,31 +13,33 @@ round 2, however long the history grows. Ids are short and temporary (``TempIds`
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from cabal.entities import REQUEST_CONTEXT, STEP_OUTPUTS
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
 from cabal.rounds.facts import Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts, VersionRef
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
+from cabal.refs import Ref, substitute_refs
 from cabal.rounds.ids import TempIds
+from cabal.rounds.showing import BOUNDS, whole
 from cabal.rounds.snapshot import Snapshot
-from cabal.rounds.sources import read_source_text, search_text, source_line
+from cabal.rounds.sources import read_source_text, search_text, shown_id, source_line
 from cabal.rounds.team import Team
 from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
 from cabal.yaml_reader import read_text_file
 
-# Character budgets per section (about 4 characters per token).
+# What each step shows, and the bounds of its texts, is the contract in showing.py; these two
+# are the product tree's and a one-line item's.
 TREE_LINES = 24
-CONTENT_CHARS = 2400  # one version's content, beyond which it is cut (full_content shows it all)
-SECTION_CHARS = 6000  # any one detail section
-ITEM_CHARS = 400  # one collab comment, remark or finding
-OPEN_FEEDBACK_SHOWN = 8  # a product's latest open collabs shown with it
+ITEM_CHARS = 400  # one line of the tree, a domain, a title
 REQUESTED_CONTEXT = "REQUESTED CONTEXT"  # how the answer to request_context starts
 
 
@@ -85,6 +87,7 @@ class PromptLibrary:
         values = {
             "agent_id": agent_id, "agent_name": agent_name, "role_title": role_title, "persona": persona,
             "step_title": step.heading, "step_instructions": self.steps[step].template.strip(),
+            "reasoning_field": _reasoning_field(step),
         }
         blocks = []
         for name, template in (("system", self.system), ("agent", self.agent)):
@@ -105,6 +108,8 @@ class Prompt:
     ids: TempIds = field(default_factory=TempIds)
     facts: TurnFacts | None = None  # the same turn as data, for fake models
     charter: str = ""  # the mission's part of the user message: the same in every call of the mission
+    offered: frozenset[str] = frozenset()  # envelopes offered beyond the step's own (request_context at a bootstrap
+    #                                         whose sources do not fit inline)
 
     def system_message(self) -> SystemMessage:
         """The system prompt as its two blocks, so the provider can cache the role's block for
@@ -120,7 +125,10 @@ class Prompt:
 
 
 class ContextBuilder:
-    """Builds the prompt of one agent's turn in one step."""
+    """Builds the prompt of one agent's turn in one step, as ``showing.STEP_SHOWS`` says.
+
+    Every stored text goes through ``ids.text_to_model`` on its way into a prompt, so its
+    references name the short ids this prompt lists (and never a graph id)."""
 
     def __init__(self, graph: ContextGraph, snapshot: Snapshot, team: Team, prompts: PromptLibrary) -> None:
         self.graph = graph
@@ -149,7 +157,9 @@ class ContextBuilder:
                                             persona=str(persona), step=step, skills=agent.skills)
         ids = TempIds(agents=frozenset(self.team.ids()),
                       sources={s["source_id"]: s for s in self.snapshot.current_sources()})
+        self._agent = agent_id
         self._facts = FactsDraft()
+        self._offered: set[str] = set()
         limit = self.snapshot.mission.get("rounds")
         sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
         if step != Step.BOOTSTRAP:
@@ -157,7 +167,7 @@ class ContextBuilder:
         detail = getattr(self, f"_detail_{step}")(agent_id, ids)
         sections += [s for s in detail if s]
         sections.append(self._since_last_turn(agent_id, step, ids))
-        sections.append(self._remarks(agent_id))
+        sections.append(self._remarks(agent_id, step, ids))
         sections += extra or []
         sections.append(f"## Valid ids\n{ids.summary()} · users u:all, u:user (new products: new-1, new-2, ...)"
                         if step == Step.PLAN else f"## Valid ids\n{ids.summary()}")
@@ -165,21 +175,36 @@ class ContextBuilder:
                                    request=str(self.snapshot.mission.get("request") or ""),
                                    team=tuple((a.id, a.role) for a in self.team.agents), focus=agent.focus)
         return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts,
-                      charter=self._charter(agent_id))
+                      charter=self._charter(agent_id), offered=frozenset(self._offered))
 
     # ---------------------------------------------------------------------------- sections
+
+    def _named_refs(self, text: object) -> str:
+        """A charter text for the cached prefix every call shares: short ids differ from call to
+        call, so a product, version or collab it names is shown by name; sources keep their ids."""
+        def named(ref: Ref) -> str:
+            if ref.kind == "s":
+                return f"[[s:{shown_id(ref.id)}]]"
+            if ref.kind == "p":
+                return f"'{self.snapshot.products.get(ref.id, {}).get('name', 'a product')}'"
+            if ref.kind == "v":
+                version = self.snapshot.version(ref.id) or {}
+                product = self.snapshot.products.get(str(version.get("product_id")), {}).get("name", "a product")
+                return f"version {version.get('number', '?')} of '{product}'"
+            return ref.render() if ref.kind in "au" else "a collab"
+        return substitute_refs(str(text or ""), named)
 
     def _charter(self, agent_id: str) -> str:
         mission = self.snapshot.mission
         lines = []
         if mission.get("charter"):
-            lines += ["## Mission", clip(mission["charter"], 2000)]
+            lines += ["## Mission", whole(self._named_refs(mission["charter"]), BOUNDS.text)]
             for title, key in (("Objectives", "objectives"), ("Constraints", "constraints")):
                 items = mission.get(key) or []
                 if items:
-                    lines += [f"## {title}", *[f"- {clip(item, ITEM_CHARS)}" for item in items[:12]]]
+                    lines += [f"## {title}", *[f"- {whole(self._named_refs(item), BOUNDS.text)}" for item in items]]
         else:
-            lines += ["## The user's request", clip(mission.get("request"), 4000)]
+            lines += ["## The user's request", whole(mission.get("request"), BOUNDS.text * 2)]
         domain = _charter_map(mission, "domains").get(agent_id)
         agent = self.team.get(agent_id)
         if not domain and agent is not None and agent.domain:  # the card's, until the Chair gives one
@@ -187,14 +212,14 @@ class ContextBuilder:
         if isinstance(domain, dict) and domain.get("responsibility"):
             lines.append(f"## Your domain\n{clip(domain['responsibility'], ITEM_CHARS)}"
                          + (f" (area: {clip(domain.get('area'), 80)})" if domain.get("area") else ""))
-        return "\n".join(lines)
+        return "\n".join(lines).replace("\n## ", "\n\n## ")  # a blank line before each section
 
     def _tree_line(self, product: dict, ids: TempIds, depth: int) -> str:
         latest = self.snapshot.latest_version(product["id"])
         open_count = len(self.snapshot.open_collabs(product["id"]))
         parts = [f"{ids.short('p', product['id'])} [{product['type']}] {clip(product['name'], 80)}",
                  f"owner {product.get('owner') or '-'}", product.get("status", "open"),
-                 f"v{latest['number']}" if latest else "no version"]
+                 f"version {latest['number']}" if latest else "no version"]
         if open_count:
             parts.append(f"{open_count} open collab(s)")
         return "  " * depth + " · ".join(parts)
@@ -243,22 +268,32 @@ class ContextBuilder:
             relevant |= {v["product_id"] for v in snapshot.new_versions()}
         return relevant
 
+    # ------------------------------------------------------------------- texts, whole
+
+    @staticmethod
+    def _text(text: object, ids: TempIds, limit: int = BOUNDS.text, *, rest: str = "") -> str:
+        """A stored text as this call shows it: its references in this call's short ids, whole up to ``limit``."""
+        return whole(ids.text_to_model(str(text or "")), limit, rest=rest)
+
     @staticmethod
     def _version_ref(version: dict, ids: TempIds) -> VersionRef:
         return VersionRef(ids.short("v", version["id"]), ids.short("p", version["product_id"]), version["number"],
                           version.get("author"))
 
+    @staticmethod
+    def _version_name(version: dict, ids: TempIds) -> str:
+        """One version, unambiguously: its id in this call, and which of its product's versions it is."""
+        return (f"{ids.short('v', version['id'])} ({ids.short('p', version['product_id'])}'s version "
+                f"{version['number']}, by {version.get('author')} in round {version.get('round')})")
+
     def _version_block(self, version: dict, ids: TempIds, *, content: str | None) -> str:
-        head = (f"{ids.short('v', version['id'])}: v{version['number']} of "
-                f"{ids.short('p', version['product_id'])} by {version.get('author')}"
-                f" (round {version.get('round')}): {clip(version.get('title'), 120)}")
-        lines = [head, f"Change summary: {clip(version.get('change_summary'), ITEM_CHARS)}"]
-        if content is not None:
-            text = ids.text_to_model(content)
-            cut = len(text) > CONTENT_CHARS
-            lines += ["Content:", clip(text, CONTENT_CHARS)]
-            if cut:
-                lines.append("(content cut; request full_content to read all of it)")
+        lines = [f"{self._version_name(version, ids)}: {clip(ids.text_to_model(str(version.get('title') or '')), 200)}",
+                 f"Change summary: {self._text(version.get('change_summary'), ids)}"]
+        if content is not None:  # between fences: a version's own headings are not the prompt's
+            lines += ["Content (between the ~~~ lines):", "~~~",
+                      self._text(content, ids, BOUNDS.version,
+                                 rest=f"request full_content of {ids.short('p', version['product_id'])} to read all of it"),
+                      "~~~"]
         return "\n".join(lines)
 
     def _contents(self, versions: list[dict]) -> dict[str, str]:
@@ -267,12 +302,31 @@ class ContextBuilder:
     def _read_contents(self, version_ids: list[str]) -> dict[str, str]:
         return {v["id"]: v.get("content", "") for v in self.graph.get_many(version_ids)}
 
-    def _collab_line(self, collab: dict, ids: TempIds) -> str:
+    def _collab_line(self, collab: dict, ids: TempIds, *, limit: int = BOUNDS.text) -> str:
         # A user's note may target no product (type user_independent).
         target = ids.short("p", collab["product_id"]) if collab.get("product_id") else "the mission"
-        return (f"{ids.short('c', collab['id'])} on {target} "
-                f"[{collab['type']}, importance {collab.get('importance')}] by {collab.get('author')}: "
-                f"{clip(ids.text_to_model(collab.get('comment', '')), ITEM_CHARS)}")
+        about = f" about {ids.short('v', collab['version_id'])}" if collab.get("version_id") else ""
+        return (f"{ids.short('c', collab['id'])} on {target}{about} "
+                f"[{collab['type']}, importance {collab.get('importance')}] by {collab.get('author')} "
+                f"(round {collab.get('round')}): {self._text(collab.get('comment'), ids, limit)}")
+
+    def _inspection_lines(self, inspection: dict, ids: TempIds, *, by: bool = True) -> list[str]:
+        """An inspection's verdict and every finding, whole: what the owner must answer."""
+        who = f" by {inspection.get('author')}" if by else ""
+        version = self.snapshot.version(str(inspection.get("version_id")))
+        name = (f"{ids.short('v', version['id'])} ({ids.short('p', version['product_id'])}'s version "
+                f"{version['number']})") if version else "a version"
+        lines = [f"Inspection of {name}{who}, round {inspection.get('round')}: {inspection['assessment']}"]
+        for finding in self.snapshot.findings_of(inspection["id"]):
+            lines.append(f"- [{finding['category']}, severity {finding['severity']}] "
+                         f"{self._text(finding.get('issue'), ids)}")
+            if finding.get("recommendation"):
+                lines.append(f"  Recommendation: {self._text(finding.get('recommendation'), ids)}")
+            if finding.get("dod_criterion"):
+                lines.append(f"  DoD criterion: {self._text(finding.get('dod_criterion'), ids)}")
+        if len(lines) == 1:
+            lines.append("- no findings")
+        return lines
 
     def _product_fact(self, product: dict, ids: TempIds) -> ProductDetail:
         """The facts ``_product_detail`` shows: its latest version, the verdict, the open feedback."""
@@ -283,203 +337,322 @@ class ContextBuilder:
             VersionRef(ids.short("v", latest["id"]), ids.short("p", product["id"]), latest["number"],
                        latest.get("author")) if latest else None,
             verdict,
-            tuple(ids.short("c", c["id"]) for c in self.snapshot.open_collabs(product["id"])[-OPEN_FEEDBACK_SHOWN:]),
+            tuple(ids.short("c", c["id"]) for c in self.snapshot.open_collabs(product["id"])),
         )
 
-    def _product_detail(self, product: dict, ids: TempIds, *, with_content: bool = True) -> str:
+    def _product_detail(self, product: dict, ids: TempIds, *, with_content: bool = True,
+                        with_feedback: bool = True) -> str:
+        """A product the agent works on: its DoD, its latest version whole, the latest
+        inspection with every finding, and every open collab on it, whole."""
         snapshot = self.snapshot
-        lines = [f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}]",
-                 f"DoD: {clip(product.get('dod'), 1000)}"]
+        lines = [f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}] · "
+                 f"owner {product.get('owner') or '-'} · {product.get('status', 'open')}",
+                 f"DoD: {self._text(product.get('dod'), ids)}"]
         latest = snapshot.latest_version(product["id"])
-        if latest:
-            contents = self._contents([latest]) if with_content else {}
-            lines.append(self._version_block(latest, ids, content=contents.get(latest["id"]) if with_content else None))
-            several = len(self._watchdogs) > 1
-            for inspection in snapshot.inspections_of(latest["id"], self._watchdogs):
-                by = f" by {inspection.get('author')}" if several else ""
-                lines.append(f"Inspection{by}: {inspection['assessment']}")
-                for finding in snapshot.findings_of(inspection["id"])[:6]:
-                    lines.append(f"- [{finding['category']} {finding['severity']}] {clip(finding.get('issue'), ITEM_CHARS)}")
-        feedback = snapshot.open_collabs(product["id"])
-        if feedback:
-            lines.append("Open feedback:")
-            lines += [f"- {self._collab_line(c, ids)}" for c in feedback[-OPEN_FEEDBACK_SHOWN:]]
+        if latest is None:
+            lines.append("No version yet.")
+        else:
+            content = self._contents([latest]).get(latest["id"], "") if with_content else None
+            lines.append("Latest version: " + self._version_block(latest, ids, content=content))
+            inspections = snapshot.inspections_of(latest["id"], self._watchdogs)
+            for inspection in inspections:
+                lines += self._inspection_lines(inspection, ids, by=True)
+            if not inspections:
+                lines.append("Not inspected yet.")
+        if with_feedback:
+            feedback = snapshot.open_collabs(product["id"])
+            lines.append("Open collabs on it:" if feedback else "No open collabs on it.")
+            lines += [f"- {self._collab_line(c, ids)}" for c in feedback]
         return "\n".join(lines)
 
-    def _section(self, title: str, blocks: list[str], compact: list[str] | None = None) -> str:
-        """Blocks up to the budget. ``compact`` (one short form per block) is for sections whose
-        every item the step must act on: what does not fit is listed in its short form."""
+    @staticmethod
+    def _register(ids: TempIds, *, versions: Sequence[dict] = (), collabs: Sequence[dict] = ()) -> None:
+        """Give the step's main subjects the first short ids (the versions to judge are v1, v2, ...),
+        whatever other texts of the prompt mention first."""
+        for version in versions:
+            ids.short("v", version["id"])
+        for collab in collabs:
+            ids.short("c", collab["id"])
+
+    def _section(self, title: str, blocks: list[str]) -> str:
+        """A titled section of whole blocks (each text in it is already within its bound)."""
         if not blocks:
             return ""
-        text, used = [f"## {title}"], 0
-        for index, block in enumerate(blocks):
-            if used + len(block) > SECTION_CHARS:
-                if compact:
-                    text.append(f"(+ {len(blocks) - index} more, in short; request full_content to read them)")
-                    text += compact[index:]
-                    break
-                text.append(f"(+ {len(blocks) - index} more not shown; use request_context)")
-                break
-            text.append(block)
-            used += len(block)
-        return "\n".join(text)
+        return "\n".join([f"## {title}", *blocks])
 
-    # ---------------------------------------------------------------- per-step detail
+    # ----------------------------------------------------------------------- sources
 
-    def _sources(self) -> str:
+    def _sources_list(self) -> str:
         """The user's sources, one line each: what to request (need source, search_sources) and cite."""
         sources = self.snapshot.current_sources()
         if not sources:
             return ""
-        self._facts.sources += [SourceFact(s["source_id"], str(s["name"]), str(s.get("note") or ""),
-                                           int(s.get("chunk_count") or 0), str(s.get("first_heading") or ""))
-                                for s in sources]
+        self._note_sources(sources)
         lines = [source_line(s) for s in sources]
         return self._section("The user's sources (read them with request_context: need source with sourceId s1 or "
                              "a section s1#2, or need search_sources with a query; cite them as [[s:s1]] or "
                              "[[s:s1#2]])", lines)
 
+    def _note_sources(self, sources: list[dict]) -> None:
+        known = {s.id for s in self._facts.sources}
+        self._facts.sources += [SourceFact(s["source_id"], str(s["name"]), str(s.get("note") or ""),
+                                           int(s.get("chunk_count") or 0), str(s.get("first_heading") or ""))
+                                for s in sources if s["source_id"] not in known]
+
+    def _sources_text(self, ids: TempIds) -> str:
+        """The user's sources themselves, quoted section by section with the id to cite, while
+        they fit ``BOUNDS.sources_inline`` in all; past it, the list, and request_context offered."""
+        sources = self.snapshot.current_sources()
+        if not sources:
+            return ""
+        if sum(int(s.get("size") or 0) for s in sources) > BOUNDS.sources_inline:
+            self._offered.add(REQUEST_CONTEXT)
+            return self._sources_list()
+        self._note_sources(sources)
+        blocks = []
+        for source in sources:
+            # A source version never changes: its text is read once for the whole run.
+            text = self.snapshot.source_texts.get(source["id"])
+            if text is None:
+                text = self.snapshot.source_texts[source["id"]] = read_source_text(
+                    self.graph, source["source_id"], ids.sources, BOUNDS.sources_inline)
+            blocks.append(f"### {text}")
+        return self._section("The user's sources, whole (cite them as [[s:s1]] or a section as [[s:s1#2]])", blocks)
+
+    # ---------------------------------------------------------------- per-step detail
+
     def _detail_bootstrap(self, agent_id: str, ids: TempIds) -> list[str]:
         team = [f"- {a.id} ({a.role})" for a in self.team.agents]
-        return ["## The team\n" + "\n".join(team), self._sources(), self._answered_halts()]
+        return ["## The team\n" + "\n".join(team), self._sources_text(ids), self._answered_halts()]
+
+    def _directive(self, assignment: dict, ids: TempIds) -> str:
+        """A directive whole: objective, done-when, why, context, and what the Chair attached."""
+        lines = [f"Directive to {assignment.get('assignee')} (importance {assignment.get('importance')}, "
+                 f"round {assignment.get('round')}):",
+                 f"Objective: {self._text(assignment.get('objective'), ids)}",
+                 f"Done when: {self._text(assignment.get('dod'), ids)}",
+                 f"Why: {self._text(assignment.get('why'), ids)}"]
+        if assignment.get("context"):
+            lines.append(f"Context: {self._text(assignment['context'], ids)}")
+        for attached in json.loads(assignment.get("attached") or "[]"):
+            other = self.snapshot.products.get(attached.get("productId"))
+            if other:
+                lines.append(f"Attached: {ids.short('p', other['id'])} {other['name']} "
+                             f"({', '.join(attached.get('include') or [])})"
+                             + (f": {self._text(attached.get('reason'), ids)}" if attached.get("reason") else ""))
+        return "\n".join(lines)
+
+    def _attached_details(self, assignment: dict, ids: TempIds, shown: set[str]) -> list[str]:
+        """The products the Chair attached to a directive, each once in the prompt (``shown``:
+        the products already shown whole above)."""
+        blocks = []
+        for attached in json.loads(assignment.get("attached") or "[]"):
+            other = self.snapshot.products.get(attached.get("productId"))
+            if other and other["id"] in shown:
+                blocks.append(f"Attached {ids.short('p', other['id'])} {other['name']}: shown above.")
+            elif other:
+                shown.add(other["id"])
+                include = attached.get("include") or []
+                blocks.append("Attached " + self._product_detail(other, ids, with_content="content" in include,
+                                                                 with_feedback="feedback" in include).lstrip("#").lstrip())
+        return blocks
 
     def _detail_reflect(self, agent_id: str, ids: TempIds) -> list[str]:
         mine = [p for p in self.snapshot.owned_by(agent_id) if p.get("status") == "open"]
-        owned = [self._product_detail(p, ids) for p in mine]
+        directives = {a["product_id"]: a for a in self.snapshot.active_assignments(agent_id)}
+        owned = []
+        for product in mine:
+            block = self._product_detail(product, ids)
+            if product["id"] in directives:
+                block += "\nThe directive you are working to:\n" + self._directive(directives[product["id"]], ids)
+            owned.append(block)
         self._facts.products += [self._product_fact(p, ids) for p in mine]
         # The user's notes left since the last round are read at this Reflect (and at Plan & Assign).
         notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID
                  and c.get("round") == self.snapshot.round - 1]
         return [self._section("Your products", owned),
-                self._section("From the user", [f"The user wrote: {clip(c.get('comment'), 1200)}" for c in notes[-3:]])]
+                self._section("From the user", [f"The user wrote: {self._text(c.get('comment'), ids)}" for c in notes]),
+                self._sources_list()]
+
+    def _reflection_block(self, reflection: dict, ids: TempIds, *, who: bool = True) -> str:
+        """A reflection whole: the DoD status and gaps, the answers to feedback, the next version's plan."""
+        product = self.snapshot.products.get(reflection["product_id"], {})
+        lines = [(f"{reflection.get('author')} on " if who else "On ")
+                 + f"{ids.short('p', reflection['product_id'])} {product.get('name')}: DoD {reflection['dod_status']}"]
+        gaps = _as_list(reflection.get("dod_gaps"))
+        if gaps:
+            lines.append("Gaps: " + "; ".join(self._text(g, ids) for g in gaps))
+        for response in _as_list(reflection.get("responses")):
+            if isinstance(response, dict) and response.get("collabId"):
+                lines.append(f"Answer to {ids.short('c', str(response['collabId']))}: {response.get('action')}: "
+                             f"{self._text(response.get('rationale'), ids)}"
+                             + (f" (planned: {self._text(response.get('plannedChange'), ids)})"
+                                if response.get("plannedChange") else ""))
+        lines.append(f"Next version: {self._text(reflection.get('next_version_delta'), ids)}")
+        blockers = _as_list(reflection.get("blockers"))
+        if blockers:
+            lines.append("Blockers: " + "; ".join(self._text(b, ids) for b in blockers))
+        return "\n".join(lines)
 
     def _detail_plan(self, agent_id: str, ids: TempIds) -> list[str]:
         snapshot = self.snapshot
-        reflections = [
-            f"- {r.get('author')} on {ids.short('p', r['product_id'])}: DoD {r['dod_status']}; next: "
-            f"{clip(r.get('next_version_delta'), ITEM_CHARS)}" for r in snapshot.reflections_in()
-        ]
+        self._register(ids, versions=[v for p in snapshot.live_products() if p.get("status") == "open"
+                                      and (v := snapshot.latest_version(p["id"]))],
+                       collabs=[c for c in snapshot.open_collabs()
+                                if int(c.get("importance", 0)) >= 5 or c.get("author") == USER_ID])
+        reflections = [self._reflection_block(r, ids) for r in snapshot.reflections_in()]
         self._facts.reflections += [Reflection(r.get("author"), ids.short("p", r["product_id"]), r["dod_status"])
                                     for r in snapshot.reflections_in()]
-        candidates = []
-        for product in snapshot.live_products():
-            latest = snapshot.latest_version(product["id"])
-            if product.get("status") == "open" and latest:
-                verdict = snapshot.verdict_of(latest["id"], self._watchdogs) or "not inspected"
-                blocking = len(snapshot.blocking_collabs(product["id"]))
-                candidate = Candidate(ids.short("p", product["id"]), product["name"], ids.short("v", latest["id"]),
-                                      latest["number"], verdict, blocking)
-                self._facts.candidates.append(candidate)
-                candidates.append(f"- {candidate.product} {candidate.name}: latest {candidate.version} "
-                                  f"(v{candidate.number}), inspection {verdict}"
-                                  + (f", {blocking} blocking collab(s)" if blocking else ""))
-        feedback = [f"- {self._collab_line(c, ids)}" for c in snapshot.open_collabs()
-                    if int(c.get("importance", 0)) >= 5 or c.get("author") == USER_ID]
-        assignments = [f"- {ids.short('p', a['product_id'])} → {a['assignee']} (since round {a['round']})"
-                       for a in snapshot.active_assignments()]
-        operatives = [f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)" for a in self.team.agents
-                      if a.role == Role.OPERATIVE]
         return [
             self._direction(),
-            self._section("Reflections this round", reflections),
-            self._section("Versions awaiting a decision", candidates),
-            self._section("Open feedback (importance 5+ and from the user)", feedback),
-            self._section("Active assignments", assignments),
-            "## Operatives\n" + "\n".join(operatives),
-            self._sources(),
+            self._section("Reflections this round", ["- " + block.replace("\n", "\n  ") for block in reflections]),
+            self._awaiting_decision(ids),
+            self._section("Open feedback (importance 5+ and from the user)", [
+                f"- {self._collab_line(c, ids)}" for c in snapshot.open_collabs()
+                if int(c.get("importance", 0)) >= 5 or c.get("author") == USER_ID]),
+            self._section("Active assignments", [
+                f"- {ids.short('p', a['product_id'])} → {a['assignee']} (since round {a['round']})"
+                for a in snapshot.active_assignments()]),
+            "## Operatives\n" + "\n".join(f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)"
+                                          for a in self.team.agents if a.role == Role.OPERATIVE),
+            self._sources_list(),
             self._answered_halts(),
         ]
 
+    def _awaiting_decision(self, ids: TempIds) -> str:
+        """Each open product's latest version, with its verdict and every finding, for the Chair's decision."""
+        snapshot = self.snapshot
+        blocks = []
+        for product in snapshot.live_products():
+            latest = snapshot.latest_version(product["id"])
+            if product.get("status") != "open" or not latest:
+                continue
+            verdict = snapshot.verdict_of(latest["id"], self._watchdogs) or "not inspected"
+            blocking = len(snapshot.blocking_collabs(product["id"]))
+            candidate = Candidate(ids.short("p", product["id"]), product["name"], ids.short("v", latest["id"]),
+                                  latest["number"], verdict, blocking)
+            self._facts.candidates.append(candidate)
+            reported = [r["dod_status"] for r in snapshot.reflections_in() if r["product_id"] == product["id"]
+                        and r.get("author") == product.get("owner")]
+            lines = [f"### {candidate.product} {product['name']}: latest version {self._version_name(latest, ids)}",
+                     f"Verdict: {verdict}" + (f"; {blocking} blocking collab(s) open" if blocking else "")
+                     + f"; owner's DoD report this round: {reported[-1] if reported else 'none'}"]
+            for inspection in snapshot.inspections_of(latest["id"], self._watchdogs):
+                lines += self._inspection_lines(inspection, ids)[1:]
+            blocks.append("\n".join(lines))
+        return self._section("Versions awaiting a decision (to accept one, give its version id)", blocks)
+
     def _detail_write(self, agent_id: str, ids: TempIds) -> list[str]:
-        blocks, compact = [], []
-        for assignment in self.snapshot.assignments_in():
-            if assignment.get("assignee") != agent_id:
-                continue
-            product = self.snapshot.products.get(assignment["product_id"])
-            if not product:
-                continue
-            directive = (f"Directive (importance {assignment.get('importance')}): {assignment.get('objective')}\n"
-                         f"Done when: {assignment.get('dod')}\nWhy: {assignment.get('why')}"
-                         + (f"\nContext: {ids.text_to_model(assignment['context'])}" if assignment.get("context") else ""))
-            blocks.append(self._product_detail(product, ids) + "\n" + directive)
+        blocks = []
+        own = {r["product_id"]: r for r in self.snapshot.reflections_in() if r.get("author") == agent_id}
+        mine = [a for a in self.snapshot.assignments_in() if a.get("assignee") == agent_id
+                and a["product_id"] in self.snapshot.products]
+        shown = {a["product_id"] for a in mine}  # each product whole once: an attached one may be assigned too
+        for assignment in mine:
+            product = self.snapshot.products[assignment["product_id"]]
+            block = [self._product_detail(product, ids), self._directive(assignment, ids)]
+            if product["id"] in own:
+                block.append("Your reflection this round:\n" + self._reflection_block(own[product["id"]], ids, who=False))
+            block += self._attached_details(assignment, ids, shown)
+            blocks.append("\n".join(block))
             self._facts.assignments.append(AssignmentFact(self._product_fact(product, ids),
                                                           str(assignment.get("objective") or ""),
                                                           assignment.get("importance")))
-            compact.append(f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}]\n"
-                           f"Directive (importance {assignment.get('importance')}): {clip(assignment.get('objective'), ITEM_CHARS)}")
-            for attached in json.loads(assignment.get("attached") or "[]"):
-                other = self.snapshot.products.get(attached.get("productId"))
-                if other:
-                    blocks.append("Attached: " + self._product_detail(other, ids, with_content="content" in attached.get("include", [])))
-                    compact.append(f"Attached: {ids.short('p', other['id'])} {other['name']}")
-        return [self._section("Your assignments this round", blocks, compact), self._sources() if blocks else ""]
+        return [self._section("Your assignments this round", blocks), self._sources_text(ids) if blocks else ""]
 
     def _detail_peer_review(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = [v for v in self.snapshot.new_versions()
                     if self.snapshot.products.get(v["product_id"], {}).get("owner") != agent_id and v.get("author") != agent_id]
         contents = self._contents(versions)
-        blocks = [f"### {self.snapshot.products[v['product_id']]['name']} — DoD: "
-                  f"{clip(self.snapshot.products[v['product_id']].get('dod'), 600)}\n"
-                  + self._version_block(v, ids, content=contents.get(v["id"])) for v in versions]
+        self._register(ids, versions=versions)
+        blocks = [self._judged_block(v, contents, ids) for v in versions]
         self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
-        return [self._section("New versions to review", blocks)]
+        # A reviewer judges from its own domain: its own products, whole, are what it checks the
+        # new versions against (a capable model asked for them in every review otherwise).
+        judged = {v["product_id"] for v in versions}
+        mine = [self._product_detail(p, ids, with_feedback=False) for p in self.snapshot.owned_by(agent_id)
+                if p["id"] not in judged and self.snapshot.latest_version(p["id"])]
+        return [self._section("New versions to review", blocks),
+                self._section("Your own products, for consistency (not to review)", mine), self._sources_list()]
+
+    def _judged_block(self, version: dict, contents: dict[str, str], ids: TempIds) -> str:
+        product = self.snapshot.products[version["product_id"]]
+        return (f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}]\n"
+                f"DoD: {self._text(product.get('dod'), ids)}\n"
+                + self._version_block(version, ids, content=contents.get(version["id"], "")))
 
     def _detail_inspect(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = self.snapshot.new_versions()
         contents = self._contents(versions)
+        self._register(ids, versions=versions)
         blocks = []
         for version in versions:
-            product = self.snapshot.products[version["product_id"]]
-            reviews = [f"- {r.get('author')}: {r['assessment']}: {clip(r.get('summary'), ITEM_CHARS)}"
+            block = [self._judged_block(version, contents, ids)]
+            reviews = [f"- {r.get('author')}: {r['assessment']}: {self._text(r.get('summary'), ids)}"
                        for r in self.snapshot.reviews_of(version["id"])]
-            blocks.append(f"### {product['name']} [{product['type']}] — DoD: {clip(product.get('dod'), 800)}\n"
-                          + self._version_block(version, ids, content=contents.get(version["id"]))
-                          + ("\nPeer reviews:\n" + "\n".join(reviews) if reviews else ""))
-        compact = [self._version_block(v, ids, content=None).split("\n", 1)[0] for v in versions]
+            if reviews:
+                block += ["Peer reviews:", *reviews]
+            earlier = [i for v in self.snapshot.versions_of(version["product_id"]) if v["id"] != version["id"]
+                       for i in self.snapshot.inspections if i.get("version_id") == v["id"] and i.get("author") == agent_id]
+            if earlier:
+                block.append("Your earlier inspections of this product (check that they were answered):")
+                for inspection in earlier:
+                    block += self._inspection_lines(inspection, ids, by=False)
+            blocks.append("\n".join(block))
         self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
-        return [self._section("New versions to inspect", blocks, compact)]
+        return [self._section("New versions to inspect", blocks), self._sources_text(ids)]
 
     def _detail_presentation(self, agent_id: str, ids: TempIds) -> list[str]:
-        events = self._round_events()
+        events = self._round_events(ids)
         self._facts.events += events
         self._facts.speakers += self.team.speakers(agent_id)
+        why = []
+        for version in self.snapshot.new_versions():
+            for inspection in self.snapshot.inspections_of(version["id"], self._watchdogs):
+                findings = self.snapshot.findings_of(inspection["id"])
+                name = self.snapshot.products[version["product_id"]]["name"]
+                why.append(f"- {name}, version {version['number']}: {inspection['assessment']}"
+                           + ("" if findings else " (no findings)"))
+                why += [f"  - [{f['category']}, severity {f['severity']}] {self._text(f.get('issue'), ids)}"
+                        for f in findings]
         return [self._section("What happened this round", [e.text for e in events] or ["- nothing was written this round"]),
+                self._section("Why: the Watchdog's verdicts and findings", why),
                 f"You may speak as: {', '.join(self.team.speakers(agent_id))}."]
 
-    def _round_events(self) -> list[Event]:
-        """What happened this round, one line each: versions, decisions, assignments, remarks to
-        the user, questions asked."""
+    def _round_events(self, ids: TempIds) -> list[Event]:
+        """What happened this round, one line each: assignments, versions, decisions with their
+        reasons, remarks to the user, questions asked."""
         snapshot = self.snapshot
         events = []
+        for assignment in snapshot.assignments_in():
+            name = snapshot.products.get(assignment["product_id"], {}).get("name")
+            events.append(Event(CHAIR_ID, "assigned", name, f"- {CHAIR_ID} assigned {name} to {assignment['assignee']}: "
+                                                            f"{self._text(assignment.get('objective'), ids)}"))
         for version in snapshot.new_versions():
             verdict = snapshot.verdict_of(version["id"], self._watchdogs)
             name = snapshot.products[version["product_id"]]["name"]
             events.append(Event(version.get("author"), "wrote", name,
-                                f"- {version.get('author')} wrote v{version['number']} of {name}: "
-                                f"{clip(version.get('change_summary'), 200)}"
+                                f"- {version.get('author')} wrote version {version['number']} of {name}: "
+                                f"{self._text(version.get('change_summary'), ids)}"
                                 + (f" (inspection: {verdict})" if verdict else "")))
         for acceptance in snapshot.acceptances:
             if acceptance.get("round") == snapshot.round:
                 name = snapshot.products.get(acceptance["product_id"], {}).get("name")
                 verb = "accepted" if acceptance["accepted"] else "rejected"
                 events.append(Event(CHAIR_ID, verb, name, f"- {CHAIR_ID} {verb} {name}"
-                                    + (f": {clip(acceptance.get('rejection_reason'), 200)}"
+                                    + (f": {self._text(acceptance.get('rejection_reason'), ids)}"
                                        if acceptance.get("rejection_reason") else "")))
-        for assignment in snapshot.assignments_in():
-            name = snapshot.products.get(assignment["product_id"], {}).get("name")
-            events.append(Event(CHAIR_ID, "assigned", name, f"- {CHAIR_ID} assigned {name} to {assignment['assignee']}: "
-                                                            f"{clip(assignment.get('objective'), 160)}"))
         for remark in snapshot.remarks_to_users():
-            content = clip(remark.get("content"), ITEM_CHARS)
+            content = self._text(remark.get("content"), ids)
             events.append(Event(remark.get("author"), "told_user", content, f"- {remark.get('author')} to the user: {content}"))
         for halt in snapshot.halts:
             if halt.get("round") == snapshot.round and halt.get("author") == CHAIR_ID:
-                message = clip(halt.get("message"), ITEM_CHARS)
+                message = self._text(halt.get("message"), ids)
                 if halt.get("type") == "done":
                     events.append(Event(CHAIR_ID, "concluded", message, f"- {CHAIR_ID} closed the mission: {message}"))
                     continue
                 events.append(Event(CHAIR_ID, "asked", message, f"- {CHAIR_ID} asked the user: {message}"
-                                    + (f" (answer: {clip(halt.get('answer'), 200)})" if halt.get("answer") else "")))
+                                    + (f" (answer: {self._text(halt.get('answer'), ids)})" if halt.get("answer") else "")))
         return events
 
     def _direction(self) -> str:
@@ -491,7 +664,7 @@ class ContextBuilder:
         self._facts.direction = str(given[-1].get("comment"))
         return self._section("The user's new direction", [
             f"The mission had ended after round {self.snapshot.round - 1}; the user continued it with a new "
-            f"direction: {clip(given[-1].get('comment'), 1200)}",
+            f"direction: {whole(given[-1].get('comment'), BOUNDS.text)}",
             "Follow it: ADD the products it needs, UPDATE a product it changes (an UPDATE of an accepted product "
             "reopens it; its next version is numbered after the old ones), and assign the work."])
 
@@ -500,10 +673,10 @@ class ContextBuilder:
     def _answered_halts(self) -> str:
         answered = [h for h in self.snapshot.halts if h.get("status") == "answered"]
         answered = sorted(answered, key=lambda h: h.get("answered_round", 0))[-3:]
-        lines = [f"You asked: {clip(h.get('message'), 600)}\nThe user answered: {clip(h.get('answer'), 1200)}"
+        lines = [f"You asked: {whole(h.get('message'), BOUNDS.text)}\nThe user answered: {whole(h.get('answer'), BOUNDS.text)}"
                  for h in answered]
         user_notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID]
-        lines += [f"The user wrote: {clip(c.get('comment'), 1200)}" for c in user_notes[-3:]]
+        lines += [f"The user wrote: {whole(c.get('comment'), BOUNDS.text)}" for c in user_notes[-3:]]
         return self._section("From the user", lines)
 
     def _since_last_turn(self, agent_id: str, step: str, ids: TempIds) -> str:
@@ -519,45 +692,98 @@ class ContextBuilder:
                              f"{ids.short('p', acceptance['product_id'])} {product.get('name')}")
         return self._section(f"Since your last turn (round {previous})", lines[-12:])
 
-    def _remarks(self, agent_id: str) -> str:
-        remarks = self.snapshot.remarks_for(agent_id)
-        lines = [f"- from {r.get('author')} [{r['type']}]: {clip(r.get('content'), ITEM_CHARS)}" for r in remarks[-10:]]
-        return self._section("Remarks to you", lines)
+    def _remarks(self, agent_id: str, step: str, ids: TempIds) -> str:
+        remarks = self.snapshot.remarks_for(agent_id, step)
+        lines = [f"- from {r.get('author')} [{r['type']}] in round {r.get('round')}'s "
+                 f"{Step(r['step']).heading if r.get('step') in _STEPS else r.get('step')}: "
+                 f"{self._text(r.get('content'), ids)}" for r in remarks]
+        return self._section("Remarks to you (new since your last step)", lines)
 
     # ---------------------------------------------------------------- context requests
 
     def serve(self, requests: list, ids: TempIds) -> str:
-        """Answer ``request_context``: each request resolved from the graph, ids kept short."""
+        """Answer ``request_context``: each request resolved from the graph, whole (up to
+        ``BOUNDS.requested`` a part), every id in this call's short ids."""
         parts = []
         for request in requests:
             if request.need == "source":
-                parts.append(f"### source {read_source_text(self.graph, request.source_id, ids.sources, 4 * CONTENT_CHARS)}")
+                parts.append(f"### source {read_source_text(self.graph, request.source_id, ids.sources, BOUNDS.requested)}")
                 continue
             if request.need == "search_sources":
-                parts.append(f"### {search_text(self.graph, request.query, ITEM_CHARS * 2)}")
+                parts.append(f"### {search_text(self.graph, request.query, BOUNDS.text)}")
+                continue
+            if request.need == "remarks":
+                everything = [r for r in self.snapshot.remarks if self.snapshot.is_recipient(r, self._agent)]
+                parts.append("### remarks to you, this round and the last\n" + ("\n".join(
+                    f"- from {r.get('author')} [{r['type']}] in round {r.get('round')}: {self._text(r.get('content'), ids)}"
+                    for r in everything) or "none"))
                 continue
             real = ids.real(request.product_id)
             product = self.snapshot.products.get(real or "")
             if product is None:
-                parts.append(f"{request.product_id}: unknown product")
+                known = ", ".join(ids.shown("p")) or "none yet"
+                parts.append(f"### {request.product_id}: no such product in your context (products: {known})")
                 continue
             title = f"### {request.need} of {request.product_id} {product['name']}"
-            if request.need == "full_content":
-                latest = self.snapshot.latest_version(product["id"])
-                body = (ids.text_to_model(self._contents([latest]).get(latest["id"], "")) if latest else "no version yet")
-            elif request.need == "version_history":
-                body = "\n".join(self._version_block(v, ids, content=None) for v in self.snapshot.versions_of(product["id"])) or "no versions"
-            elif request.need == "all_feedback":
-                collabs = [c for c in self.snapshot.collabs if c.get("product_id") == product["id"]]
-                body = "\n".join(f"- {self._collab_line(c, ids)} ({'addressed' if c['id'] in self.snapshot.addressed else 'open'})" for c in collabs) or "no feedback"
-            else:  # peer_content: the latest content of the product's siblings
-                siblings = [p for p in self.snapshot.live_products()
-                            if p.get("parent_id") == product.get("parent_id") and p["id"] != product["id"]]
-                peers = [v for v in (self.snapshot.latest_version(p["id"]) for p in siblings) if v]
-                contents = self._contents(peers)
-                body = "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in peers) or "no peer content"
-            parts.append(f"{title}\n{clip(body, 4 * CONTENT_CHARS)}")
+            parts.append(f"{title}\n{whole(self._served(request.need, product, ids), BOUNDS.requested)}")
         return f"{REQUESTED_CONTEXT}\n\n" + "\n\n".join(parts)
+
+    def _served(self, need: str, product: dict, ids: TempIds) -> str:
+        snapshot = self.snapshot
+        if need == "full_content":
+            latest = snapshot.latest_version(product["id"])
+            if not latest:
+                return "no version yet"
+            return (self._version_name(latest, ids) + "\n"
+                    + ids.text_to_model(self._contents([latest]).get(latest["id"], "")))
+        if need == "version_history":
+            return "\n".join(self._version_block(v, ids, content=None) for v in snapshot.versions_of(product["id"])) \
+                or "no versions"
+        if need == "all_feedback":
+            seen: set[str] = set()
+            lines = []
+            for collab in snapshot.collabs:
+                if collab.get("product_id") != product["id"] or collab["id"] in seen:
+                    continue
+                seen.add(collab["id"])
+                state = "answered" if collab["id"] in snapshot.addressed else "open"
+                lines.append(f"- {self._collab_line(collab, ids, limit=BOUNDS.requested)} ({state})")
+            return "\n".join(lines) or "no feedback"
+        if need == "inspections":
+            lines = []
+            for version in snapshot.versions_of(product["id"]):
+                for inspection in snapshot.inspections:
+                    if inspection.get("version_id") == version["id"]:
+                        lines += self._inspection_lines(inspection, ids)
+            return "\n".join(lines) or "no inspections yet"
+        if need == "reflections":
+            found = [r for r in snapshot.reflections if r["product_id"] == product["id"]]
+            return "\n".join(self._reflection_block(r, ids) for r in found) or "no reflection on it this round"
+        # peer_content: the latest content of the product's siblings
+        siblings = [p for p in snapshot.live_products()
+                    if p.get("parent_id") == product.get("parent_id") and p["id"] != product["id"]]
+        peers = [v for v in (snapshot.latest_version(p["id"]) for p in siblings) if v]
+        contents = self._contents(peers)
+        return "\n\n".join(self._version_block(v, ids, content=contents.get(v["id"])) for v in peers) or "no peer content"
+
+
+_STEPS = frozenset(Step)
+
+
+def _reasoning_field(step: Step) -> str:
+    """Where a step's answer says what it weighed: ``reasoning``, or the Chair's ``thinking``."""
+    fields = STEP_OUTPUTS[step].model_fields
+    return "`reasoning`" if "reasoning" in fields else "`thinking`" if "thinking" in fields else "your answer"
+
+
+def _as_list(value: object) -> list:
+    """A list field as the graph keeps it: a list, JSON text of one, or nothing."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return [value] if value else []
+    return list(value) if isinstance(value, (list, tuple)) else []
 
 
 def _charter_map(mission: dict, key: str) -> dict:

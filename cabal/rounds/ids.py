@@ -87,6 +87,10 @@ class TempIds:
     def real(self, alias: str) -> str | None:
         return self._real.get(alias)
 
+    def shown(self, kind: str) -> list[str]:
+        """The short ids of one kind this call has shown so far, in order (p1, p2, ...)."""
+        return [f"{kind}{n}" for n in range(1, self._counts.get(kind, 0) + 1)]
+
     def summary(self) -> str:
         """The ids this call may use, in short: ``products p1-p4 · versions v1-v2 · ...``."""
         parts = [f"{noun} {kind}1" + (f"-{kind}{self._counts[kind]}" if self._counts[kind] > 1 else "")

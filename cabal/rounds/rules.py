@@ -205,8 +205,8 @@ def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
         return [f"{product['name']!r} has no version to accept"]
     version_id = item.version_id or latest["id"]
     if version_id != latest["id"]:
-        return [f"only the latest version can be accepted (v{latest['number']})"]
-    problems = _inspection_problems(f"v{latest['number']} of {product['name']!r}", version_id, ctx)
+        return [f"only the latest version can be accepted (version {latest['number']})"]
+    problems = _inspection_problems(f"version {latest['number']} of {product['name']!r}", version_id, ctx)
     blocking = snapshot.blocking_collabs(item.product_id)
     if blocking:
         problems.append(f"{len(blocking)} open collab(s) of importance >= 8 block acceptance: "
@@ -369,7 +369,7 @@ def _every_new_version_inspected(answer: Any, ctx: RuleContext) -> list[tuple[st
     inspected = {i.version_id for i in answer.inspections}
     missing = [v for v in ctx.snapshot.new_versions() if v["id"] not in inspected]
     if missing:
-        names = ", ".join(f"{ctx.snapshot.products[v['product_id']]['name']} v{v['number']}" for v in missing)
+        names = ", ".join(f"{ctx.snapshot.products[v['product_id']]['name']} version {v['number']}" for v in missing)
         return [("inspections", f"every new version must be inspected; missing: {names}")]
     return []
 

@@ -45,7 +45,7 @@ from cabal.sources import latest_versions
 
 VERDICTS = ("approved", "needs_revision", "blocked")
 """An inspection's assessments, the most lenient first."""
-from cabal.vocabulary import BLOCKING_IMPORTANCE, USER_ID
+from cabal.vocabulary import BLOCKING_IMPORTANCE, USER_ID, Step
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
 SOURCE_META = ["source_id", "version", "name", "note", "size", "format", "first_heading", "chunk_count", "round",
@@ -84,6 +84,8 @@ class Snapshot:
     # The content of each product's latest version, once committed by this process or read:
     # prompts show latest versions, and this saves a read per prompt. Bounded by the products.
     _contents: dict[str, str] = field(default_factory=dict, repr=False)
+    # Each source version's text as prompts quote it, read once (a version never changes).
+    source_texts: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for version in sorted(self.versions, key=lambda v: v["number"]):
@@ -128,7 +130,7 @@ class Snapshot:
                     self.reflections.append(dict(node))
                     touched.add("reflections")
             elif kind == "moment" and node.get("type") == "turn":
-                if node.get("round") == self.round:
+                if node.get("round") in (self.round - 1, self.round):
                     self.turns.append({k: node.get(k) for k in ("id", "round", "step", "agent", "outcome")})
                     touched.add("turns")
             elif kind in _WINDOWED and node.get("round") in _WINDOWED[kind][1](self.round):
@@ -167,7 +169,7 @@ class Snapshot:
         """Move the view to a later round: the round-scoped tables keep what load_snapshot would."""
         self.round = round_number
         self.reflections = [r for r in self.reflections if r.get("round") == round_number]
-        self.turns = [t for t in self.turns if t.get("round") == round_number]
+        self.turns = [t for t in self.turns if t.get("round") in (round_number - 1, round_number)]
         for kind, (table, window) in _WINDOWED.items():
             setattr(self, table, [row for row in getattr(self, table) if row.get("round") in window(round_number)])
 
@@ -227,17 +229,22 @@ class Snapshot:
     def blocking_collabs(self, product_id: str) -> list[dict]:
         return [c for c in self.open_collabs(product_id) if int(c.get("importance", 0)) >= BLOCKING_IMPORTANCE]
 
-    def remarks_for(self, agent_id: str) -> list[dict]:
-        """Remarks an agent may read now: others' from last round, its own self-notes of this one."""
-        visible = []
-        for remark in self.remarks:
-            recipients = remark.get("recipients") or []
-            to_self = remark.get("author") == agent_id and "self" in recipients
-            if to_self and remark.get("round") == self.round:
-                visible.append(remark)
-            elif remark.get("round") == self.round - 1 and agent_id in recipients:
-                visible.append(remark)
-        return visible
+    @staticmethod
+    def is_recipient(remark: Mapping[str, Any], agent_id: str) -> bool:
+        """Whether a remark is to ``agent_id`` (by name, or to ``self`` by its author)."""
+        recipients = remark.get("recipients") or []
+        return agent_id in recipients or (remark.get("author") == agent_id and "self" in recipients)
+
+    def remarks_for(self, agent_id: str, step: str) -> list[dict]:
+        """The remarks an agent reads in ``step``: those to it written since its previous turn,
+        so each reaches it once, in the first step it takes after the remark was written (the
+        Chair's note for this round's Write reaches that Write; a Reflect's remark to the Chair,
+        the same round's Plan). Remarks and turns are kept for this round and the last."""
+        now = _place(self.round, step)
+        before = [_place(t.get("round"), t.get("step")) for t in self.turns if t.get("agent") == agent_id]
+        last = max((place for place in before if place < now), default=(-1, -1))
+        return [r for r in self.remarks if self.is_recipient(r, agent_id)
+                and last < _place(r.get("round"), r.get("step")) < now]
 
     def remarks_to_users(self) -> list[dict]:
         """This round's remarks addressed to users (``u:all``, ``u:<id>``), for the Envoy."""
@@ -309,6 +316,15 @@ class Spend:
     failed_turns: int
 
 
+def _place(round_number: Any, step: Any) -> tuple[int, int]:
+    """Where in the mission a step is: (round, position in the round); unknown steps first."""
+    position = Step(str(step)).position if step in _STEP_NAMES else -1
+    return (int(round_number or 0), position)
+
+
+_STEP_NAMES = frozenset(Step)
+
+
 def mission_spend(graph: ContextGraph) -> Spend:
     usage, cost, turns, failed = Usage(), 0.0, 0, 0
     for turn in graph.find("moment", {"type": "turn"},
@@ -359,7 +375,7 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         "remarks": reads.find("remark", {"round": recent}),
         "halts": reads.find("halt"),
         "messages": reads.find("message", {"round": round_number}),
-        "turns": reads.find("moment", {"type": "turn", "round": round_number}, fields=["round", "step", "agent", "outcome"]),
+        "turns": reads.find("moment", {"type": "turn", "round": recent}, fields=["round", "step", "agent", "outcome"]),
         "sources": reads.find("source", fields=SOURCE_META),
     })
     if step is not None:

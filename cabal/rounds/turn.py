@@ -57,19 +57,20 @@ TOOL_DESCRIPTIONS = {
 }
 
 
-def step_tools(step: Step) -> list[dict]:
-    """The tools of a step, in the Anthropic form {name, description, input_schema}."""
-    return json.loads(_step_tools_json(step))  # a fresh copy: callers may adapt what they are given
+def step_tools(step: Step, offered: frozenset[str] = frozenset()) -> list[dict]:
+    """The tools of a step (with the envelopes its prompt ``offered`` beyond its own), in the
+    Anthropic form {name, description, input_schema}."""
+    return json.loads(_step_tools_json(step, offered))  # a fresh copy: callers may adapt what they are given
 
 
 @functools.cache
-def _step_tools_json(step: Step) -> str:
+def _step_tools_json(step: Step, offered: frozenset[str]) -> str:
     # Generating the JSON schemas costs ~7 ms a step and they never change within a process;
     # parsing the cached text back is 4x cheaper than a deepcopy.
     return json.dumps([
         {"name": name, "description": TOOL_DESCRIPTIONS[name],
          "input_schema": compact_schema(model.model_json_schema(by_alias=True))}
-        for name, model in envelope_models(step).items()
+        for name, model in envelope_models(step, offered).items()
     ])
 
 
@@ -146,8 +147,8 @@ class Turn:
     def run(self) -> TurnResult:
         """The turn to its end. ``BudgetSpent`` (from the gate) or ``ModelError`` (the provider)
         stop it early; what it spent until then is in ``self.result``."""
-        tools = step_tools(self.step) + (self.tools.definitions() if self.tools else [])
-        models = envelope_models(self.step)
+        tools = step_tools(self.step, self.prompt.offered) + (self.tools.definitions() if self.tools else [])
+        models = envelope_models(self.step, self.prompt.offered)
         outside = self.tools.names if self.tools else frozenset()
         messages: list[BaseMessage] = [self.prompt.system_message(), self.prompt.first_message()]
         result = self.result
@@ -216,7 +217,7 @@ class Turn:
         """One model call through the gate; its usage is counted even when its answer is not."""
         gate, reservation = self.gate, None
         if gate is not None:
-            prompt_chars = (sum(len(m.text) for m in messages) + len(_step_tools_json(self.step))
+            prompt_chars = (sum(len(m.text) for m in messages) + len(_step_tools_json(self.step, self.prompt.offered))
                             + (len(json.dumps(self.tools.definitions())) if self.tools else 0))
             reservation = gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
                                            output_tokens=self.settings.max_tokens, calls=1), model_name(self.model))

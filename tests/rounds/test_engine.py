@@ -264,10 +264,11 @@ def test_operative_versioning_an_unassigned_product_is_refused_and_retried(devia
 def test_chair_accepting_a_blocked_version_is_refused_and_retried(deviated: Deviated) -> None:
     first, retry = deviated.player.calls_of(2, "plan", "chair-1")
     # The ids the injected answer uses: p2 is the pricing decision, v2 its blocked latest version.
-    assert "- p2 Pricing decision: latest v2 (v1), inspection blocked" in first.prompt
+    assert ("### p2 Pricing decision: latest version v2 (p2's version 1, by operative-2 in round 1)\n"
+            "Verdict: blocked") in first.prompt
     assert tool_feedback(retry.last) == (
         "Your answer was rejected (2 problem(s)); fix each:\n"
-        "- acceptance.1: v1 of 'Pricing decision' did not pass inspection (blocked)\n"
+        "- acceptance.1: version 1 of 'Pricing decision' did not pass inspection (blocked)\n"
         "- acceptance.1: its owner reports the definition of done as partially_met")
     with deviated.graph() as graph:
         round_2 = sorted((a["product_id"], a["accepted"]) for a in graph.find("acceptance", {"round": 2}))

@@ -56,7 +56,7 @@ def test_the_tree_facts_are_the_tree_lines_shown(seen) -> None:
             continue
         assert facts.tree, facts.step
         for product in facts.tree:
-            version = f"v{product.version}" if product.version else "no version"
+            version = f"version {product.version}" if product.version else "no version"
             line = (f"{'  ' * product.depth}{product.id} [{product.type}] {product.name} · owner {product.owner} · "
                     f"{product.status} · {version}")
             assert line in prompt, (facts.round, facts.step, facts.agent, line)

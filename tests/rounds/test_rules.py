@@ -88,8 +88,8 @@ def test_acceptance_when_every_condition_holds():
 
 
 @pytest.mark.parametrize(("tables", "problem"), [
-    ({"inspections": []}, "v2 of 'Brief' has not been inspected yet"),
-    ({"inspections": [dict(PASSED, assessment="blocked")]}, "v2 of 'Brief' did not pass inspection (blocked)"),
+    ({"inspections": []}, "version 2 of 'Brief' has not been inspected yet"),
+    ({"inspections": [dict(PASSED, assessment="blocked")]}, "version 2 of 'Brief' did not pass inspection (blocked)"),
     ({"reflections": []}, "its owner (operative-1) has not reflected on it this round, so its definition of done is not reported met"),
     ({"reflections": [dict(MET, dod_status="partially_met")]}, "its owner reports the definition of done as partially_met"),
     ({"collabs": [{"id": "c1", "product_id": "doc", "importance": 8, "summary": "security hole"}]},

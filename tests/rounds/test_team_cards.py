@@ -133,11 +133,11 @@ def test_a_version_is_accepted_only_when_every_watchdog_allows_it(tmp_path):
         return ABOUT_RULES["acceptable_version"](accept, RuleContext(view, team, "chair-1")), view
 
     found, view = problems(passed)
-    assert found == ["v2 of 'Brief' has not been inspected yet by watchdog-security"]
+    assert found == ["version 2 of 'Brief' has not been inspected yet by watchdog-security"]
     assert view.verdict_of("v2", team.ids(Role.WATCHDOG)) is None
     revise = dict(passed, id="i2", author="watchdog-security", assessment="needs_revision")
     found, view = problems(passed, revise)
-    assert found == ["v2 of 'Brief' did not pass watchdog-security's inspection (needs_revision)"]
+    assert found == ["version 2 of 'Brief' did not pass watchdog-security's inspection (needs_revision)"]
     assert view.verdict_of("v2", team.ids(Role.WATCHDOG)) == "needs_revision"
     found, view = problems(passed, dict(revise, assessment="approved"))
     assert found == [] and view.verdict_of("v2", team.ids(Role.WATCHDOG)) == "approved"
