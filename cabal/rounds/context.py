@@ -22,7 +22,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
-from cabal.rounds.facts import Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts, VersionRef
+from cabal.rounds.facts import (Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts,
+                                UserWord, VersionRef)
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.ids import TempIds
@@ -404,7 +405,8 @@ class ContextBuilder:
             blocks.append(self._product_detail(product, ids) + "\n" + directive)
             self._facts.assignments.append(AssignmentFact(self._product_fact(product, ids),
                                                           str(assignment.get("objective") or ""),
-                                                          assignment.get("importance")))
+                                                          assignment.get("importance"),
+                                                          ids.text_to_model(assignment.get("context") or "")))
             compact.append(f"### {ids.short('p', product['id'])} {product['name']} [{product['type']}]\n"
                            f"Directive (importance {assignment.get('importance')}): {clip(assignment.get('objective'), ITEM_CHARS)}")
             for attached in json.loads(assignment.get("attached") or "[]"):
@@ -504,6 +506,9 @@ class ContextBuilder:
                  for h in answered]
         user_notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID]
         lines += [f"The user wrote: {clip(c.get('comment'), 1200)}" for c in user_notes[-3:]]
+        self._facts.from_user += [UserWord(str(h.get("answer")), int(h.get("answered_round") or h.get("round") or 0),
+                                           str(h.get("message"))) for h in answered]
+        self._facts.from_user += [UserWord(str(c.get("comment")), int(c.get("round") or 0)) for c in user_notes[-3:]]
         return self._section("From the user", lines)
 
     def _since_last_turn(self, agent_id: str, step: str, ids: TempIds) -> str:
