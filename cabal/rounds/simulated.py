@@ -417,8 +417,10 @@ def deliverables(request: str, *, default: tuple[str, ...] = DEFAULT_DELIVERABLE
             match = _LISTED.search(sentence) or _ASKED.search(sentence) or _IMPERATIVE.search(sentence.strip())
             if match is None or re.match(r"to\s", match["items"], re.IGNORECASE):
                 continue  # no ask, or an action to take ("we need to switch ..."): not a thing to deliver
-            found = [item for part in re.split(r"\s*[,;]\s*", match["items"]) for piece in _AND.split(part)
-                     if (item := _item(piece))]
+            parts = re.split(r"\s*[,;]\s*", match["items"])
+            if not re.match(r"(?:and|or|plus)\s", parts[-1], re.IGNORECASE) and not _AND.search(parts[-1]):
+                parts = parts[:1]  # no "and" before the last part: not a list ("the README for tally, a tool that ...")
+            found = [item for part in parts for piece in _AND.split(part) if (item := _item(piece))]
             if found:
                 break
     return tuple(dict.fromkeys(found))[:MAX_DELIVERABLES] or default

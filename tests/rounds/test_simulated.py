@@ -108,6 +108,8 @@ RESTAURANT = ("Our restaurant is switching to a kitchen display system. We need 
     ("Deliverables: cost sheet; vendor shortlist and a memo", ("Cost sheet", "Vendor shortlist", "Memo")),
     ("Our café closes late. I need a checklist for closing at night.", ("Checklist for closing at night",)),
     ("Write a short handbook for new volunteers of a food bank.", ("Short handbook for new volunteers of a food bank",)),
+    ("Write the opening paragraph for tally, a tool that counts lines; compare its price with Notely's.",
+     ("Opening paragraph for tally",)),  # commas with no "and" before the last part: not a list
     ("We want a comparison of three tools and risks and benefits summary.",  # "and" without an article joins
      ("Comparison of three tools and risks and benefits summary",)),
     ("Plan the onboarding of a dental clinic's online booking.", DEFAULT_DELIVERABLES),  # none named
