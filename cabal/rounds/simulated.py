@@ -271,7 +271,7 @@ class SimulatedTeam:
             parts = [f"{product.name}, version {number}, by {facts.agent} in round {facts.round} for [[p:{product.id}]].",
                      f"What it is for: {product.dod or assignment.objective or 'the directive'}"]
             if assignment.context:
-                parts.append(f"What this version changes: it takes up {assignment.context}")
+                parts.append(f"What this version changes: it takes up {assignment.context.rstrip('.')}.")
             if quote is not None:
                 parts.append(f"The user's material says: \"{quote.text}\" {quote.ref}"
                              + (f", from {cited}." if cited and cited != quote.ref else "."))

@@ -61,7 +61,7 @@ def test_continue_reopens_the_mission_and_the_report_shows_both_parts(concluded:
     assert [(v.number, v.round, v.author) for v in handbook.versions] == [(1, 1, "operative-1"), (2, 4, "operative-1")]
     assert (handbook.status, handbook.accepted_version.number) == ("accepted", 2)
     assert handbook.description == f"Reworked for the user's new direction: {DIRECTION[:-1]}"
-    assert f"it takes up the user's new direction: {DIRECTION[:-1]} " in handbook.accepted_version.content
+    assert f"it takes up the user's new direction: {DIRECTION} Outline:" in handbook.accepted_version.content
     added = report.product("What volunteers must know about safety at the warehouse")
     assert (added.round, added.status, added.parent_id) == (4, "accepted", report.product("Library").id)
     # Both parts, in order: the first conclusion, the direction, the rounds after, the second conclusion.

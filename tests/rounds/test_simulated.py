@@ -185,7 +185,7 @@ def test_a_continue_direction_is_taken_up_in_the_next_version_and_what_it_names_
         ("Games plan", "accepted", library.id), ("Rain plan", "accepted", library.id)]
     first, second = report.product("Shopping list").versions
     assert second.change_summary == "Version 2: takes up the user's new direction: Add a rain plan"
-    taken_up = "What this version changes: it takes up the user's new direction: Add a rain plan "
+    taken_up = "What this version changes: it takes up the user's new direction: Add a rain plan. Outline:"
     assert taken_up in second.content and "direction" not in first.content
     assert (second.round, report.product("Shopping list").accepted_version.number) == (4, 2)
 
@@ -205,7 +205,7 @@ def test_a_message_the_user_leaves_is_taken_up_in_the_next_version(home: Path) -
     # Ready after round 1, the list is held back for one more version that takes the message up.
     assert [(v.number, v.round, v.accepted) for v in versions] == [(1, 1, False), (2, 2, True)]
     assert versions[1].change_summary == "Version 2: takes up the user's message: Keep the list vegetarian"
-    assert "it takes up the user's message: Keep the list vegetarian " in versions[1].content
+    assert "it takes up the user's message: Keep the list vegetarian. Outline:" in versions[1].content
 
 
 def test_the_chair_asks_its_question_when_the_mission_file_has_answers(home: Path) -> None:
