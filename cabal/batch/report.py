@@ -158,8 +158,7 @@ def _status_in(workspace: Workspace, graph: ContextGraph, mission_id: str) -> tu
         return None, (0, 0)
     status = status_of(workspace, graph, mission_id)
     statuses = settled_statuses(((p["id"], str(p.get("type")), str(p.get("status")), p.get("parent_id"))
-                                 for p in graph.find("product", fields=["type", "status", "parent_id"])),
-                                mission_done=status.state == MissionState.DONE)
+                                 for p in graph.find("product", fields=["type", "status", "parent_id"])))
     live = [product for product in statuses.values() if product != "removed"]
     return status, (live.count("accepted"), len(live))
 

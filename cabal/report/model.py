@@ -33,14 +33,14 @@ def agent_label(agent_id: str, name: str | None) -> str:
 CONTAINER_TYPES = ("Collection", "Orchestration")
 
 
-def settled_statuses(products: Iterable[tuple[str, str, str, str | None]], *, mission_done: bool) -> dict[str, str]:
+def settled_statuses(products: Iterable[tuple[str, str, str, str | None]]) -> dict[str, str]:
     """Each product's status as people read it, from ``(id, type, status, parent_id)`` as the
     graph holds them: a container (a Collection or an Orchestration: it has no versions of its
-    own, so the Chair never accepts it) is ``accepted`` once every child that is not removed is
-    accepted, by the Chair or, for a container inside it, by this same rule. A container with no
-    child is accepted only when the mission is done (while it runs, it waits for its work).
-    Every count and picture of a mission (status, show, the exports, the page, the batch report)
-    goes through here."""
+    own, so the Chair never accepts it) is ``accepted`` once it has a child that is not removed
+    and every such child is accepted, by the Chair or, for a container inside it, by this same
+    rule. An empty container holds no accepted work, so it stays as the graph holds it (open),
+    however the mission ended. Every count and picture of a mission (status, show, the exports,
+    the page, the batch report) goes through here."""
     rows = list(products)
     children: dict[str | None, list[str]] = {}
     for product_id, _, _, parent_id in rows:
@@ -52,7 +52,7 @@ def settled_statuses(products: Iterable[tuple[str, str, str, str | None]], *, mi
         if product_id not in settled:
             kind, status = given[product_id]
             live = [c for c in children.get(product_id, ()) if c not in seen and given[c][1] != "removed"]
-            if status == "open" and kind in CONTAINER_TYPES and (live or mission_done) and all(
+            if status == "open" and kind in CONTAINER_TYPES and live and all(
                     status_of(child, seen | {product_id}) == "accepted" for child in live):
                 status = "accepted"
             settled[product_id] = status
@@ -202,8 +202,8 @@ class Product(_Value):
     name: str
     type: str = Field(description="Content, Decision, Collection or Orchestration")
     status: str = Field(description="open, accepted or removed; a Collection or Orchestration is accepted when "
-                                    "every child of it (not removed) is, or, empty, when the mission is done "
-                                                "(settled_statuses)")
+                                    "it has children and every child of it (not removed) is; an empty one stays "
+                                    "open (settled_statuses)")
     owner: str | None = None
     parent_id: str | None = None
     depth: int = Field(description="0 for a root of the tree")

@@ -22,7 +22,7 @@ from cabal.report.model import (
 )
 from cabal.refs import parse_refs
 from cabal.sources.model import source_node_id
-from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step
+from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
                "cache_read_tokens", "cost_usd", "call_input_tokens", "model"]
@@ -51,7 +51,7 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         agents=tuple(Agent(id=a["id"], role=str(a.get("type")), name=str(a.get("name") or a["id"]),
                            area=a.get("area"), responsibility=a.get("responsibility"))
                      for a in sorted(found["agent"], key=lambda a: natural_key(a["id"]))),
-        products=_products(found, node.get("status") == MissionState.DONE),
+        products=_products(found),
         conversation=_conversation(found["message"], halts, user_notes),
         questions=tuple(_question(h) for h in sorted(halts, key=lambda h: (h.get("round", 0), natural_key(h["id"])))
                         if h.get("type") == "question"),
@@ -113,7 +113,7 @@ def _mission(mission_id: str, node: dict) -> Mission:
 # --------------------------------------------------------------------------- the products
 
 
-def _products(found: dict[str, list[dict]], mission_done: bool) -> tuple[Product, ...]:
+def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
     """The product tree, from ``read_report``'s nodes by type."""
     findings = _by(found["finding"], "inspection_id")
     inspections = _by(found["inspection"], "version_id")
@@ -124,7 +124,7 @@ def _products(found: dict[str, list[dict]], mission_done: bool) -> tuple[Product
     responses = _responses(found["reflection"])
     nodes = {p["id"]: p for p in found["product"]}
     statuses = settled_statuses(((n["id"], str(n.get("type")), str(n.get("status")), n.get("parent_id"))
-                                 for n in nodes.values()), mission_done=mission_done)
+                                 for n in nodes.values()))
 
     def product(node: dict, depth: int) -> Product:
         accepted = node.get("accepted_version")

@@ -24,7 +24,8 @@ from cabal.entities import REQUEST_CONTEXT, STEP_OUTPUTS
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
-from cabal.rounds.facts import Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts, VersionRef
+from cabal.rounds.facts import (Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts,
+                                UserWord, VersionRef)
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
 from cabal.refs import Ref, substitute_refs
@@ -557,7 +558,8 @@ class ContextBuilder:
             blocks.append("\n".join(block))
             self._facts.assignments.append(AssignmentFact(self._product_fact(product, ids),
                                                           str(assignment.get("objective") or ""),
-                                                          assignment.get("importance")))
+                                                          assignment.get("importance"),
+                                                          ids.text_to_model(assignment.get("context") or "")))
         return [self._section("Your assignments this round", blocks), self._sources_text(ids) if blocks else ""]
 
     def _detail_peer_review(self, agent_id: str, ids: TempIds) -> list[str]:
@@ -677,6 +679,9 @@ class ContextBuilder:
                  for h in answered]
         user_notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID]
         lines += [f"The user wrote: {whole(c.get('comment'), BOUNDS.text)}" for c in user_notes[-3:]]
+        self._facts.from_user += [UserWord(str(h.get("answer")), int(h.get("answered_round") or h.get("round") or 0),
+                                           str(h.get("message"))) for h in answered]
+        self._facts.from_user += [UserWord(str(c.get("comment")), int(c.get("round") or 0)) for c in user_notes[-3:]]
         return self._section("From the user", lines)
 
     def _since_last_turn(self, agent_id: str, step: str, ids: TempIds) -> str:

@@ -57,6 +57,7 @@ class Assignment:
     product: ProductDetail
     objective: str
     importance: int | None
+    context: str = ""  # the directive's context, as shown ("Context: ...")
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,16 @@ class Source:
 
 
 @dataclass(frozen=True)
+class UserWord:
+    """What the user said, as the turn shows it under "From the user": an answer to a question
+    the Chair asked, or a note the user left."""
+
+    text: str
+    round: int  # the round it was given in
+    question: str | None = None  # the question it answers (None: a note)
+
+
+@dataclass(frozen=True)
 class TurnFacts:
     round: int
     step: Step
@@ -117,6 +128,10 @@ class TurnFacts:
     focus: tuple[str, ...] = ()  # a watchdog's finding categories (none: every category)
     sources: tuple[Source, ...] = ()  # Bootstrap, Plan, Write: the user's sources listed
     direction: str | None = None  # Plan: the new direction of a mission the user continued after it ended
+    from_user: tuple[UserWord, ...] = ()  # Bootstrap, Plan: the user's answers and notes shown
+    # Not in the prompt: how many of the mission file's ``answers:`` are left for the Chair's
+    # questions (set by the run), so a fake Chair asks only a question the run answers by itself.
+    answers_waiting: int = 0
 
     def operatives(self) -> list[str]:
         return [agent for agent, role in self.team if role == Role.OPERATIVE]
@@ -136,6 +151,7 @@ class FactsDraft:
     speakers: list[str] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
     direction: str | None = None
+    from_user: list[UserWord] = field(default_factory=list)
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:

@@ -221,6 +221,8 @@ class MissionRun:
         self.emit(TurnStarted(self.mission_id, round=snapshot.round, step=step, agent=agent_id))
         builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
         prompt = builder.build(agent_id, step)
+        if prompt.facts is not None:  # what only the run knows: whether a question would be answered unattended
+            prompt.facts = replace(prompt.facts, answers_waiting=len(self.answers))
         writer = TurnWriter(self.membrane, RuleContext(snapshot, self.team, agent_id), place,
                             self.team.writes(agent_id, step))
         chosen = self.models.of(agent_id)

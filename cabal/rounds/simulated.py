@@ -9,23 +9,32 @@ number of rounds without a script.
 
 What each role does:
 
-- Chair, Bootstrap: a charter from the request, a persona and a domain per agent, and
-  ``initial_products`` products spread over the operatives: a ``Collection`` (the container
-  later rounds grow) and ``Content`` products.
-- Chair, Plan & Assign: accepts every product whose latest version passed inspection and whose
-  owner reflected ``met``; ADDs ``products_per_round`` new ``Content`` products under a
-  Collection; assigns each open work product without an approved latest version to its owner.
-  It halts ``done`` in round ``done_at_round`` (if given), or when every work product is
-  accepted and nothing is left to add. Given a new direction (a mission continued after it
-  ended), it reopens the first accepted work product with an UPDATE and assigns it again.
+- Chair, Bootstrap: a charter from the request, a persona and a domain per agent, and one
+  product, the ``Library`` (a ``Collection``). When the mission file has ``answers:`` left
+  (``TurnFacts.answers_waiting``), it first asks the user one question (a ``question`` halt),
+  so the question flow shows offline; the answer goes into the constraints and every
+  definition of done. With no answers to give, it never asks: a run ends by itself.
+- Chair, Plan & Assign: in round 1, ADDs under the Library one ``Content`` product per
+  deliverable the request names (``deliverables``: its list's items, or "we need X, a Y and
+  a Z"; three general products when it names none), each with a definition of done that
+  quotes the request. Accepts every product whose latest version passed inspection and whose
+  owner reflected ``met``; ADDs ``products_per_round`` more ``Content`` products a round;
+  assigns each open work product without an approved latest version to its owner. It halts
+  ``done`` in round ``done_at_round`` (if given), or when every work product is accepted and
+  nothing is left to add. The user's word goes into the directives' context: a new direction
+  (a mission continued after it ended) reopens the first accepted work product with an UPDATE
+  and ADDs what the direction names; a message the user left since the last round
+  (``cabal say``) goes to the open work, or reopens the first accepted product when none is
+  open.
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
-  answering every open collab they are shown; Write a 300-600 character version of each
-  assignment; Peer Review approves every version shown, with a suggestion now and then.
-  When the mission has sources, a writer first requests the first source and searches the
-  sources for its product's words, then cites the source and the best section found as
-  ``[[s:...]]`` in each version. When a tool of the mission's MCP servers is offered, a writer
-  calls the first one once (the assignment's name for each required text argument) and quotes
-  its answer in each version.
+  answering every open collab they are shown; Write a version of each assignment that says
+  what the product is for (its definition of done), takes up the directive's context (the
+  user's direction or message) and outlines the product; Peer Review approves every version
+  shown, with a suggestion now and then. When the mission has sources, a writer first
+  requests the first source and searches the sources for its product's words, then quotes
+  the best section found, cited as ``[[s:s1#2]]``, and cites the source read (``[[s:s1]]``).
+  When a tool of the mission's MCP servers is offered, a writer calls the first one once (the
+  assignment's name for each required text argument) and quotes its answer in each version.
 - Watchdog: inspects every new version: ``approved``, with one minor finding (of its focus's
   first category, when its card gives it a focus).
 - Envoy: one message per speaker who did something this round.
@@ -50,6 +59,24 @@ from cabal.vocabulary import CHAIR_ID
 
 CONTAINER_TYPES = ("Collection", "Orchestration", "Decision")  # may hold Content
 WORK_TYPES = ("Content", "Decision")  # get versions; Collection/Orchestration only structure
+LIBRARY = "Library"  # the Collection every product of the simulated Chair goes under
+DEFAULT_DELIVERABLES = ("Overview", "Plan of action", "Risks and open questions")  # a request that names none
+MAX_DELIVERABLES = 8
+NAME_CHARS = 80
+CONTENT_CHARS = 1500  # a version's content
+QUOTE_CHARS = 240  # the sentence quoted from a source
+# What marks a deliverable in a request: a list's items, or the object of an ask.
+_BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z]\))\s+(\S.*)$", re.MULTILINE)
+_ASKED = re.compile(
+    r"\b(?:we|i)\s+(?:(?:would|'d)\s+like|need|want|ask\s+for|are\s+asking\s+for|expect|require)\s+"
+    r"(?:(?:you|the\s+team)\s+to\s+(?:write|draft|prepare|produce|make|deliver|give\s+(?:us|me))\s+)?"
+    r"(?:to\s+(?:know|have|get|see|receive|understand)\s+)?(?P<items>.+)", re.IGNORECASE)
+_LISTED = re.compile(r"\bdeliverables?\b\s*(?:are|is|:)\s*(?P<items>.+)", re.IGNORECASE)
+_IMPERATIVE = re.compile(r"^(?:please\s+)?(?:write|draft|prepare|produce|create|make|compile|deliver|provide|add|"
+                         r"put\s+together|give\s+(?:us|me))\s+(?P<items>.+)", re.IGNORECASE)
+_LEADING = re.compile(r"^(?:(?:and|or|also|then|plus|finally)\s+)*(?:(?:a|an|the|some|our|your|which)\s+)?",
+                      re.IGNORECASE)
+_AND = re.compile(r",?\s+and\s+(?=(?:a|an|the|which|what|how|who|when|where|our|your|some)\s)", re.IGNORECASE)
 TOPICS = ("overview", "audience", "requirements", "risks", "timeline", "budget", "operations",
           "support", "metrics", "communication", "security", "rollout")
 MESSAGE_CHARS = 400
@@ -76,7 +103,7 @@ def _plain(text: str, limit: int = 80) -> str:
 class SimulatedTeam:
     """``fn(request)`` for ``FunctionChatModel``: every role, every step."""
 
-    initial_products: int = 6
+    initial_products: int | None = None  # None: the Library and one product per deliverable the request names
     products_per_round: int = 0
     done_at_round: int | None = None
     collab_every: int = 3  # a peer review adds a suggestion to about one version in this many
@@ -87,48 +114,54 @@ class SimulatedTeam:
             raise ModelError("the simulated team plays Cabal missions: the call carries no turn facts "
                              "(it is only answered inside the round engine)", provider="simulated")
         if facts.step == "write" and facts.assignments:
-            cited: tuple[str, ...] = ()
+            quote, cited = None, None
             if facts.sources:
                 read = _requested_context(request.messages)
                 if read is None:
                     return {"tool": "request_context", "args": {"requests": _source_requests(facts)}}
-                searched = read.split("### search", 1)[-1]  # the search's best section, not the source read whole
-                found = [r.render() for r in parse_refs(searched) if r.kind == "s" and "#" in r.id]
-                cited = (f"[[s:{facts.sources[0].id}]]", *found[:1])
+                quote, cited = _quote(read), f"[[s:{facts.sources[0].id}]]"
             offered, quoted = _mcp_tool(request), _tool_answer(request)
             if offered is not None and quoted is None:
                 return {"tool": offered["name"], "args": _tool_arguments(offered, facts.assignments[0].product.name)}
-            return {"tool": "final_output", "args": self._write(facts, cited=cited, quoted=quoted)}
+            return {"tool": "final_output", "args": self._write(facts, quote=quote, cited=cited, quoted=quoted)}
         answer = getattr(self, f"_{facts.step}")(facts)
         return {"tool": answer[0], "args": answer[1]} if isinstance(answer, tuple) else {"tool": "final_output", "args": answer}
 
     # -------------------------------------------------------------------- the Chair
 
-    def _bootstrap(self, facts: TurnFacts) -> dict:
+    def _planned(self, request: str) -> tuple[str, ...]:
+        """The names of the products the Chair starts with: the request's deliverables, cut or
+        filled (with ``TOPICS``) to ``initial_products - 1`` when that is given."""
+        named = deliverables(request)
+        if self.initial_products is None:
+            return named
+        wanted = max(0, self.initial_products - 1)
+        filler = (topic.capitalize() for topic in TOPICS if topic.capitalize() not in named)
+        return (named + tuple(filler))[:wanted]
+
+    def _bootstrap(self, facts: TurnFacts) -> dict | tuple[str, dict]:
         operatives = facts.operatives() or ["operative-1"]
         request = " ".join((facts.request or "the user's request").split())
-        subject = request[:160]
-        products = [{
-            "name": "Library", "type": "Collection", "owner": operatives[0],
-            "dod": "Holds every content product of the mission, each accepted on its own.",
-        }]
-        for index in range(max(0, self.initial_products - 1)):
-            topic = TOPICS[index % len(TOPICS)]
-            name = f"{topic.capitalize()} {index + 1}"
-            products.append({"name": name, "type": "Content", "owner": operatives[index % len(operatives)],
-                             "dod": f"A complete {topic} section for the mission, concrete enough to act on, "
-                                    f"with at least two specific points."})
+        planned = self._planned(request)
+        answers = [w for w in facts.from_user if w.question is not None]
+        if facts.answers_waiting and not answers:  # the run answers by itself: show the question flow
+            return "halt", {"type": "question", "to": ["u:all"], "message": _clip(
+                f"Before the team starts on {_listed(planned)}: who will use them first, and what must the team "
+                f"keep to?", 600)}
+        kept = [f"Keep to the user's answer: {_plain(w.text, 300)}" for w in answers]
         return {
-            "thinking": {"interpretation": f"The user asks: {subject}",
-                         "scopeDecisions": f"Start with {len(products)} products; grow the library as rounds show gaps."},
+            "thinking": {"interpretation": f"The user asks: {request[:160]}",
+                         "scopeDecisions": f"A Library holding one product per deliverable the request names "
+                                           f"({_listed(planned)}); round 1 adds them under it."},
             "mission": f"Deliver what the user asked for as a set of accepted content products: {request}"[:2000],
-            "objectives": ["Every product meets its definition of done and passes inspection",
-                           "Each round ends with accepted work the user can read"],
-            "constraints": ["Plain text only", "One owner per product"],
+            "objectives": [f"{name} meets its definition of done and passes inspection" for name in planned][:8]
+            or ["Every product meets its definition of done and passes inspection"],
+            "constraints": ["Plain text only", "One owner per product", *kept],
             "personas": {a: f"A careful {role} who keeps work small and checkable" for a, role in facts.team},
             "operativeDomains": {op: {"responsibility": f"Products assigned to {op}", "area": f"area {n + 1}"}
                                  for n, op in enumerate(operatives)},
-            "initialProducts": products,
+            "initialProducts": [{"name": LIBRARY, "type": "Collection", "owner": operatives[0],
+                                 "dod": "Holds every product of the mission, each accepted on its own."}],
         }
 
     def _plan(self, facts: TurnFacts) -> dict | tuple[str, dict]:
@@ -142,39 +175,61 @@ class SimulatedTeam:
         if self.done_at_round is not None and round_number >= self.done_at_round:
             return "halt", {"type": "done", "to": ["u:all"],
                             "message": f"The team stops after {round_number - 1} round(s), as planned."}
-        reopened = next((p for p in tree if p.status == "accepted" and p.type in WORK_TYPES), None) \
-            if facts.direction else None
-        if not self.products_per_round and tree and not open_work and reopened is None:
+        parent = _container(tree)
+        answers = [w.text for w in facts.from_user if w.question is not None]
+        new: list[tuple[str, str, str]] = []  # (name, definition of done, owner) of each product to ADD
+        if parent is not None and not any(p.type in WORK_TYPES for p in tree):  # round 1: the deliverables
+            named = set(deliverables(facts.request, default=()))
+            new += [(name, _definition(name, facts.request, answers, named=name in named),
+                     operatives[index % len(operatives)]) for index, name in enumerate(self._planned(facts.request))]
+        if parent is not None and facts.direction:  # what the new direction names, beside what it changes
+            there = {p.name.lower() for p in tree}
+            new += [(name, _definition(name, facts.direction, answers), operatives[index % len(operatives)])
+                    for index, name in enumerate(deliverables(facts.direction, default=())) if name.lower() not in there]
+        if parent is not None:
+            for index in range(self.products_per_round):
+                topic = TOPICS[(round_number + index) % len(TOPICS)]
+                new.append((f"{topic.capitalize()} r{round_number}-{index + 1}",
+                            f"A complete {topic} section added in round {round_number}, with two specific points.",
+                            operatives[(round_number * self.products_per_round + index) % len(operatives)]))
+        # The user's word to take up: a new direction, else a note left since the last round.
+        notes = [w.text for w in facts.from_user if w.question is None and w.round == round_number - 1]
+        word = (f"the user's new direction: {_plain(facts.direction, 300)}" if facts.direction else
+                f"the user's message: {_plain(' / '.join(notes), 300)}" if notes else None)
+        first_accepted = next((p for p in tree if p.status == "accepted" and p.type in WORK_TYPES), None)
+        waiting = [p for p in open_work if p.id not in approved]  # open work to write again anyway
+        held, reopened = None, None  # the product that takes the user's word up when no other work does
+        if facts.direction:
+            reopened = first_accepted
+        elif word and not waiting and not new:
+            held = next((p for p in open_work if p.id in approved), None)  # ready, but one more version first
+            reopened = first_accepted if held is None else None
+        if held is not None:
+            acceptance = [a for a in acceptance if a["productId"] != held.id]
+        if tree and not open_work and not new and reopened is None:
             return "halt", {"type": "done", "to": ["u:all"], "message": "Every product is accepted; the mission is met."}
 
         assignments, operations = [], []
-        if reopened is not None and facts.direction:  # the user's new direction changes the first accepted product
+        if reopened is not None:  # the user's word changes the first accepted product: it reopens
             owner = reopened.owner if reopened.owner in operatives else operatives[0]
             operations.append({"action": "UPDATE", "productId": reopened.id,
-                               "product": {"description": f"Reworked for the user's new direction: "
-                                                          f"{_plain(facts.direction, 300)}"}})
-            assignments.append(_assignment(reopened.id, owner, reopened.name, reopened.version, round_number))
+                               "product": {"description": f"Reworked for {word}"[:1000]}})
+            assignments.append(_assignment(reopened.id, owner, reopened.name, reopened.version, round_number, word))
         for product in open_work:
-            if product.id in approved:  # passed inspection: accepted now, or waiting for its owner's word
+            if product.id in approved and product != held:  # passed inspection: accepted now, or soon
                 continue
             owner = product.owner if product.owner in operatives else operatives[0]
-            assignments.append(_assignment(product.id, owner, product.name, product.version, round_number))
-        parent = _container(tree)
-        if parent is not None:
-            for index in range(self.products_per_round):
-                new_id = f"new-{index + 1}"
-                owner = operatives[(round_number * self.products_per_round + index) % len(operatives)]
-                topic = TOPICS[(round_number + index) % len(TOPICS)]
-                name = f"{topic.capitalize()} r{round_number}-{index + 1}"
-                operations.append({"action": "ADD", "newId": new_id, "parentId": parent.id, "product": {
-                    "name": name, "type": "Content", "assignee": owner,
-                    "dod": f"A complete {topic} section added in round {round_number}, with two specific points.",
-                }})
-                assignments.append(_assignment(new_id, owner, name, None, round_number))
+            assignments.append(_assignment(product.id, owner, product.name, product.version, round_number, word))
+        for index, (name, dod, owner) in enumerate(new):
+            assert parent is not None, "products are added only under a container"
+            new_id = f"new-{index + 1}"
+            operations.append({"action": "ADD", "newId": new_id, "parentId": parent.id,
+                               "product": {"name": name, "type": "Content", "assignee": owner, "dod": dod}})
+            assignments.append(_assignment(new_id, owner, name, None, round_number, word))
         return {
             "thinking": {
                 "roundStrategy": f"Round {round_number}: {len(assignments)} assignment(s), "
-                                 f"{len(operations)} new product(s).",
+                                 f"{len(new)} new product(s)" + (f", taking up {word}" if word else "") + ".",
                 "acceptanceRationale": (f"Accepting {len(acceptance)} product(s) whose latest version passed "
                                         "inspection and whose owner reports the DoD met." if acceptance
                                         else "Nothing is ready to accept yet."),
@@ -204,27 +259,35 @@ class SimulatedTeam:
         return {"reasoning": f"{len(reflections)} product(s) of mine to judge against their definitions of done.",
                 "reflections": reflections}
 
-    def _write(self, facts: TurnFacts, cited: tuple[str, ...] = (), quoted: str | None = None) -> dict:
+    def _write(self, facts: TurnFacts, quote: Quote | None = None, cited: str | None = None,
+               quoted: str | None = None) -> dict:
+        """A version that says what its product is for (its definition of done, which carries
+        the request's words), quotes and cites the user's material, and takes up what the
+        directive's context brings (the user's direction or message)."""
         versions = []
         for assignment in facts.assignments:
             product = assignment.product
             number = product.latest.number + 1 if product.latest else 1
-            content = (
-                f"{product.name}, version {number}, written by {facts.agent} in round {facts.round} for "
-                f"[[p:{product.id}]]. " + (f"From the user's material: {' and '.join(cited)}. " if cited else "")
-                + (f"A tool answered: {quoted} " if quoted else "")
-                + f"Objective: {assignment.objective or 'the directive'} "
-                f"What it covers: {product.dod or 'the definition of done'} "
-                f"Point one: the section states who it serves and what they get, in one concrete sentence. "
-                f"Point two: it lists the first action, its owner and the day it happens."
-            )
-            while len(content) < 300:
-                content += " It stays plain text and short enough to review in one reading."
-            if len(content) > 600:
-                content = content[:600].rsplit(" ", 1)[0]
+            parts = [f"{product.name}, version {number}, by {facts.agent} in round {facts.round} for [[p:{product.id}]].",
+                     f"What it is for: {product.dod or assignment.objective or 'the directive'}"]
+            if assignment.context:
+                parts.append(f"What this version changes: it takes up {assignment.context.rstrip('.')}.")
+            if quote is not None:
+                parts.append(f"The user's material says: \"{quote.text}\" {quote.ref}"
+                             + (f", from {cited}." if cited and cited != quote.ref else "."))
+            elif cited:
+                parts.append(f"From the user's material: {cited}.")
+            if quoted:
+                parts.append(f"A tool answered: {quoted}.")
+            parts.append("Outline: who uses it and when; what it gives them; the first step, its owner and its "
+                         "day; what to check before calling it done.")
+            content = _clip(" ".join(parts), CONTENT_CHARS)
+            summary = ("First version." if number == 1 else
+                       f"Version {number}: takes up {assignment.context}" if assignment.context else
+                       f"Version {number}: answers the inspection and the feedback.")
             versions.append({"productId": product.id, "newVersion": {
                 "contentTitle": f"{product.name} v{number}"[:200], "content": content,
-                "changeSummary": "First version." if number == 1 else f"Version {number}: answers the inspection and the feedback.",
+                "changeSummary": _clip(summary, 400),
             }})
         return {"reasoning": f"{len(versions)} assignment(s) this round, each written to its directive.",
                 "versions": versions}
@@ -328,23 +391,110 @@ def _container(tree: list[TreeProduct]) -> TreeProduct | None:
         next((p for p in tree if p.type in CONTAINER_TYPES and p.status != "removed"), None)
 
 
-def _assignment(product_id: str, assignee: str, name: str, version: int | None, round_number: int) -> dict:
-    return {"productId": product_id, "assignee": assignee, "directive": {
+def _assignment(product_id: str, assignee: str, name: str, version: int | None, round_number: int,
+                word: str | None = None) -> dict:
+    """An assignment; ``word`` (the user's direction or message) goes in its context, for the writer to take up."""
+    directive = {
         "objective": f"Write {'the first' if not version else 'the next'} version of {name}.",
         "dod": "The product's definition of done.",
         "why": f"It is open work for round {round_number}.",
         "importance": 6,
-    }}
+    }
+    return {"productId": product_id, "assignee": assignee, "directive": {**directive, "context": word} if word else directive}
+
+
+def deliverables(request: str, *, default: tuple[str, ...] = DEFAULT_DELIVERABLES) -> tuple[str, ...]:
+    """The products a request names, as product names, in its order: the items of its bulleted
+    or numbered list, else the things of its first sentence that asks for some ("we need X, a Y
+    and a Z", "I need X", "Write a X", "Deliverables: ..."); ``default`` when it names none.
+
+    >>> deliverables("We need to know which options to compare, a rollout plan for a quiet week, and a one-page guide.")
+    ('Options to compare', 'Rollout plan for a quiet week', 'One-page guide')
+    """
+    found = [item for match in _BULLET.finditer(request) if (item := _item(match[1]))]
+    if not found:
+        for sentence in re.split(r"(?<=[.!?])\s+|\n+", request):
+            match = _LISTED.search(sentence) or _ASKED.search(sentence) or _IMPERATIVE.search(sentence.strip())
+            if match is None or re.match(r"to\s", match["items"], re.IGNORECASE):
+                continue  # no ask, or an action to take ("we need to switch ..."): not a thing to deliver
+            parts = re.split(r"\s*[,;]\s*", match["items"])
+            if not re.match(r"(?:and|or|plus)\s", parts[-1], re.IGNORECASE) and not _AND.search(parts[-1]):
+                parts = parts[:1]  # no "and" before the last part: not a list ("the README for tally, a tool that ...")
+            found = [item for part in parts for piece in _AND.split(part) if (item := _item(piece))]
+            if found:
+                break
+    return tuple(dict.fromkeys(found))[:MAX_DELIVERABLES] or default
+
+
+def _item(text: str) -> str:
+    """One deliverable as a product name: its first clause, no leading "and a", capitalized."""
+    text = re.split(r"(?<=[.!?])\s|:\s", text.strip(), maxsplit=1)[0]
+    text = " ".join(_LEADING.sub("", text.strip()).split()).rstrip(".!?:;,")[:NAME_CHARS].strip()
+    return text[:1].upper() + text[1:]
+
+
+def _definition(name: str, asked: str, answers: list[str], *, named: bool = True) -> str:
+    """A product's definition of done: what it is for, in the words that asked for it (``named``:
+    the words name it; else it is one of the products any request needs)."""
+    kept = "".join(f" It keeps to the user's answer: {_plain(answer, 200)}." for answer in answers[:2])
+    asked = _clip(" ".join(asked.split()), 400).replace('"', "'")
+    what = f"The {name[:1].lower() + name[1:]} " + ("the user asked for in" if named else "that answers")
+    return _clip(f"{what}: \"{asked}\" Done when the user can act on it without asking back.{kept}", 1000)
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    """"A, B and C"."""
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1]))) if names else "the request"
+
+
+def _clip(text: str, limit: int) -> str:
+    """At most ``limit`` characters, cut at a word."""
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A sentence of the user's material and the reference that cites it (``[[s:s1#2]]``)."""
+
+    text: str
+    ref: str
+
+
+def _quote(served: str) -> Quote | None:
+    """The first sentence of the best section the served context holds: the search's first
+    hit, else the source read's first section (each is a ``[[s:..]] (heading)`` line, then
+    ``> `` lines that start with the heading)."""
+    read, _, searched = served.partition("### search")
+    for part in (searched, read):
+        ref, heading = None, ""
+        lines: list[str] = []
+        for line in part.splitlines():
+            if line.startswith("[[s:") and not "".join(lines).strip():
+                found = parse_refs(line)
+                ref = found[0].render() if found else None
+                heading = line.partition("(")[2].rpartition(")")[0]
+                lines = []
+            elif line.startswith(">") and ref is not None:
+                lines.append(line[2:])
+            elif lines:
+                break
+        text = " ".join(" ".join(lines).replace("[[", "").replace("]]", "").split())
+        text = re.sub(r"^(?:#+\s*" + re.escape(heading) + r"\s*)?(?:[-*+]\s+)?", "", text)  # its heading, a bullet
+        if ref is not None and text:
+            sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+            return Quote(_clip(sentence, QUOTE_CHARS).replace('"', "'"), ref)
+    return None
 
 
 # ------------------------------------------------------------------------------ factories
 
 
-def simulated_team(*, latency_s: float = 0.0, initial_products: int = 6, products_per_round: int = 0,
+def simulated_team(*, latency_s: float = 0.0, initial_products: int | None = None, products_per_round: int = 0,
                    done_at_round: int | None = None, collab_every: int = 3) -> FunctionChatModel:
     """A chat model that plays the whole team (see the module docstring).
 
-    ``initial_products``: products created at bootstrap, the Collection included;
+    ``initial_products``: the Library and the products round 1 adds under it, counted together
+    (None: one product per deliverable the request names, ``deliverables``);
     ``products_per_round``: Content products the Chair adds every round (the tree grows);
     ``done_at_round``: the round whose Plan & Assign halts ``done`` (None: never on purpose);
     ``latency_s``: seconds each call sleeps, standing in for a real model.

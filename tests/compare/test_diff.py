@@ -23,7 +23,8 @@ from cabal.web.security import Security
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "examples" / "launch" / "launch.mission.yaml"
 CABAL = Path(sys.executable).with_name("cabal")
-TEA = {"request": "Write a short guide to brewing tea.", "rounds": 3, "model": "py:cabal.rounds.simulated:team"}
+TEA = {"request": "For our tea shop we need a shopping list, a brewing guide and a tasting card.", "rounds": 3,
+       "model": "py:cabal.rounds.simulated:team"}
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +68,11 @@ def test_two_team_sizes_show_their_differences(graph_server, team_sizes) -> None
     assert not diff.same_content
     assert (diff.a_figures.turns, diff.b_figures.turns) == (12, 18)
     changed = [p for p in diff.products if p.change == "changed"]
-    assert [p.name for p in changed] == ["Audience 2", "Risks 4"]
+    assert [p.name for p in changed] == ["Brewing guide"]  # the second operative wrote it
     assert [(p.op, p.text) for p in changed[0].text if p.op != "="] == [("-", "operative-1"), ("+", "operative-2")]
     markdown = cabal("diff", a, b, "--home", str(graph_server.home)).stdout
     assert "| turns | 12 | 18 |" in markdown
-    assert "written by [-operative-1-]{+operative-2+} in round 1" in markdown
+    assert "Brewing guide, version 1, by [-operative-1-]{+operative-2+} in round 1" in markdown
 
 
 def test_the_html_diff_is_offline_and_escaped(graph_server, team_sizes, tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ def write_batch(folder: Path, **extra) -> Path:
         "args": {"scores": [{"question": 1, "score": 4, "reason": "it gives three minutes"},
                             {"question": 2, "score": 1, "reason": "no study is cited"}]}}]))
     batch = {"name": "tea-eval", "mission": {"rounds": 3, "model": SIMULATED},
-             "expect": {"state": "done", "max_rounds": 3, "products_named": ["^Overview"]},
+             "expect": {"state": "done", "max_rounds": 3, "products_named": ["guide"]},
              "requests": ["Write a short guide to brewing tea.",
                           {"request": "Write a one-page onboarding guide for new volunteers.", "name": "onboarding",
                            "expect": {"accepted_at_least": 99}}], **extra}
@@ -57,9 +57,9 @@ def test_an_always_passing_and_an_always_failing_expectation_give_1_and_0_and_ex
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
     rates = {(s["group"], e["name"]): e["rate"] for s in data["summary"] for e in s["expectations"]}
-    assert rates == {("r1", "state"): 1.0, ("r1", "products_named ^Overview"): 1.0, ("r1", "max_rounds"): 1.0,
+    assert rates == {("r1", "state"): 1.0, ("r1", "products_named guide"): 1.0, ("r1", "max_rounds"): 1.0,
                      ("r2", "state"): 1.0, ("r2", "accepted_at_least"): 0.0,
-                     ("r2", "products_named ^Overview"): 1.0, ("r2", "max_rounds"): 1.0}
+                     ("r2", "products_named guide"): 1.0, ("r2", "max_rounds"): 1.0}
     assert data["passed"] is False and len(data["runs"]) == 4
     assert "1 expectation(s) below 80%: r2 accepted_at_least 0%" in result.stderr
     rows = list(csv.reader(io.StringIO(render_eval(load(data["eval_id"], graph_server.home), "csv"))))
@@ -143,26 +143,26 @@ def test_the_example_evaluation_reads_with_its_judge_found_beside_it() -> None:
     _, expectations = load_expectations(ROOT / "examples" / "batch" / "team-eval.batch.yaml")
     first, second = expectations[1], expectations[2]
     assert first.judge.model == f"scripted:{ROOT / 'examples' / 'batch' / 'judge.script.yaml'}"
-    assert (second.state, second.accepted_at_least, second.products_named) == ("done", 3, ["^Overview"])
+    assert (second.state, second.accepted_at_least, second.products_named) == ("done", 3, ["^First-day checklist"])
     assert first.products_named is None and second.judge == first.judge
 
 
 def test_each_expectation_checks_a_missions_report(graph_server) -> None:
     from cabal.report.expect import RunFacts, check
 
-    mission = run_mission({"request": "Write a short guide to brewing tea.", "rounds": 3, "model": SIMULATED},
-                          home=graph_server.home)
+    mission = run_mission({"request": "For our tea shop we need a shopping list, a brewing guide and a tasting card.",
+                           "rounds": 3, "model": SIMULATED}, home=graph_server.home)
     report = mission_report(mission.mission_id, home=graph_server.home)
     tokens = report.usage.total.input_tokens + report.usage.total.output_tokens
-    expect = Expectations(state="done", accepted_at_least=5, products_named=["^Risks", "^Budget"],
-                          content_matches={"^Overview": "first action", "^Risks": "no such words"},
+    expect = Expectations(state="done", accepted_at_least=4, products_named=["^Brewing", "^Budget"],
+                          content_matches={"^Shopping": "What it is for", "^Tasting": "no such words"},
                           cites_sources=True, max_cost_usd=0, max_tokens=tokens - 1, max_rounds=3, max_failed_turns=0)
     found = {c.name: (c.passed, c.found) for c in check(expect, report, RunFacts("done", 1.0))}
     assert found == {
-        "state": (True, "done"), "accepted_at_least": (True, "6"),
-        "products_named ^Risks": (True, "Risks 4"), "products_named ^Budget": (False, "none"),
-        "content_matches ^Overview": (True, "Overview 1"), "content_matches ^Risks": (False, "no match"),
-        "cites_sources": (False, "0 of 5 accepted texts cite a source"),
+        "state": (True, "done"), "accepted_at_least": (True, "4"),  # the Library and its three products
+        "products_named ^Brewing": (True, "Brewing guide"), "products_named ^Budget": (False, "none"),
+        "content_matches ^Shopping": (True, "Shopping list"), "content_matches ^Tasting": (False, "no match"),
+        "cites_sources": (False, "0 of 3 accepted texts cite a source"),
         "max_cost_usd": (True, "$0.0000"), "max_tokens": (False, f"{tokens:,}"), "max_rounds": (True, "3"),
         "max_failed_turns": (True, "0")}
     two_sources = Expectations(cites_sources=2)

@@ -55,11 +55,15 @@ def test_continue_reopens_the_mission_and_the_report_shows_both_parts(concluded:
         in went_on.stdout
     assert "state: done (concluded), round 6" in went_on.stdout
     report = mission_report(concluded, home=home)
-    # The Chair reopened the first product at round 4's Plan; its new version follows the old one.
-    overview = report.product("Overview 1")
-    assert [(v.number, v.round, v.author) for v in overview.versions] == [(1, 1, "operative-1"), (2, 4, "operative-1")]
-    assert (overview.status, overview.accepted_version.number) == ("accepted", 2)
-    assert overview.description.startswith("Reworked for the user's new direction: Add what volunteers")
+    # The Chair reopened the first product at round 4's Plan; its new version follows the old one
+    # and takes the direction up. What the direction names is added beside it.
+    handbook = report.product("Short handbook for new volunteers")
+    assert [(v.number, v.round, v.author) for v in handbook.versions] == [(1, 1, "operative-1"), (2, 4, "operative-1")]
+    assert (handbook.status, handbook.accepted_version.number) == ("accepted", 2)
+    assert handbook.description == f"Reworked for the user's new direction: {DIRECTION[:-1]}"
+    assert f"it takes up the user's new direction: {DIRECTION} Outline:" in handbook.accepted_version.content
+    added = report.product("What volunteers must know about safety at the warehouse")
+    assert (added.round, added.status, added.parent_id) == (4, "accepted", report.product("Library").id)
     # Both parts, in order: the first conclusion, the direction, the rounds after, the second conclusion.
     said = [(line.round, line.kind) for line in report.conversation if line.kind in ("done", "direction")]
     assert said == [(3, "done"), (3, "direction"), (6, "done")]

@@ -35,8 +35,8 @@ def test_the_simulated_team_calls_the_examples_price_tool_and_quotes_what_it_ans
 
     with ContextGraph.open(name=result.mission_id, home=graph_server.home) as graph:
         report = read_report(graph, result.mission_id)
-    answer = "No price for Overview 1. Known competitors: Evernote, GoodNotes, Notion, Obsidian, Quizlet."
+    answer = "No price for Overview. Known competitors: Evernote, GoodNotes, Notion, Obsidian, Quizlet."
     assert [(c.name, c.arguments, c.digest) for c in report.tool_calls] == [
-        ("prices__lookup", '{"competitor": "Overview 1"}', answer)]
-    quoted = "A tool answered: No price for Overview 1 Known competitors: Evernote, GoodNotes, Notion, Obsidian, Quizlet "
-    assert quoted in report.product("Overview 1").latest.content  # as one plain sentence: its stops dropped
+        ("prices__lookup", '{"competitor": "Overview"}', answer)]  # the request names no deliverable: the default
+    quoted = "A tool answered: No price for Overview Known competitors: Evernote, GoodNotes, Notion, Obsidian, Quizlet."
+    assert quoted in report.product("Overview").latest.content  # as one plain sentence: its inner stops dropped

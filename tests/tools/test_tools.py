@@ -269,8 +269,10 @@ def test_the_simulated_team_calls_an_offered_tool_once_per_write_turn_and_quotes
     assert result.state == "done"
     calls = tool_moments(result.mission_id, home)
     assert [(c["id"], c["arguments"], c["digest"]) for c in calls] == [
-        ("r1.write.operative-1.tool1", '{"product": "Overview 1"}', "Overview 1: no price known")]
-    assert "A tool answered: Overview 1: no price known" in version_one(result.mission_id, home)
+        ("r1.write.operative-1.tool1", '{"product": "Opening paragraph of the README for tally"}',
+         "Opening paragraph of the README for tally: no price known")]
+    assert "A tool answered: Opening paragraph of the README for tally: no price known." \
+        in version_one(result.mission_id, home)
 
 
 def test_a_dead_stdio_server_is_started_again_at_most_once_a_round() -> None:
