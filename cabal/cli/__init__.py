@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMAND_MODULES = (
     "cabal.cli.graph",       # graph status, graph stop
     "cabal.cli.missions",    # run, resume, chat, say, status, transcript, stop, missions, schema
+    "cabal.cli.fork",        # fork
     "cabal.cli.show",        # show
     "cabal.cli.export",      # export
     "cabal.cli.batch",       # batch PLAN | resume | status | report, batches
