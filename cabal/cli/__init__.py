@@ -44,6 +44,7 @@ COMMAND_MODULES = (
     "cabal.cli.doctor",      # doctor
     "cabal.cli.mcp",         # mcp
     "cabal.cli.serve",       # serve
+    "cabal.cli.a2a",         # a2a
     "cabal.cli.models",      # models [SPEC]
     "cabal.cli.replay",      # replay, script
     "cabal.cli.compare",     # diff

@@ -146,7 +146,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
                 call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
                 sources: list[str | Wanted] | None = None, record: bool = True,
-                workspace: Workspace | None = None) -> MissionResult:
+                workspace: Workspace | None = None, request: str | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -165,8 +165,12 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``record``: keep every model call in the mission's cassette (``llm/cassette.py``).
     ``workspace``: the workspace already resolved (a batch's worker keeps one for all its
     missions), instead of ``home`` and ``url``.
+    ``request``: the mission's request, over the mission file's (a served team runs each request
+    it is given on one mission file: ``cabal a2a``).
     """
     spec, base = _loaded(mission)
+    if request is not None:
+        spec = parse_mission({**spec.model_dump(exclude_none=True), "request": request}, source="the request")
     wanted = spec.wanted_sources(base) + typed_wanted(list(sources or []))
     collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
     if rounds is not None:
