@@ -8,6 +8,8 @@ import re
 import pytest
 
 from cabal import fork_mission
+from cabal.report.html import render_html
+from cabal.report.markdown import render_markdown
 from cabal.rounds.api import run_mission
 from cabal.rounds.control import mission_status
 from cabal.rounds.events import MissionEvent, RoundStarted
@@ -117,6 +119,9 @@ def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
     assert overview.status == "open"
     assert overview.description.startswith("Reworked for the user's new direction: Add what volunteers")
     assert mission_report(mission_id, home=home).product("Overview 1").status == "accepted"
+    # The report (cabal show, the exports, the web room's page) says where the fork came from.
+    assert f'<p class="lineage muted">forked from {mission_id} at round 3</p>' in render_html(report)
+    assert f"\n_forked from {mission_id} at round 3_\n\n## Request\n" in render_markdown(report)
 
     diff = cabal("diff", mission_id, fork_id, "--home", home)
     assert diff.returncode == 0, diff.stderr
