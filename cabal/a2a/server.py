@@ -9,7 +9,6 @@ import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import uvicorn
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
@@ -23,7 +22,7 @@ from cabal.rounds.mission import load_mission
 from cabal.rounds.workspace import Workspace
 from cabal.web import DEFAULT_HOST
 from cabal.web.security import Guard, Security, is_loopback
-from cabal.web.server import listen
+from cabal.web.server import listen, uvicorn_server
 
 
 class A2AServer:
@@ -52,9 +51,7 @@ class A2AServer:
         app = Starlette(routes=[*create_agent_card_routes(self.card), *create_jsonrpc_routes(handler, "/")],
                         lifespan=lifespan)
         self.app = Guard(app, self.security)
-        self.server = uvicorn.Server(uvicorn.Config(
-            self.app, log_level="warning", access_log=False, server_header=False, ws="none", lifespan="on",
-            timeout_graceful_shutdown=2))
+        self.server = uvicorn_server(self.app)
 
     @property
     def port(self) -> int:

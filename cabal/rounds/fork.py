@@ -4,7 +4,7 @@ A mission's graph deletes nothing: each node and link is created once, in order 
 internal ids grow with each creation, ``ContextGraph.history``), and the one write that
 overwrites, an update, keeps the values it replaced in its moment (``BEFORE_FIELD``). So the
 mission as it stood when round N began is every node and link created before the round's
-first write (``ids.round_started``), with the updates made since undone, newest first. The
+first write (``round_started``), with the updates made since undone, newest first. The
 fork is that graph under a new mission id; the original is only read. The round loop's
 checkpoint at the same boundary is ``api.fork_mission``'s (LangGraph's state history).
 """
@@ -18,11 +18,18 @@ from datetime import datetime, timezone
 from typing import Any
 
 from cabal.errors import ConfigError, MissionError
-from cabal.membrane.cluster import BEFORE_FIELD
-from cabal.rounds.ids import round_started
+from cabal.membrane.cluster import BEFORE_FIELD, moment_id
+from cabal.rounds.ids import status_session
 from cabal.vocabulary import MissionState
 
 FORKED_FROM, FORKED_ROUND = "forked_from", "forked_round"  # the fork's mission node: its original and the round
+
+
+def round_started(round_number: int) -> str:
+    """The id of the first node a round writes: the moment its status turns ``running`` at the
+    round's start (``engine.round_start``). What the graph created before it is the mission as
+    it stood when the round began."""
+    return moment_id(status_session(MissionState.RUNNING, round_number), "set", 1, None)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cabal.errors import AnswerProblem
-from cabal.membrane.cluster import moment_id
 from cabal.refs import find_malformed, parse_refs, replace_refs
 from cabal.rounds.sources import cited_node, shown_id
 from cabal.vocabulary import USER_ID
@@ -48,13 +47,6 @@ def step_prefix(round_number: int, step: str) -> str:
 def status_session(status: str, round_number: int) -> str:
     """The session of the engine's write of a mission's status at a round (one per status and round)."""
     return f"status.{status}.r{round_number}"
-
-
-def round_started(round_number: int) -> str:
-    """The id of the first node a round writes: the moment its status turns ``running`` at the
-    round's start (``engine.round_start``). What the graph created before it is the mission as
-    it stood when the round began."""
-    return moment_id(status_session("running", round_number), "set", 1, None)
 
 
 def item_id(turn: str, kind: str, index: int) -> str:

@@ -181,3 +181,16 @@ def test_beyond_loopback_the_server_asks_for_its_token(home: str, mission: Path)
         url = f"http://127.0.0.1:{local.port}/.well-known/agent-card.json"
         assert httpx.get(url).json()["name"] == "Cabal team: launch-plan"
         assert httpx.get(url, headers={"Host": "attacker.example"}).status_code == 400
+
+
+def test_cabal_a2a_refuses_a_mission_file_it_cannot_read(tmp_path: Path, home: str) -> None:
+    from tests.rounds.test_cli import cabal
+
+    broken = tmp_path / "team.mission.yaml"
+    broken.write_text("request: Plan it.\nrounds: many\n")
+
+    refused = cabal("a2a", str(broken), "--home", home, "--port", "0")
+
+    assert refused.returncode == 2
+    assert refused.stderr == (f"cabal: {broken}:2: invalid mission: rounds: Input should be a valid integer, unable "
+                              "to parse string as an integer\n")

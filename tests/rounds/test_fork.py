@@ -13,7 +13,7 @@ from cabal.report.markdown import render_markdown
 from cabal.rounds.api import run_mission
 from cabal.rounds.control import mission_status
 from cabal.rounds.events import MissionEvent, RoundStarted
-from cabal.rounds.ids import round_started
+from cabal.rounds.fork import round_started
 from cabal.rounds.workspace import Workspace, mission_report
 
 from .test_cli import cabal
