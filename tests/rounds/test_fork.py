@@ -137,11 +137,12 @@ def test_a_fork_of_a_fork_and_its_own_round_limit(home: str, original: tuple[str
     first = fork_mission(mission_id, round=2, home=home)
     first_graph = history(home, first.mission_id)
 
-    second = fork_mission(first.mission_id, round=3, home=home, rounds=4)
+    second = fork_mission(first.mission_id, round=3, home=home, rounds=4, model="simulated")
 
     assert (second.state, second.stop_reason, second.round) == ("done", "concluded", 3)
-    assert mission_report(second.mission_id, home=home).mission.lineage == \
-        f"forked from {first.mission_id} at round 3"
+    mission = mission_report(second.mission_id, home=home).mission
+    assert (mission.lineage, mission.rounds, mission.model) == (f"forked from {first.mission_id} at round 3", 4,
+                                                                "simulated")
     assert history(home, first.mission_id) == first_graph
     # Its rounds 1 and 2 are the first fork's, whose round 1 is the original's.
     turns = {(t.round, t.step, t.agent) for t in mission_report(second.mission_id, home=home).turns if t.round < 3}
