@@ -194,3 +194,29 @@ def test_cabal_a2a_refuses_a_mission_file_it_cannot_read(tmp_path: Path, home: s
     assert refused.returncode == 2
     assert refused.stderr == (f"cabal: {broken}:2: invalid mission: rounds: Input should be a valid integer, unable "
                               "to parse string as an integer\n")
+
+
+def test_a_task_canceled_while_it_waits_stays_canceled_and_its_mission_stops_when_answered(home: str,
+                                                                                          mission: Path) -> None:
+    with serving(home, mission) as server:
+        first = asyncio.run(streamed(server, said(REQUEST)))
+        task_id = first[0].task.id
+
+        async def cancel() -> object:
+            client = await create_client(server.url, client_config=ClientConfig(streaming=True))
+            async with client:
+                return await client.cancel_task(CancelTaskRequest(id=task_id))
+
+        assert asyncio.run(cancel()).status.state == TaskState.TASK_STATE_CANCELED
+    with serving(home, mission) as restarted:
+        async def read() -> object:
+            client = await create_client(restarted.url, client_config=ClientConfig(streaming=True))
+            async with client:
+                return await client.get_task(GetTaskRequest(id=task_id))
+
+        assert asyncio.run(read()).status.state == TaskState.TASK_STATE_CANCELED
+    # The mission was asked to stop: answered from a terminal, it ends at its first round's start.
+    from cabal.rounds import resume_mission
+
+    ended = resume_mission(task_id, answer="Students first.", home=home)
+    assert (ended.state, ended.stop_reason, ended.round) == ("done", "userHalt", 0)
