@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMAND_MODULES = (
     "cabal.cli.graph",       # graph status, graph stop
     "cabal.cli.missions",    # run, resume, chat, say, status, transcript, stop, missions, schema
+    "cabal.cli.fork",        # fork
     "cabal.cli.show",        # show
     "cabal.cli.export",      # export
     "cabal.cli.batch",       # batch PLAN | resume | status | report, batches
@@ -43,6 +44,7 @@ COMMAND_MODULES = (
     "cabal.cli.doctor",      # doctor
     "cabal.cli.mcp",         # mcp
     "cabal.cli.serve",       # serve
+    "cabal.cli.a2a",         # a2a
     "cabal.cli.models",      # models [SPEC]
     "cabal.cli.replay",      # replay, script
     "cabal.cli.compare",     # diff

@@ -280,6 +280,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     print(f"{result.mission_id}: {outcome(result)}")
+    if result.lineage:
+        print(result.lineage)
     for line in next_steps(result):
         print(line)
     if result.pending_halt:
@@ -334,7 +336,7 @@ def cmd_missions(args: argparse.Namespace) -> int:
             result = rounds.mission_status(mission_id, home=args.home, url=args.url)
         except ResourceNotFound:  # a graph named like a mission that holds none
             continue
-        print(f"{mission_id}: {outcome(result)}")
+        print(f"{mission_id}: {outcome(result)}" + (f" · {result.lineage}" if result.lineage else ""))
     return 0
 
 

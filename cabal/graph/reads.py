@@ -165,6 +165,18 @@ def preset(name: str) -> Query:
     return find(node_type, where)
 
 
+def nodes_in_order() -> Query:
+    """Every node with its internal id, in the order the nodes were created: the graph deletes
+    no node (a mission's graph is append-only), so the server's ids grow with each creation."""
+    return f"MATCH (n:{schema.BASE_LABEL}) RETURN ID(n), n ORDER BY ID(n)", {}
+
+
+def links_in_order() -> Query:
+    """Every link with its internal id, its type and its ends' ids, in the order of creation."""
+    return (f"MATCH (a:{schema.BASE_LABEL})-[e]->(b:{schema.BASE_LABEL}) "
+            "RETURN ID(e), type(e), a.id, b.id, properties(e) ORDER BY ID(e)", {})
+
+
 def counts() -> Query:
     return (
         "MATCH (n) WITH count(n) AS nodes OPTIONAL MATCH ()-[e]->() RETURN nodes, count(e)",

@@ -193,3 +193,39 @@ def _check_update(update: dict) -> dict:
             schema.check_value(value, item=update["id"], field_=key)
     # A None value removes the property (Cypher SET semantics), which is what a caller means.
     return {"id": update["id"], "fields": dict(fields)}
+
+
+def build_copy_queries(nodes: list[dict], links: list[dict]) -> list[tuple[str, dict[str, object]]]:
+    """The queries that write ``nodes`` then ``links`` into an empty graph in their order: one
+    query per run of nodes of one label (links of one type), so the copy's internal ids keep
+    the original's order of creation (``reads.nodes_in_order``). ``links`` are
+    ``{"type", "from", "to", "properties"}`` between the given nodes."""
+    queries: list[tuple[str, dict[str, object]]] = []
+    checked = _checked_nodes(nodes)
+    for label, rows in _runs([(node.node_type.label, {"id": node.id, "props": node.properties}) for node in checked]):
+        queries.append((f"UNWIND $rows AS row CREATE (x:{schema.BASE_LABEL}:{label} {{id: row.id}}) SET x += row.props",
+                        {"rows": rows}))
+    keyed = []
+    for index, link in enumerate(links):
+        kind, ends = _check_link_ends(link, index)
+        properties = dict(link.get("properties") or {})
+        for key, value in properties.items():
+            schema.field_name(key)
+            schema.check_value(value, item=f"link {kind.name}", field_=key)
+        keyed.append((kind.relation, {"from": ends[0], "to": ends[1], "props": properties}))
+    for relation, rows in _runs(keyed):
+        queries.append((f"UNWIND $rows AS row MATCH (a:{schema.BASE_LABEL} {{id: row.from}}) "
+                        f"MATCH (b:{schema.BASE_LABEL} {{id: row.to}}) CREATE (a)-[e:{relation}]->(b) SET e += row.props",
+                        {"rows": rows}))
+    return queries
+
+
+def _runs(keyed: list[tuple[str, dict]]) -> list[tuple[str, list[dict]]]:
+    """Consecutive rows of one key, grouped, in order."""
+    runs: list[tuple[str, list[dict]]] = []
+    for key, row in keyed:
+        if runs and runs[-1][0] == key:
+            runs[-1][1].append(row)
+        else:
+            runs.append((key, [row]))
+    return runs

@@ -121,6 +121,11 @@ def instantiate(step: CreateStep, scope: Scope) -> tuple[list[dict], list[dict]]
 # ------------------------------------------------------------------------------ moments
 
 
+# The field of an update's moment that keeps the values the update replaced, as JSON text
+# ``{node_id: {field: value before}}`` (None: the field was not there).
+BEFORE_FIELD = "before"
+
+
 def moment_id(session_id: str, key: str, visit: int, index: int | None) -> str:
     """Derived from the session and the step (a loop's revisit and a for_each item get a suffix)."""
     moment = f"moment-{session_id}-{key}"

@@ -23,12 +23,14 @@ like a query; a move_file step only plans its move, which the runner does after 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from cabal.errors import AnswerProblem, ProtocolProblem, ProtocolRuntimeError, TemplateError
 from cabal.membrane import cluster
+from cabal.membrane.cluster import BEFORE_FIELD
 from cabal.membrane.files import FileRefused, FileRoot
 from cabal.membrane.library import ProtocolLibrary
 from cabal.membrane.overlay import SessionView
@@ -321,14 +323,15 @@ class Walk:
             )
         )
 
-    def _automatic_moment(self, step: Step, key: str, frame: Frame, default_prose: str, about: list[str] | None) -> None:
+    def _automatic_moment(self, step: Step, key: str, frame: Frame, default_prose: str, about: list[str] | None,
+                          *, extra: dict[str, Any] | None = None) -> None:
         """The moment of a step no agent answers (query, create, update): its prose comes from the protocol."""
         if step.moment is None or self.form:
             return
         prose = render(step.moment.prose, self.scope) if step.moment.prose else default_prose
         visit = self.session.visits.get(key, 0) + 1
         self.session.visits[key] = visit
-        self._moment(step.moment, key, frame, visit, None, {"prose": prose}, about, {})
+        self._moment(step.moment, key, frame, visit, None, {"prose": prose, **(extra or {})}, about, {})
 
     # ------------------------------------------------------------------ automatic steps
 
@@ -390,18 +393,25 @@ class Walk:
         scope = self.scope
         scopes = [scope] if step.for_each is None else list(cluster.each(step.for_each, None, scope))
         updated = []
+        before: dict[str, dict[str, Any]] = {}
         for one in scopes:
             node_id = to_text(interpolate(step.node, one, nonempty=True))
-            if not self.lookup([node_id]):
+            found = self.lookup([node_id]).get(node_id)
+            if not found:
                 raise ProtocolRuntimeError(f"update step {key!r}: no node {node_id!r} to update", step=step.id)
             # As in a create, a field whose value is None is left out (an optional answer not given),
             # rather than erased from the node.
             values = {k: cluster.storable(interpolate(v, one)) for k, v in step.fields.items()}
             fields = {k: v for k, v in values.items() if v is not None}
             self.session.updates.append({"id": node_id, "fields": fields})
+            before.setdefault(node_id, {k: found.get(k) for k in fields})
             updated.append(node_id)
         if updated:
-            self._automatic_moment(step, key, frame, f"updated {', '.join(updated)}: {', '.join(step.fields)}", updated)
+            # The values the update replaces, kept in its moment: an update is the one write that
+            # overwrites, and with them the graph still holds every state it went through (a
+            # mission forked from an earlier round is that state, rounds/fork.py).
+            self._automatic_moment(step, key, frame, f"updated {', '.join(updated)}: {', '.join(step.fields)}", updated,
+                                   extra={BEFORE_FIELD: json.dumps(before, sort_keys=True, default=str)})
         return step.next
 
     def _set(self, step: SetStep, key: str, frame: Frame) -> str:

@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cabal.report.model import MissionReport, Product
+from cabal.report.model import Mission, MissionReport, Product
 
 WORDS = re.compile(r"\s+|[^\s]+")
 DIFF_FORMAT: Final = "cabal.mission-diff"
@@ -86,6 +86,8 @@ class MissionDiff(_Value):
     b: str
     a_name: str
     b_name: str
+    lineage: str | None = Field(None, description="how the two are related, when one was forked from the other "
+                                                  "or both from one mission")
     products: tuple[ProductChange, ...]
     a_halts: tuple[Halt, ...]
     b_halts: tuple[Halt, ...]
@@ -107,8 +109,19 @@ class MissionDiff(_Value):
 
 def diff_missions(a: MissionReport, b: MissionReport) -> MissionDiff:
     return MissionDiff(a=a.mission.id, b=b.mission.id, a_name=a.mission.name, b_name=b.mission.name,
-                       products=tuple(_pair(a, b)), a_halts=_halts(a), b_halts=_halts(b),
+                       lineage=_lineage(a.mission, b.mission), products=tuple(_pair(a, b)), a_halts=_halts(a), b_halts=_halts(b),
                        a_figures=_figures(a), b_figures=_figures(b))
+
+
+def _lineage(a: Mission, b: Mission) -> str | None:
+    """B forked from A (or A from B) at a round, or both from one mission, in words."""
+    if b.forked_from == a.id and b.forked_round:
+        return f"B was forked from A at the start of round {b.forked_round}: rounds 1 to {b.forked_round - 1} are A's"
+    if a.forked_from == b.id and a.forked_round:
+        return f"A was forked from B at the start of round {a.forked_round}: rounds 1 to {a.forked_round - 1} are B's"
+    if a.forked_from and a.forked_from == b.forked_from:
+        return (f"both were forked from {a.forked_from}: A at round {a.forked_round}, B at round {b.forked_round}")
+    return None
 
 
 def word_diff(old: str, new: str) -> tuple[Piece, ...]:

@@ -47,7 +47,7 @@ def summary(diff: MissionDiff) -> str:
 
 def diff_markdown(diff: MissionDiff) -> list[str]:
     lines = [f"# {diff.a_name} vs {diff.b_name}", "", f"A: `{diff.a}`  ", f"B: `{diff.b}`", "",
-             summary(diff), "", "## Figures", "", "| | A | B |", "|---|---|---|"]
+             *([diff.lineage, ""] if diff.lineage else []), summary(diff), "", "## Figures", "", "| | A | B |", "|---|---|---|"]
     lines += [f"| {label} | {a} | {b} |" for label, a, b in figure_rows(diff.a_figures, diff.b_figures)]
     lines += ["", "## Products", ""]
     for product in diff.products:

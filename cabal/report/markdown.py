@@ -23,6 +23,7 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
     """The whole mission: request, charter, products with content (and history), conversation,
     questions, usage, failed turns and every turn."""
     lines = header(report)
+    lines += [f"_{report.mission.lineage}_", ""] if report.mission.lineage else []
     lines += ["## Request", "", report.mission.request, ""]
     if report.mission.charter or report.mission.objectives or report.mission.constraints:
         lines += ["## Mission", ""]

@@ -364,6 +364,13 @@ class Mission(_Value):
     budget_tokens: int | None = None
     budget_cost_usd: float | None = None
     started_at: str | None = Field(None, description="when it started (ISO 8601), for a mission that records it")
+    forked_from: str | None = Field(None, description="the mission this one was forked from (cabal fork)")
+    forked_round: int | None = Field(None, description="the round of that mission this one started from")
+
+    @property
+    def lineage(self) -> str | None:
+        """``forked from m-... at round N``, for a fork."""
+        return f"forked from {self.forked_from} at round {self.forked_round}" if self.forked_from else None
 
 
 class MissionReport(_Value):

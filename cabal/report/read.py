@@ -107,6 +107,7 @@ def _mission(mission_id: str, node: dict) -> Mission:
         round=int(node.get("round") or 0), rounds=node.get("rounds"), model=node.get("model") or None,
         budget_tokens=node.get("budget_tokens"), budget_cost_usd=node.get("budget_cost_usd"),
         started_at=node.get("started_at") or None,
+        forked_from=node.get("forked_from") or None, forked_round=node.get("forked_round"),
     )
 
 

@@ -3,7 +3,8 @@ a membrane protocol.
 
 The public API, imported on first use so ``import cabal.rounds.mission`` stays light:
 
-- ``run_mission``, ``resume_mission``, ``continue_mission`` (``api``): a run of the round engine;
+- ``run_mission``, ``resume_mission``, ``continue_mission``, ``fork_mission`` (``api``): a run of the
+  round engine;
 - ``mission_status``, ``mission_overview``, ``say``, ``stop_mission``, ``transcript`` and
   ``MissionResult`` (``control``): a mission's state and requests between runs, without the engine;
 - ``stream_mission``, ``stream_resume``, ``arun_mission``, ``aresume_mission`` (``streams``):
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 from cabal.lazy import lazy_names
 
 if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
-    from cabal.rounds.api import continue_mission, resume_mission, run_mission
+    from cabal.rounds.api import continue_mission, fork_mission, resume_mission, run_mission
     from cabal.rounds.control import (
         MissionResult, mission_status, mission_overview, say, stop_mission, transcript,
     )
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads 
     from cabal.rounds.simulated import simulated_team
 
 _EXPORTS = {
-    "run_mission": "api", "resume_mission": "api", "continue_mission": "api",
+    "run_mission": "api", "resume_mission": "api", "continue_mission": "api", "fork_mission": "api",
     "MissionResult": "control", "mission_status": "control", "mission_overview": "control", "say": "control",
     "stop_mission": "control", "transcript": "control", "mission_report": "workspace",
     "stream_mission": "streams", "stream_resume": "streams", "arun_mission": "streams", "aresume_mission": "streams",

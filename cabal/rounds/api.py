@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from cabal.config import environment_number
 from cabal.entities import HaltAnswer
-from cabal.errors import CabalError, CallRefused, GraphUnavailable, MissionError, ModelError
+from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, model_name
@@ -146,7 +146,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
                 call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
                 sources: list[str | Wanted] | None = None, record: bool = True,
-                workspace: Workspace | None = None) -> MissionResult:
+                workspace: Workspace | None = None, request: str | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -165,8 +165,12 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``record``: keep every model call in the mission's cassette (``llm/cassette.py``).
     ``workspace``: the workspace already resolved (a batch's worker keeps one for all its
     missions), instead of ``home`` and ``url``.
+    ``request``: the mission's request, over the mission file's (a served team runs each request
+    it is given on one mission file: ``cabal a2a``).
     """
     spec, base = _loaded(mission)
+    if request is not None:
+        spec = parse_mission({**spec.model_dump(exclude_none=True), "request": request}, source="the request")
     wanted = spec.wanted_sources(base) + typed_wanted(list(sources or []))
     collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
     if rounds is not None:
@@ -281,6 +285,96 @@ def continue_mission(mission_id: str, direction: str, *, rounds: int | None = No
         raise MissionError("the direction cannot be used: " + "; ".join(map(str, problems)))
     return _resume(mission_id, model=model, rounds=rounds, home=home, url=url, model_settings=model_settings,
                    on_event=on_event, call_limiter=call_limiter, direction=direction.strip())
+
+
+def fork_mission(mission_id: str, *, round: int, direction: str | None = None, model: Any = None,
+                 rounds: int | None = None, home: str | Path | None = None, url: str | None = None,
+                 model_settings: dict[str, Any] | None = None,
+                 on_event: Callable[[MissionEvent], None] | None = None, record: bool = True,
+                 workspace: Workspace | None = None,
+                 on_forked: Callable[[str], None] | None = None) -> MissionResult:
+    """A new mission that starts where ``mission_id`` stood at the start of round ``round`` (its
+    graph and its round loop's checkpoint as they were then, under a new id whose mission node
+    names the original and the round: ``forked_from``, ``forked_round``) and runs on from there:
+    with ``direction`` given to the Chair as ``continue_mission`` gives one, with ``model`` (a
+    spec or a chat model object, as ``run_mission`` takes it) for every agent, up to round
+    ``rounds``. The original is only read. ``on_forked`` is told the new id before it runs.
+
+    A round the mission never started (0, or after its last) is a ``ConfigError``."""
+    from cabal.rounds.fork import graph_at_round
+
+    if direction is not None:
+        problems = answer_problems(direction) if direction.strip() else ["it is empty"]
+        if problems:
+            raise MissionError("the direction cannot be used: " + "; ".join(map(str, problems)))
+    if rounds is not None and rounds < round:
+        raise ConfigError(f"--rounds {rounds} ends before round {round}, where the fork starts")
+    workspace = workspace or Workspace.at(home, url, reading=True)
+    graph = _mission_graph(workspace, mission_id)
+    try:
+        node = mission_node(graph, mission_id)
+        spec = parse_mission(json.loads(node["spec"]), source=mission_id)
+        fork_id = _new_mission_id(spec)
+        library = Membrane(graph, protocol_dirs=workspace.extra_dirs.get("protocols", [])).library
+        nodes, links = graph.history()
+        forked = graph_at_round(nodes, links, original=mission_id, fork=fork_id, round_number=round,
+                                is_update=lambda moment: _is_update(library, moment))
+        team = _team(workspace, spec)
+        stored = _stored_models(node, spec, team)
+    finally:
+        graph.close()
+    state = _checkpoint_at_round(workspace, mission_id, round)
+    head = next(n for n in forked.nodes if n["id"] == fork_id)
+    if rounds is not None:
+        head["rounds"] = rounds
+    if model is not None:  # the fork's own model, kept for its resumes as run_mission keeps it
+        spec_name = model if isinstance(model, str) else f"{OBJECT_PREFIX}{model_name(model)}"
+        head["model"] = spec_name
+        if isinstance(model, str):
+            head["agent_models"] = json.dumps({agent: settings.with_overrides(name=model).model_dump(mode="json")
+                                               for agent, settings in stored.items() if agent != DEFAULT_KEY})
+    with workspace.checkpointer() as saver:  # the loop's position first: a graph without it would start over
+        config: RunnableConfig = {"configurable": {"thread_id": fork_id}}
+        build_graph(saver).update_state(config, state, as_node="presentation")
+    fork_graph = workspace.graph(fork_id)
+    try:
+        fork_graph.write_in_order(forked.nodes, forked.links)
+        if direction is not None:
+            leave_note(fork_graph, fork_id, direction.strip(), direction=True)
+    except BaseException:
+        fork_graph.delete_graph()  # a fork half written is no fork
+        raise
+    finally:
+        fork_graph.close()
+    if on_forked is not None:
+        on_forked(fork_id)
+    return _resume(fork_id, model=model, home=home, url=url, model_settings=model_settings, on_event=on_event,
+                   record=record, workspace=workspace)
+
+
+def _is_update(library: Any, moment: dict) -> bool:
+    """Whether ``moment`` was recorded by an update step of its protocol."""
+    from cabal.membrane.protocol import UpdateStep
+
+    try:
+        protocol = library.get(str(moment.get("protocol")))
+    except CabalError:
+        return False
+    return isinstance(protocol.steps.get(str(moment.get("step", "")).rsplit(".", 1)[-1]), UpdateStep)
+
+
+def _checkpoint_at_round(workspace: Workspace, mission_id: str, round_number: int) -> dict[str, Any]:
+    """The round loop's state at the start of round ``round_number`` of ``mission_id``, from the
+    checkpointer's history: the newest checkpoint whose next node is that round's start."""
+    with workspace.checkpointer() as saver:
+        config: RunnableConfig = {"configurable": {"thread_id": mission_id}}
+        for snapshot in build_graph(saver).get_state_history(config):
+            values = snapshot.values
+            if snapshot.next == ("round_start",) and values.get("round") == round_number - 1 and not values.get("stop"):
+                return {"round": round_number - 1, "halt": None, "stop": None, "detail": None,
+                        "after": values.get("after")}
+    raise ConfigError(f"cannot fork {mission_id} at round {round_number}: its checkpoints hold no start of that round",
+                      hint=f"CABAL_CHECKPOINTS must name the store {mission_id} ran with")
 
 
 def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,

@@ -658,15 +658,15 @@ class ContextBuilder:
         return events
 
     def _direction(self) -> str:
-        """The new direction of a mission the user continued after it ended, at the first Plan after."""
+        """The new direction of a mission the user continued after it ended (or forked), at the first Plan after."""
         given = [c for c in self.snapshot.collabs if c.get("author") == USER_ID
                  and c.get("type") == USER_DIRECTION_TYPE and c.get("round") == self.snapshot.round - 1]
         if not given:
             return ""
         self._facts.direction = str(given[-1].get("comment"))
         return self._section("The user's new direction", [
-            f"The mission had ended after round {self.snapshot.round - 1}; the user continued it with a new "
-            f"direction: {whole(given[-1].get('comment'), BOUNDS.text)}",
+            f"After round {self.snapshot.round - 1} the user gave the mission a new direction (it had ended and "
+            f"was continued, or was forked from that round): {whole(given[-1].get('comment'), BOUNDS.text)}",
             "Follow it: ADD the products it needs, UPDATE a product it changes (an UPDATE of an accepted product "
             "reopens it; its next version is numbered after the old ones), and assign the work."])
 

@@ -53,6 +53,13 @@ class MissionResult:
     failed_turns: int = 0  # turns that found no valid answer: their work is missing
     error_log: Path | None = None  # a failed mission's traceback, when an engine error failed it
     output_switches: tuple[OutputSwitch, ...] = ()  # models that answer in JSON text since their provider refused tools
+    forked_from: str | None = None  # the mission this one was forked from (cabal fork), and at which round
+    forked_round: int | None = None
+
+    @property
+    def lineage(self) -> str | None:
+        """``forked from m-... at round N``, for a fork."""
+        return f"forked from {self.forked_from} at round {self.forked_round}" if self.forked_from else None
 
 
 def _pending_halt(graph: ContextGraph) -> dict | None:
@@ -79,6 +86,7 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
         output_switches=tuple(OutputSwitch(str(switch.get("model")), str(switch.get("agent")),
                                            int(switch.get("round") or 0), str(switch.get("prose") or ""))
                               for switch in model_output_switches(graph)),
+        forked_from=node.get("forked_from") or None, forked_round=node.get("forked_round"),
     )
 
 

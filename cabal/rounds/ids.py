@@ -44,6 +44,11 @@ def step_prefix(round_number: int, step: str) -> str:
     return f"r{round_number}.{step}."
 
 
+def status_session(status: str, round_number: int) -> str:
+    """The session of the engine's write of a mission's status at a round (one per status and round)."""
+    return f"status.{status}.r{round_number}"
+
+
 def item_id(turn: str, kind: str, index: int) -> str:
     return f"{turn}.{kind}{index}"
 

@@ -25,7 +25,7 @@ from cabal.rounds.budget import BudgetSpent, SpendMeter
 from cabal.rounds.context import ContextBuilder, PromptLibrary
 from cabal.rounds.events import (MissionEvent, ModelCalled, ModelOutputSwitched, ModelRetried, Presented, TurnDone,
                                  TurnStarted, spoken_lines)
-from cabal.rounds.ids import halt_id, output_switch_id, step_prefix, turn_id
+from cabal.rounds.ids import halt_id, output_switch_id, status_session, step_prefix, turn_id
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
@@ -159,7 +159,7 @@ class MissionRun:
             "mission_id": self.mission_id, "actor_id": ENGINE_ACTOR, "status": status, "round": round_number,
             "stop_reason": stop_reason or "", "detail": detail or "", "budget_tokens": self.budget.max_tokens,
             "budget_cost_usd": self.budget.max_cost_usd,
-        }, {}, session_id=f"status.{status}.r{round_number}")  # deterministic: a replay writes it once
+        }, {}, session_id=status_session(status, round_number))  # deterministic: a replay writes it once
 
     # ---------------------------------------------------------------------------- turns
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from cabal.errors import ConfigError
 from cabal.rounds.workspace import Workspace
@@ -28,9 +29,7 @@ class WebServer:
         self.socket = listen(host, port)
         self.security = Security.for_address(host, self.port)
         self.app = create_app(workspace, self.security, max_runs=max_runs, poll_s=poll_s)
-        self.server = uvicorn.Server(uvicorn.Config(
-            self.app, log_level="warning", access_log=False, server_header=False, ws="none", lifespan="on",
-            timeout_graceful_shutdown=2))
+        self.server = uvicorn_server(self.app)
 
     @property
     def port(self) -> int:
@@ -65,6 +64,13 @@ class WebServer:
         """How many missions this server is running now."""
         room = getattr(self.app.state, "room", None)
         return room.runner.running() if room else 0
+
+
+def uvicorn_server(app: ASGIApp) -> uvicorn.Server:
+    """Uvicorn for one of Cabal's servers: no access log (a query string may hold the token),
+    only warnings, no server header, no websockets, a short graceful shutdown."""
+    return uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, server_header=False, ws="none",
+                                         lifespan="on", timeout_graceful_shutdown=2))
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -49,6 +49,7 @@ class MissionRow:
     budget_cost_usd: float | None
     driver: str | None  # who runs it now: THIS_SERVER, ANOTHER_PROCESS, or nobody
     active_at: float  # when a process last drove it (seconds since the epoch; 0 if never)
+    lineage: str | None = None  # "forked from m-... at round N", for a fork (cabal fork)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class WorkspaceReader:
             question=str(status.pending_halt.get("message")) if status.pending_halt else None,
             tokens=status.usage.total_tokens, cost_usd=status.cost_usd, budget_tokens=node.get("budget_tokens"),
             budget_cost_usd=node.get("budget_cost_usd"), driver=self.driver(mission_id, status),
-            active_at=self._active_at(mission_id),
+            active_at=self._active_at(mission_id), lineage=status.lineage,
         )
 
     def _active_at(self, mission_id: str) -> float:

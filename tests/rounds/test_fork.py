@@ -1,0 +1,167 @@
+"""`cabal fork`: a new mission from the start of a round of another, played by the simulated team
+(`py:cabal.rounds.simulated:team`); the original is only read."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cabal import fork_mission
+from cabal.report.html import render_html
+from cabal.report.markdown import render_markdown
+from cabal.rounds.api import run_mission
+from cabal.rounds.control import mission_status
+from cabal.rounds.events import MissionEvent, RoundStarted
+from cabal.rounds.fork import round_started
+from cabal.rounds.workspace import Workspace, mission_report
+
+from .test_cli import cabal
+
+SIMULATED = "py:cabal.rounds.simulated:team"
+MISSION = {"request": "Write a short handbook for new volunteers.", "team": {"operatives": 2}, "rounds": 3,
+           "model": SIMULATED}
+DIRECTION = "Add what volunteers must know about safety at the warehouse."
+
+History = tuple[list[tuple[int, dict]], list[tuple[int, dict]]]
+
+
+@pytest.fixture(scope="module")
+def home(graph_server) -> str:
+    return str(graph_server.home)
+
+
+def history(home: str, mission_id: str) -> History:
+    """Every node and link of the mission's graph, with every property, in order of creation."""
+    with Workspace.at(home).graph(mission_id) as graph:
+        return graph.history()
+
+
+@pytest.fixture(scope="module")
+def original(home: str) -> tuple[str, dict[int, History]]:
+    """A mission run to its end, and its graph as each round began (read by a listener of the run
+    at the round's start, when the round had written only its status)."""
+    at_start: dict[int, History] = {}
+
+    def heard(event: MissionEvent) -> None:
+        if isinstance(event, RoundStarted):
+            at_start[event.round] = history(home, event.mission)
+
+    result = run_mission(MISSION, home=home, on_event=heard)
+    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 3)
+    return result.mission_id, at_start
+
+
+def as_fork_sees_it(graph: History, original: str, fork: str) -> tuple[dict[str, dict], list[tuple[str, str, str]]]:
+    """A graph's nodes and links, renamed to the fork's id, without the mission node (whose state
+    a fork sets) and without the status the round had just written."""
+    marker = {round_started(number) for number in range(1, 10)}
+    nodes = {node["id"].replace(original, fork): {k: str(v).replace(original, fork) for k, v in node.items()}
+             for _, node in graph[0] if node["id"] not in marker and node["node_type"] != "mission"}
+    links = sorted((link["type"], link["from"].replace(original, fork), link["to"].replace(original, fork))
+                   for _, link in graph[1] if link["from"] not in marker and link["to"] not in marker)
+    return nodes, links
+
+
+@pytest.mark.parametrize("round_number", [2, 3])
+def test_a_fork_starts_from_the_graph_as_the_round_began_and_leaves_the_original_untouched(
+        home: str, original: tuple[str, dict[int, History]], round_number: int) -> None:
+    mission_id, at_start = original
+    before = history(home, mission_id)
+    forked: dict[str, History] = {}
+
+    result = fork_mission(mission_id, round=round_number, home=home,
+                          on_forked=lambda fork_id: forked.setdefault(fork_id, history(home, fork_id)))
+
+    (fork_id, start), = forked.items()
+    assert result.mission_id == fork_id != mission_id
+    assert as_fork_sees_it(start, mission_id, fork_id) == as_fork_sees_it(at_start[round_number], mission_id, fork_id)
+    head = next(node for _, node in start[0] if node["id"] == fork_id)
+    assert (head["forked_from"], head["forked_round"], head["round"], head["status"]) == \
+        (mission_id, round_number, round_number - 1, "interrupted")
+    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 3)
+    assert history(home, mission_id) == before  # node for node, link for link, every property
+    assert mission_status(fork_id, home=home).lineage == f"forked from {mission_id} at round {round_number}"
+
+
+def test_updates_made_in_later_rounds_are_undone_in_the_fork(home: str,
+                                                              original: tuple[str, dict[int, History]]) -> None:
+    mission_id, _ = original
+    accepted = {p.name: p.status for p in mission_report(mission_id, home=home).products}
+    seen: dict[str, dict] = {}
+
+    def read(fork_id: str) -> None:
+        with Workspace.at(home).graph(fork_id) as graph:
+            seen.update({p["name"]: p for p in graph.find("product")})
+
+    fork_mission(mission_id, round=2, home=home, on_forked=read)
+
+    # The Chair accepted every product at round 2's Plan; at the start of round 2 none was.
+    assert set(accepted.values()) == {"accepted"}
+    assert {name: (p["status"], p.get("accepted_version")) for name, p in seen.items()} == \
+        {name: ("open", None) for name in accepted}
+
+
+def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
+                                                                       original: tuple[str, dict[int, History]]) -> None:
+    mission_id, _ = original
+
+    forked = cabal("fork", mission_id, "--round", "3", "--direction", DIRECTION, "--home", home, "--quiet")
+
+    assert forked.returncode == 0, forked.stderr
+    fork_id = re.search(rf"^forked {mission_id} at the start of round 3: (\S+)$", forked.stdout, re.MULTILINE)[1]
+    assert "state: done (noMoreRounds), round 3" in forked.stdout
+    report = mission_report(fork_id, home=home)
+    said = [(line.round, line.kind, line.text) for line in report.conversation if line.kind == "direction"]
+    assert said == [(2, "direction", DIRECTION)]
+    # The simulated Chair reopens the first accepted product for a new direction at its Plan.
+    overview = report.product("Overview 1")
+    assert overview.status == "open"
+    assert overview.description.startswith("Reworked for the user's new direction: Add what volunteers")
+    assert mission_report(mission_id, home=home).product("Overview 1").status == "accepted"
+    # The report (cabal show, the exports, the web room's page) says where the fork came from.
+    assert f'<p class="lineage muted">forked from {mission_id} at round 3</p>' in render_html(report)
+    assert f"\n_forked from {mission_id} at round 3_\n\n## Request\n" in render_markdown(report)
+
+    diff = cabal("diff", mission_id, fork_id, "--home", home)
+    assert diff.returncode == 0, diff.stderr
+    assert f"A: `{mission_id}`  \nB: `{fork_id}`\n\nB was forked from A at the start of round 3: rounds 1 to 2 are " \
+           "A's\n\n5 same, 1 changed product(s)\n" in diff.stdout
+    assert "### Overview 1 (changed)\n\n- status: accepted / open; version compared: v1 / v1\n" in diff.stdout
+    listed = cabal("missions", "--home", home)
+    assert f"{fork_id}: done (noMoreRounds), round 3 · forked from {mission_id} at round 3\n" in listed.stdout
+
+
+def test_a_fork_of_a_fork_and_its_own_round_limit(home: str, original: tuple[str, dict[int, History]]) -> None:
+    mission_id, _ = original
+    first = fork_mission(mission_id, round=2, home=home)
+    first_graph = history(home, first.mission_id)
+
+    second = fork_mission(first.mission_id, round=3, home=home, rounds=4, model="simulated")
+
+    assert (second.state, second.stop_reason, second.round) == ("done", "concluded", 3)
+    mission = mission_report(second.mission_id, home=home).mission
+    assert (mission.lineage, mission.rounds, mission.model) == (f"forked from {first.mission_id} at round 3", 4,
+                                                                "simulated")
+    assert history(home, first.mission_id) == first_graph
+    # Its rounds 1 and 2 are the first fork's, whose round 1 is the original's.
+    turns = {(t.round, t.step, t.agent) for t in mission_report(second.mission_id, home=home).turns if t.round < 3}
+    assert turns == {(t.round, t.step, t.agent) for t in mission_report(first.mission_id, home=home).turns
+                     if t.round < 3}
+
+
+@pytest.mark.parametrize(("round_number", "why"), [
+    ("0", "round 0 is the Chair's bootstrap, before the first round"),
+    ("4", "it started rounds 1 to 3"),
+])
+def test_a_round_the_mission_never_started_is_refused(home: str, original: tuple[str, dict[int, History]],
+                                                      round_number: str, why: str) -> None:
+    mission_id, _ = original
+    listed = cabal("missions", "--home", home).stdout
+
+    refused = cabal("fork", mission_id, "--round", round_number, "--home", home)
+
+    assert refused.returncode == 2
+    assert refused.stderr == (f"cabal: cannot fork {mission_id} at round {round_number}: {why}\n"
+                              f"hint: cabal fork {mission_id} --round N, N from 1 to 3\n")
+    assert cabal("missions", "--home", home).stdout == listed  # nothing was made
