@@ -233,6 +233,8 @@ class ScriptedChatModel(_FakeChatModel):
         with self._lock:
             matching = [i for i, entry in enumerate(self._entries) if entry.matches(call.key)]
             self._skip_earlier_turns(matching, int(call.metadata.get(TURN_KEY) or 0))
+            self._skip_answered(matching, int(call.metadata.get(TURN_KEY) or 0),
+                                sum(isinstance(m, AIMessage) for m in call.messages))
             available = [i for i in matching if self._entries[i].repeat or not self._used[i]]
             if available:
                 chosen = min(available, key=lambda i: (-self._entries[i].specificity, i))
@@ -248,6 +250,21 @@ class ScriptedChatModel(_FakeChatModel):
             f"no scripted answer for {call.key} (attempt {call.attempt}) in {self.source}: {why}",
             provider="scripted",
         )
+
+    def _skip_answered(self, matching: list[int], turn: int, answered: int) -> None:
+        """Mark used the entries of the calls the turn already has in its conversation: a turn
+        that goes on where it stopped (a tool call the user approved), in a process with a fresh
+        cursor, gets the entry after them. Where they were used in this process, a no-op."""
+        in_turn, halts = [], 0
+        for index in sorted(matching, key=lambda i: (-self._entries[i].specificity, i)):
+            entry = self._entries[index]
+            if entry.repeat:
+                continue
+            if halts >= turn:
+                in_turn.append(index)
+            halts += entry.tool == _HALT_TOOL
+        for index in in_turn[:answered]:
+            self._used[index] = True
 
     def _skip_earlier_turns(self, matching: list[int], turn: int) -> None:
         """Mark used the entries of the key's earlier turns: up to its ``turn``-th halt entry."""

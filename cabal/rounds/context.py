@@ -25,6 +25,7 @@ from cabal.resources import builtin_dir, files_by_name
 from cabal.rounds.facts import Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts, VersionRef
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
+from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.sources import read_source_text, search_text, source_line
@@ -380,6 +381,7 @@ class ContextBuilder:
         operatives = [f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)" for a in self.team.agents
                       if a.role == Role.OPERATIVE]
         return [
+            self._plan_changes(),
             self._direction(),
             self._section("Reflections this round", reflections),
             self._section("Versions awaiting a decision", candidates),
@@ -482,6 +484,18 @@ class ContextBuilder:
                                     + (f" (answer: {clip(halt.get('answer'), 200)})" if halt.get("answer") else "")))
         return events
 
+    def _plan_changes(self) -> str:
+        """The changes the user asked for when the engine showed them the plan (``gates.py``)."""
+        change = change_request(self.snapshot)
+        if change is None:
+            return ""
+        return self._section("The user's changes to the plan", [
+            f"You showed the user the plan (the charter, the team, the product tree) for sign-off. They asked for "
+            f"these changes before the work goes on: {clip(change, 1200)}",
+            "Apply them now: treeOperations to ADD, UPDATE or REMOVE products (names, definitions of done, owners), "
+            "bootstrapOverrides if the mission, objectives or constraints change. The engine shows the user the revised "
+            "plan again."])
+
     def _direction(self) -> str:
         """The new direction of a mission the user continued after it ended, at the first Plan after."""
         given = [c for c in self.snapshot.collabs if c.get("author") == USER_ID
@@ -498,7 +512,8 @@ class ContextBuilder:
     # ------------------------------------------------------------------- shared pieces
 
     def _answered_halts(self) -> str:
-        answered = [h for h in self.snapshot.halts if h.get("status") == "answered"]
+        # A gate's answer (a plan signed off, a tool call decided) is no answer to the agents' questions.
+        answered = [h for h in self.snapshot.halts if h.get("status") == "answered" and not h.get("gate")]
         answered = sorted(answered, key=lambda h: h.get("answered_round", 0))[-3:]
         lines = [f"You asked: {clip(h.get('message'), 600)}\nThe user answered: {clip(h.get('answer'), 1200)}"
                  for h in answered]
