@@ -234,7 +234,8 @@ def _question(halt: dict) -> Question:
     return Question(
         id=halt["id"], round=int(halt.get("round") or 0), step=halt.get("step"), asker=str(halt.get("author") or CHAIR_ID),
         message=str(halt.get("message")), options=tuple(halt.get("options") or ()), status=str(halt.get("status")),
-        answer=halt.get("answer"), answered_round=halt.get("answered_round"),
+        answer=halt.get("answer"), answered_round=halt.get("answered_round"), gate=halt.get("gate") or None,
+        answer_source=halt.get("answer_source") or None,
     )
 
 

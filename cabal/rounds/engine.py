@@ -41,7 +41,7 @@ from cabal.rounds.ids import halt_id
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.run import ENGINE_ACTOR, MissionRun
 from cabal.rounds.snapshot import Snapshot
-from cabal.rounds.tooluse import APPROVE, ApprovalPending
+from cabal.rounds.tooluse import APPROVE, TOOL_GATE, ApprovalPending
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.entities import Halt
 from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step, StopReason, TurnOutcome
@@ -306,14 +306,14 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     # Each answer the Chair heard in this step starts a turn of its own (a tool call's approval
     # belongs to the turn that asked it; a plan's sign-off answered with changes starts the next).
     answered = len([h for h in snapshot.halts if h.get("round") == round_number and h.get("step") == step
-                    and h.get("status") == "answered" and h.get("gate") != "tool"])
+                    and h.get("status") == "answered" and h.get("gate") != TOOL_GATE])
     run.emit(StepStarted(run.mission_id, round=round_number, step=step))
     try:
         result = run.take_turn(snapshot, step, CHAIR_ID, attempt=answered)
     except BudgetSpent as spent:
         return _budget_spent(run, round_number, spent.reason, after=step.value)
-    except ApprovalPending as pending:
-        return {"halt": pending.halt_id, "after": step.value}
+    except ApprovalPending as waiting:
+        return {"halt": waiting.halt_id, "after": step.value}
     if result is None:  # replayed: read what the committed turn decided
         snapshot = run.snapshot(round_number)
         pending = snapshot.pending_halt()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from cabal.rounds.events import AnswerSource
 from cabal.rounds.ids import plan_gate_id
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.team import Team
@@ -25,7 +26,7 @@ PLAN_GATE = "plan"  # the ``gate`` of a question that asks to sign the plan off
 GATE_NAMES = (PLAN_GATE,)  # what ``--gate`` may name
 STOP = "stop"
 STOP_WORDS = frozenset({STOP, "no", "n", "halt", "end", "quit"})
-POLICY = "policy"  # the source of an answer the mission file's gates policy gave
+POLICY: AnswerSource = "policy"  # the source of an answer the mission file's gates policy gave
 PLAN_OPTIONS = (APPROVE, STOP)
 
 PlanDecision = Literal["approve", "change", "stop"]

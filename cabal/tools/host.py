@@ -23,7 +23,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
