@@ -123,7 +123,7 @@ def plan_question(snapshot: Snapshot, team: Team) -> str:
     for orphan in [p for p in products if p.get("parent_id") and p["parent_id"] not in known]:
         lines.append(f"  - {orphan.get('name')}, owner {orphan.get('owner') or 'none'}: done when {orphan.get('dod')}")
     if not products:
-        lines.append("  (none yet)")
+        lines.append("  (none)")
     lines += ["", f"Answer {APPROVE} to start the work, write the changes you want (the Chair revises the plan and "
                   f"asks again), or {STOP} to end the mission here."]
     return "\n".join(lines)
