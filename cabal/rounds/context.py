@@ -27,7 +27,7 @@ from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
-from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, source_line
 from cabal.rounds.team import Team
 from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
@@ -141,7 +141,7 @@ class ContextBuilder:
         card = self.team.cards[agent.role]
         # The Chair writes personas and domains at bootstrap (and may change them later): they
         # replace the role card's persona and tell each operative what it is responsible for.
-        persona = str(_charter_map(self.snapshot.mission, "personas").get(agent_id)
+        persona = str(charter_map(self.snapshot.mission, "personas").get(agent_id)
                       or self.snapshot.agents.get(agent_id, {}).get("persona") or agent.persona or card.persona)
         if agent.focus:  # several watchdogs share the inspection: each knows its part
             persona += (f"\n\nYour focus: {', '.join(agent.focus)} findings only; "
@@ -181,7 +181,7 @@ class ContextBuilder:
                     lines += [f"## {title}", *[f"- {clip(item, ITEM_CHARS)}" for item in items[:12]]]
         else:
             lines += ["## The user's request", clip(mission.get("request"), 4000)]
-        domain = _charter_map(mission, "domains").get(agent_id)
+        domain = charter_map(mission, "domains").get(agent_id)
         agent = self.team.get(agent_id)
         if not domain and agent is not None and agent.domain:  # the card's, until the Chair gives one
             domain = {"responsibility": agent.domain}
@@ -574,13 +574,3 @@ class ContextBuilder:
             parts.append(f"{title}\n{clip(body, 4 * CONTENT_CHARS)}")
         return f"{REQUESTED_CONTEXT}\n\n" + "\n\n".join(parts)
 
-
-def _charter_map(mission: dict, key: str) -> dict:
-    """A mapping the charter keeps on the mission node as JSON (personas, domains); {} if none."""
-    value = mission.get(key)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}

@@ -13,12 +13,11 @@ Pure functions of the mission's view; the engine (``engine.py``) raises and read
 
 from __future__ import annotations
 
-import json
-from typing import Any, Literal
+from typing import Literal
 
 from cabal.rounds.events import AnswerSource
 from cabal.rounds.ids import plan_gate_id
-from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.team import Team
 from cabal.rounds.tooluse import APPROVE, approves
 
@@ -94,9 +93,9 @@ def plan_question(snapshot: Snapshot, team: Team) -> str:
     mission = snapshot.mission
     lines = ["Sign off the plan before the team starts work.", "", f"Mission: {mission.get('charter') or '-'}"]
     for title, key in (("Objectives", "objectives"), ("Constraints", "constraints")):
-        items = _listed(mission.get(key))
+        items = [str(item) for item in mission.get(key) or []]
         lines += [f"{title}:", *(f"  - {item}" for item in items)] if items else [f"{title}: none"]
-    personas, domains = _mapping(mission.get("personas")), _mapping(mission.get("domains"))
+    personas, domains = charter_map(mission, "personas"), charter_map(mission, "domains")
     lines.append("Team:")
     for agent in team.agents:
         label = f"{agent.name} ({agent.id})" if agent.name and agent.name != agent.id else agent.id
@@ -128,20 +127,3 @@ def plan_question(snapshot: Snapshot, team: Team) -> str:
                   f"asks again), or {STOP} to end the mission here."]
     return "\n".join(lines)
 
-
-def _listed(value: Any) -> list[str]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return [value] if value else []
-    return [str(item) for item in value] if isinstance(value, list) else []
-
-
-def _mapping(value: Any) -> dict:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}

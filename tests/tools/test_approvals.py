@@ -4,7 +4,6 @@ every test counts the calls the tool really got."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from cabal.rounds.tooluse import DENIED, LOST, approves, tool_message
 from cabal.tools.host import kept_outcome
 from tests.polling import wait_until
 from tests.rounds.test_processes import kill_group
+from tests.tools.test_tool_processes import run_killed_at
 from tests.tools.test_tools import CABAL, QUOTE, mission, tool_moments
 
 QUESTION = ("May I call prices__lookup with {\"product\": \"notely\"}? Why: The paragraph compares tally's price with "
@@ -146,18 +146,8 @@ def test_a_wrong_policy_is_a_located_error_with_the_closest_names(tmp_path) -> N
 def test_kill_9_while_the_approval_waits_and_again_while_the_approved_call_runs_never_calls_the_tool_twice(
         home, tmp_path) -> None:
     path, calls = asking(tmp_path, delay="30")  # the tool counts the call, then takes its time
-    events = tmp_path / "events.jsonl"
-    process = subprocess.Popen([str(CABAL), "run", str(path), "--home", home, "--quiet", "--events", str(events)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
-    try:
-        asked = wait_until(lambda: events.exists() and [json.loads(line) for line in events.read_text().splitlines()
-                                                         if '"kind": "halt"' in line], timeout=60,
-                           what="the approval to be asked")
-        kill_group(process)  # kill -9 while the question waits
-    finally:
-        kill_group(process)
-    mission_id = asked[0]["mission"]
+    # kill -9 while the question waits
+    mission_id = run_killed_at(path, home, tmp_path / "events.jsonl", '"kind": "halt"', "the approval to be asked")
     assert calls_made(calls) == []
 
     resumed = subprocess.Popen([str(CABAL), "resume", mission_id, "--answer", "approve", "--home", home, "--quiet"],
