@@ -44,7 +44,7 @@ def test_the_plan_is_signed_off_and_a_tool_call_denied_from_the_page(page, web, 
 
     question.get_by_role("button", name="approve", exact=True).click()
 
-    expect(page.locator("#toast")).to_have_text("Answered: the team goes on.")
+    expect(page.locator("#toast")).to_have_text("Answered: the team goes on.", timeout=60_000)  # a tool server starts
     expect(page.locator("#question")).to_contain_text("May I call prices__lookup with {\"product\": \"notely\"}?",
                                                       timeout=60_000)
     expect(page.locator("#question").get_by_label("Or deny it with a reason the agent reads")).to_be_visible()
