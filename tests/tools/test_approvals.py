@@ -16,7 +16,7 @@ from cabal.rounds.mission import load_mission
 from cabal.rounds.tooluse import DENIED, LOST, approves, tool_message
 from cabal.tools.host import kept_outcome
 from tests.polling import wait_until
-from tests.rounds.test_processes import kill_group
+from tests.rounds.test_processes import environment, kill_group
 from tests.tools.test_tool_processes import run_killed_at
 from tests.tools.test_tools import CABAL, QUOTE, mission, tool_moments
 
@@ -166,3 +166,55 @@ def test_kill_9_while_the_approval_waits_and_again_while_the_approved_call_runs_
     assert calls_made(calls) == ["notely"]  # exactly once
     [moment] = tool_moments(mission_id, home)
     assert (moment["outcome"], moment["digest"]) == ("error", LOST)
+
+
+SLOW_MODEL = '''"""The tools script, each answer after a tool's result slow when SLOW_AFTER_TOOL is set."""
+import os
+import time
+from pathlib import Path
+
+from cabal.llm import FunctionChatModel, ScriptedChatModel
+
+
+def model(**options):
+    script = ScriptedChatModel.from_file(Path(__file__).with_name("script.yaml"))
+
+    def answer(request):
+        if os.environ.get("SLOW_AFTER_TOOL") and any(message.type == "tool" for message in request.messages):
+            time.sleep(60)
+        return script.bind_tools(list(request.tools)).invoke(list(request.messages),
+                                                             config={"metadata": dict(request.metadata)})
+
+    return FunctionChatModel(answer, **options)
+'''
+
+
+def test_kill_9_after_the_approved_calls_result_was_kept_gives_the_turn_that_result_without_calling_again(
+        home, tmp_path) -> None:
+    path, calls = asking(tmp_path)
+    (tmp_path / "slow.py").write_text(SLOW_MODEL)
+    path.write_text(path.read_text().replace("model: scripted:script.yaml", "model: py:slow:model"))
+    halted = run_mission(path, home=home)
+    assert halted.pending_halt is not None and halted.pending_halt["id"] == HALT
+
+    resumed = subprocess.Popen([str(CABAL), "resume", halted.mission_id, "--answer", "approve", "--home", home,
+                                "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               stdin=subprocess.DEVNULL, start_new_session=True,
+                               env=environment(SLOW_AFTER_TOOL="1"))
+    try:  # the result is kept; the model's next answer takes its time: kill -9 before the turn commits
+        wait_until(lambda: halt(halted.mission_id, home).get("call") == "done", timeout=60,
+                   what="the approved call's result to be kept")
+        kill_group(resumed)
+    finally:
+        kill_group(resumed)
+    assert not tool_moments(halted.mission_id, home)  # the turn had not committed
+
+    done = resume_mission(halted.mission_id, home=home)
+
+    assert (done.state, done.stop_reason) == ("done", "concluded")
+    assert calls_made(calls) == ["notely"]
+    [moment] = tool_moments(done.mission_id, home)
+    assert (moment["outcome"], moment["digest"]) == ("ok", QUOTE)
+    with ContextGraph.open(name=done.mission_id, home=home) as graph:
+        [version] = graph.find("version")
+    assert QUOTE in version["content"]
