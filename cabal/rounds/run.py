@@ -281,7 +281,7 @@ class MissionRun:
         if not offered or self.spec.max_tool_calls == 0:
             return None
         return TurnTools(self.tools, offered, place, self.spec.max_tool_calls, self.emit,
-                         approvals=Approvals(self.graph, self.membrane))
+                         approvals=Approvals(self.graph, self.membrane) if self.tools.asks else None)
 
     def _approval_question(self, place: TurnPlace, pending: ApprovalPending) -> Cluster:
         """The question a call that waits for the user asks, with the turn as it stopped."""

@@ -168,6 +168,11 @@ class ToolHost:
             return [tool for server in self._servers.values() if server.tools
                     and server.spec.allows(agent_id, role, step) for tool in server.tools.values()]
 
+    @property
+    def asks(self) -> bool:
+        """Whether any call of the mission's tools may wait for the user's approval."""
+        return any(server.spec.approve not in ("auto", "deny") for server in self._servers.values())
+
     def approval(self, name: str) -> Approval:
         """What the mission file says of a call of the offered tool ``name`` (``server__tool``)."""
         server_name, _, tool = name.partition(SEPARATOR)
