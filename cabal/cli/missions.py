@@ -205,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _driven(args, lambda watch: rounds.run_mission(
         args.mission, model=replay_model_spec(args.model, args), home=args.home, url=args.url, rounds=args.rounds,
         model_settings=_settings(args), on_event=watch.listener(), budget_usd=args.budget_usd, sources=args.source,
-        record=not args.no_record))
+        record=not args.no_record, gates=args.gate))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -401,12 +401,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--source", action="append", default=[], metavar="PATH",
                      help="a file or folder the team reads and cites, beside the mission file's sources "
                           "(repeatable)")
+    run.add_argument("--gate", action="append", default=[], choices=["plan"],
+                     help="wait for your sign-off: plan (after Bootstrap: the charter, the team and the product tree; "
+                          "as the mission file's gates: {plan: ask})")
     run.set_defaults(func=cmd_run)
 
     resume = common(commands.add_parser("resume", help="answer a pending question, or continue after a crash"),
                     model=True, runs=True)
     resume.add_argument("mission_id")
-    resume.add_argument("--answer", help="your answer to the Chair's question")
+    resume.add_argument("--answer", help="your answer to the pending question: the Chair's; approve, changes or stop "
+                                         "for a plan; approve or deny for a tool call")
     resume.add_argument("--rounds", type=int, help="a new round limit: continues a mission that ran out of rounds "
                                                    "or that you stopped")
     resume.set_defaults(func=cmd_resume)

@@ -114,7 +114,7 @@ class Progress:
         elif isinstance(event, ToolReturned):  # a tool's answer is data: shown printable and short
             digest = event.digest if len(event.digest) <= 80 else event.digest[:79] + "…"
             self._print(f"round {event.round} · {event.step} · {self._who(event.agent)} called {event.tool}: "
-                        f"{'ok' if event.ok else 'error'}, {digest}", dim=event.ok)
+                        f"{'denied' if event.denied else 'ok' if event.ok else 'error'}, {digest}", dim=event.ok)
         elif isinstance(event, Presented):
             for line in event.lines:
                 self._say(Line(round=event.round, speaker=line.speaker, text=line.text, kind="message"))
@@ -122,7 +122,8 @@ class Progress:
             self._say(Line(round=event.round, speaker=event.asker, text=event.message, kind="question",
                            options=event.options))
         elif isinstance(event, Answered):
-            speaker = "you (mission file)" if event.source == "mission file" else "you"
+            speaker = {"mission file": "you (mission file)", "policy": "cabal (the mission file's gates policy)"}.get(
+                event.source, "you")
             self._say(Line(round=event.round, speaker=speaker, text=event.text, kind="answer"))
         elif isinstance(event, UserMessage):
             self._say(Line(round=event.round, speaker="you", text=event.text, kind="note"))

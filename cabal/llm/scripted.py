@@ -233,6 +233,8 @@ class ScriptedChatModel(_FakeChatModel):
         with self._lock:
             matching = [i for i, entry in enumerate(self._entries) if entry.matches(call.key)]
             self._skip_earlier_turns(matching, int(call.metadata.get(TURN_KEY) or 0))
+            self._skip_answered(matching, int(call.metadata.get(TURN_KEY) or 0),
+                                sum(isinstance(m, AIMessage) for m in call.messages))
             available = [i for i in matching if self._entries[i].repeat or not self._used[i]]
             if available:
                 chosen = min(available, key=lambda i: (-self._entries[i].specificity, i))
@@ -249,17 +251,32 @@ class ScriptedChatModel(_FakeChatModel):
             provider="scripted",
         )
 
+    def _skip_answered(self, matching: list[int], turn: int, answered: int) -> None:
+        """Mark used the entries of the calls the turn already has in its conversation: a turn
+        that goes on where it stopped (a tool call the user approved), in a process with a fresh
+        cursor, gets the entry after them. Where they were used in this process, a no-op."""
+        ordered = self._in_order(matching)
+        start = self._turn_start(ordered, turn)
+        for index in ordered[start:start + answered]:
+            self._used[index] = True
+
     def _skip_earlier_turns(self, matching: list[int], turn: int) -> None:
         """Mark used the entries of the key's earlier turns: up to its ``turn``-th halt entry."""
-        halts = 0
-        for index in sorted(matching, key=lambda i: (-self._entries[i].specificity, i)):
-            if halts >= turn:
-                return
-            entry = self._entries[index]
-            if entry.repeat:
-                continue
+        ordered = self._in_order(matching)
+        for index in ordered[:self._turn_start(ordered, turn)]:
             self._used[index] = True
-            halts += entry.tool == _HALT_TOOL
+
+    def _in_order(self, matching: list[int]) -> list[int]:
+        """The key's entries used one each, in the order they are taken."""
+        return [i for i in sorted(matching, key=lambda i: (-self._entries[i].specificity, i))
+                if not self._entries[i].repeat]
+
+    def _turn_start(self, ordered: list[int], turn: int) -> int:
+        """Where the key's ``turn``-th turn starts in ``ordered``: after its ``turn``-th halt entry.
+        A turn after an answer that no halt entry stands for (a plan's sign-off answered with
+        changes) starts after the last halt entry there is."""
+        halts = [position for position, index in enumerate(ordered) if self._entries[index].tool == _HALT_TOOL]
+        return halts[min(turn, len(halts)) - 1] + 1 if turn and halts else 0
 
 
 @dataclass(frozen=True)

@@ -263,6 +263,10 @@ class Question(_Value):
     status: str = Field(description="pending or answered")
     answer: str | None = None
     answered_round: int | None = None
+    gate: str | None = Field(None, description="the engine's gate that asks it: plan (the plan's sign-off) or tool (a "
+                                               "tool call's approval); none for the Chair's questions")
+    answer_source: str | None = Field(None, description="who answered: user, mission file, or policy (the mission "
+                                                        "file's gates policy)")
 
 
 class Turn(_Value):

@@ -219,8 +219,11 @@ def _conversation(messages: list[dict], halts: list[dict], notes: list[dict]) ->
             kind=kind, options=tuple(halt.get("options") or ()))))
         if halt.get("answer"):
             answered = int(halt.get("answered_round", halt.get("round")) or 0)
+            by_policy = halt.get("answer_source") == "policy"  # gates: {plan: auto} approved it, not a person
             entries.append(((answered, 0, 1, natural_key(halt["id"])), Line(
-                round=answered, speaker="you", text=str(halt["answer"]), kind="answer")))
+                round=answered, speaker=str(halt.get("author")) if by_policy else "you",
+                text=f"{halt['answer']} (by the mission file's policy: gates: {{plan: auto}})" if by_policy
+                else str(halt["answer"]), kind="answer")))
     for note in notes:
         kind = "direction" if note.get("type") == USER_DIRECTION_TYPE else "note"
         entries.append(((note.get("round", 0), 2, 0, natural_key(note["id"])), Line(
@@ -232,7 +235,8 @@ def _question(halt: dict) -> Question:
     return Question(
         id=halt["id"], round=int(halt.get("round") or 0), step=halt.get("step"), asker=str(halt.get("author") or CHAIR_ID),
         message=str(halt.get("message")), options=tuple(halt.get("options") or ()), status=str(halt.get("status")),
-        answer=halt.get("answer"), answered_round=halt.get("answered_round"),
+        answer=halt.get("answer"), answered_round=halt.get("answered_round"), gate=halt.get("gate") or None,
+        answer_source=halt.get("answer_source") or None,
     )
 
 

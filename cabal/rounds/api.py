@@ -39,6 +39,7 @@ from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_mo
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, leave_note, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build_graph
+from cabal.rounds.gates import GATE_NAMES
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
@@ -146,7 +147,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
                 call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
                 sources: list[str | Wanted] | None = None, record: bool = True,
-                workspace: Workspace | None = None, request: str | None = None) -> MissionResult:
+                workspace: Workspace | None = None, request: str | None = None,
+                gates: Sequence[str] = ()) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
     ``model``: a model spec (overriding the mission file's) or a chat model object;
@@ -167,6 +169,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     missions), instead of ``home`` and ``url``.
     ``request``: the mission's request, over the mission file's (a served team runs each request
     it is given on one mission file: ``cabal a2a``).
+    ``gates``: gates to ask at beside the mission file's (``--gate plan``: ``gates=["plan"]``, the
+    plan's sign-off, as ``gates: {plan: ask}``).
     """
     spec, base = _loaded(mission)
     if request is not None:
@@ -175,6 +179,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
+    if gates:
+        spec = _with_gates(spec, gates)
     starting = spec.starting_budget(budget_usd)
     spec = _with_paths_anchored(spec, base)
     workspace = workspace or Workspace.at(home, url)
@@ -221,6 +227,14 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         if tools is not None:
             tools.close()
         graph.close()
+
+
+def _with_gates(spec: MissionSpec, gates: Sequence[str]) -> MissionSpec:
+    """``spec`` asking at ``gates`` too (``--gate``): each one asked of the user."""
+    unknown = [gate for gate in gates if gate not in GATE_NAMES]
+    if unknown:
+        raise ConfigError(f"--gate: unknown gate {unknown[0]!r}; known: {', '.join(GATE_NAMES)}")
+    return spec.model_copy(update={"gates": spec.gates.model_copy(update={"plan": "ask"})})
 
 
 def _loaded(mission: str | Path | MissionSpec | dict) -> tuple[MissionSpec, Path | None]:
@@ -414,7 +428,8 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
         pending = status.pending_halt
         # A run killed between asking the Chair's question and taking the mission file's answer
         # left it pending: the file's next answer is still there to take, as a clean run would.
-        from_file = pending is not None and bool(run.answers) and not BUDGET_HALT.fullmatch(str(pending["id"]))
+        from_file = (pending is not None and bool(run.answers) and not BUDGET_HALT.fullmatch(str(pending["id"]))
+                     and not pending.get("gate"))
         if pending is not None and answer is None and not from_file:
             raise MissionError(f"mission {mission_id} is waiting for an answer: {pending.get('message')}",
                                hint=f"cabal resume {mission_id} --answer '...'")

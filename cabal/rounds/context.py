@@ -29,9 +29,10 @@ from cabal.rounds.facts import (Candidate, Event, FactsDraft, ProductDetail, Ref
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
 from cabal.refs import Ref, substitute_refs
+from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
 from cabal.rounds.showing import BOUNDS, whole
-from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, shown_id, source_line
 from cabal.rounds.team import Team
 from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
@@ -149,7 +150,7 @@ class ContextBuilder:
         card = self.team.cards[agent.role]
         # The Chair writes personas and domains at bootstrap (and may change them later): they
         # replace the role card's persona and tell each operative what it is responsible for.
-        persona = str(_charter_map(self.snapshot.mission, "personas").get(agent_id)
+        persona = str(charter_map(self.snapshot.mission, "personas").get(agent_id)
                       or self.snapshot.agents.get(agent_id, {}).get("persona") or agent.persona or card.persona)
         if agent.focus:  # several watchdogs share the inspection: each knows its part
             persona += (f"\n\nYour focus: {', '.join(agent.focus)} findings only; "
@@ -206,7 +207,7 @@ class ContextBuilder:
                     lines += [f"## {title}", *[f"- {whole(self._named_refs(item), BOUNDS.text)}" for item in items]]
         else:
             lines += ["## The user's request", whole(mission.get("request"), BOUNDS.text * 2)]
-        domain = _charter_map(mission, "domains").get(agent_id)
+        domain = charter_map(mission, "domains").get(agent_id)
         agent = self.team.get(agent_id)
         if not domain and agent is not None and agent.domain:  # the card's, until the Chair gives one
             domain = {"responsibility": agent.domain}
@@ -505,6 +506,7 @@ class ContextBuilder:
         self._facts.reflections += [Reflection(r.get("author"), ids.short("p", r["product_id"]), r["dod_status"])
                                     for r in snapshot.reflections_in()]
         return [
+            self._plan_changes(),
             self._direction(),
             self._section("Reflections this round", ["- " + block.replace("\n", "\n  ") for block in reflections]),
             self._awaiting_decision(ids),
@@ -657,6 +659,18 @@ class ContextBuilder:
                                     + (f" (answer: {self._text(halt.get('answer'), ids)})" if halt.get("answer") else "")))
         return events
 
+    def _plan_changes(self) -> str:
+        """The changes the user asked for when the engine showed them the plan (``gates.py``)."""
+        change = change_request(self.snapshot)
+        if change is None:
+            return ""
+        return self._section("The user's changes to the plan", [
+            f"You showed the user the plan (the charter, the team, the product tree) for sign-off. They asked for "
+            f"these changes before the work goes on: {clip(change, 1200)}",
+            "Apply them now: treeOperations to ADD, UPDATE or REMOVE products (names, definitions of done, owners), "
+            "bootstrapOverrides if the mission, objectives or constraints change. The engine shows the user the revised "
+            "plan again."])
+
     def _direction(self) -> str:
         """The new direction of a mission the user continued after it ended (or forked), at the first Plan after."""
         given = [c for c in self.snapshot.collabs if c.get("author") == USER_ID
@@ -673,7 +687,8 @@ class ContextBuilder:
     # ------------------------------------------------------------------- shared pieces
 
     def _answered_halts(self) -> str:
-        answered = [h for h in self.snapshot.halts if h.get("status") == "answered"]
+        # A gate's answer (a plan signed off, a tool call decided) is no answer to the agents' questions.
+        answered = [h for h in self.snapshot.halts if h.get("status") == "answered" and not h.get("gate")]
         answered = sorted(answered, key=lambda h: h.get("answered_round", 0))[-3:]
         lines = [f"You asked: {whole(h.get('message'), BOUNDS.text)}\nThe user answered: {whole(h.get('answer'), BOUNDS.text)}"
                  for h in answered]
@@ -789,14 +804,3 @@ def _as_list(value: object) -> list:
         except ValueError:
             return [value] if value else []
     return list(value) if isinstance(value, (list, tuple)) else []
-
-
-def _charter_map(mission: dict, key: str) -> dict:
-    """A mapping the charter keeps on the mission node as JSON (personas, domains); {} if none."""
-    value = mission.get(key)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}

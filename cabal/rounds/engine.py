@@ -35,15 +35,17 @@ from cabal.llm import Budget
 from cabal.rounds.budget import BudgetSpent
 from cabal.rounds.events import (Answered, AnswerSource, HaltRaised, MissionStopped, RoundStarted, StepStarted,
                                   UserMessage)
+from cabal.rounds.gates import (PLAN_GATE, PLAN_OPTIONS, POLICY, gate_due, live_product_ids, plan_decision,
+                                plan_question, stops)
 from cabal.rounds.ids import halt_id
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.run import ENGINE_ACTOR, MissionRun
 from cabal.rounds.snapshot import Snapshot
+from cabal.rounds.tooluse import APPROVE, TOOL_GATE, ApprovalPending
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.entities import Halt
 from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step, StopReason, TurnOutcome
 
-STOP_WORDS = {"stop", "no", "n", "halt", "end", "quit"}
 ANSWER_FROM_FILE: Final = "mission file"  # where an unattended answer came from (answer_source on the halt)
 BUDGET_HALT = re.compile(r"r\d+\.budget\d*")  # ids of the questions a spent budget raises
 
@@ -77,11 +79,16 @@ RoundGraph = CompiledStateGraph[RoundState, MissionRun, RoundState, RoundState]
 
 
 def bootstrap(state: RoundState, runtime: Context) -> RoundState:
-    return {"round": 0, **_chair_turn(runtime.context, state, Step.BOOTSTRAP)}
+    decided = _chair_turn(runtime.context, state, Step.BOOTSTRAP)
+    return {"round": 0, **(decided if decided.get("stop") or decided.get("halt")
+                           else _plan_signoff(runtime.context, 0) or decided)}
 
 
 def plan(state: RoundState, runtime: Context) -> RoundState:
-    return _chair_turn(runtime.context, state, Step.PLAN)
+    decided = _chair_turn(runtime.context, state, Step.PLAN)
+    if decided.get("stop") or decided.get("halt"):
+        return decided
+    return _plan_signoff(runtime.context, state.get("round", 0)) or decided
 
 
 def round_start(state: RoundState, runtime: Context) -> RoundState:
@@ -113,13 +120,14 @@ def await_user(state: RoundState, runtime: Context) -> RoundState:
     assert pending_id is not None, "the engine waits on a pending halt only"
     halt = run.graph.get(pending_id) or {}
     budget_question = BUDGET_HALT.fullmatch(pending_id) is not None
+    chairs = not budget_question and not halt.get("gate")  # the mission file's answers are the Chair's only
     if halt.get("status") != "answered":
         # On resume this node runs again from the top: the question was told when it was asked.
         asked = HaltRaised(run.mission_id, round=state.get("round", 0), step=str(halt.get("step") or ""),
                            halt=pending_id, asker=str(halt.get("author") or CHAIR_ID), message=str(halt.get("message")),
                            options=tuple(halt.get("options") or ()))
         source: AnswerSource = "user"
-        if run.answers and not budget_question:  # the mission file's answers are the Chair's
+        if run.answers and chairs:
             run.emit(asked)
             answer, source = run.answers.pop(0), ANSWER_FROM_FILE
             run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=answer, source=source))
@@ -134,6 +142,8 @@ def await_user(state: RoundState, runtime: Context) -> RoundState:
         run.set_status(MissionState.RUNNING, state.get("round", 0))
     if budget_question:
         return _budget_answer(run, state, str((run.graph.get(pending_id) or {}).get("answer", "")))
+    if halt.get("gate") == PLAN_GATE:
+        return _plan_answer(run, state, str((run.graph.get(pending_id) or {}).get("answer", "")))
     return {"halt": None}
 
 
@@ -174,6 +184,8 @@ def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str
             run.run_step(snapshot, step, agents(run, snapshot))
         except BudgetSpent as spent:
             return _budget_spent(run, state["round"], spent.reason, after=step.value)
+        except ApprovalPending as pending:  # a tool call waits for the user; the step goes on after
+            return {"halt": pending.halt_id, "after": step.value}
         return {}
 
     node.__name__ = step.value
@@ -221,7 +233,16 @@ def _after_plan(state: RoundState, runtime: Context) -> str:
         return "presentation"  # the Envoy tells the user about the last round too
     if state.get("stop") or state.get("halt"):
         return _after_chair(state, runtime)
-    snapshot = runtime.context.snapshot(state["round"])
+    return _work_after_plan(runtime.context, state["round"])
+
+
+def _work_after_plan(run: MissionRun, round_number: int) -> str:
+    """Where a round goes once its plan stands: the writing it assigned, else the reviews of new
+    versions, else the Envoy. A plan made at round 0 (a change the user asked for before any
+    work) waits for round 1."""
+    if round_number == 0:
+        return "round_start"
+    snapshot = run.snapshot(round_number)
     if snapshot.assignments_in():
         return "write"
     return "peer_review" if snapshot.new_versions() else "presentation"
@@ -242,13 +263,13 @@ NODES = {node.__name__: node for node in (bootstrap, await_user, round_start, re
                                           inspect, presentation, finish)}
 ROUTES: dict[str, tuple[Callable[..., str], list[str]]] = {
     # node: (where it goes next, every place it can go)
-    "bootstrap": (_after_chair, ["finish", "await_user", "round_start"]),
+    "bootstrap": (_after_chair, ["finish", "await_user", "round_start"]),  # a plan to sign off: await_user
     # back to the node that asked: a Chair turn, a round start, or a step whose budget ran out
     "await_user": (_after_answer, ["finish", "bootstrap", "round_start", "reflect", "plan", "write", "peer_review",
                                    "inspect", "presentation"]),
     "round_start": (_after_round_start, ["finish", "await_user", "reflect"]),
     "reflect": (_then("plan"), ["finish", "await_user", "plan"]),
-    "plan": (_after_plan, ["finish", "await_user", "write", "peer_review", "presentation"]),
+    "plan": (_after_plan, ["finish", "await_user", "round_start", "write", "peer_review", "presentation"]),
     "write": (_after_write, ["finish", "await_user", "peer_review", "presentation"]),
     "peer_review": (_then("inspect"), ["finish", "await_user", "inspect"]),
     "inspect": (_then("presentation"), ["finish", "await_user", "presentation"]),
@@ -282,13 +303,17 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     """The Chair's turn at bootstrap or plan; a turn after the user's n-th answer is attempt n."""
     round_number = state.get("round", 0)
     snapshot = run.snapshot(round_number)
+    # Each answer the Chair heard in this step starts a turn of its own (a tool call's approval
+    # belongs to the turn that asked it; a plan's sign-off answered with changes starts the next).
     answered = len([h for h in snapshot.halts if h.get("round") == round_number and h.get("step") == step
-                    and h.get("status") == "answered"])
+                    and h.get("status") == "answered" and h.get("gate") != TOOL_GATE])
     run.emit(StepStarted(run.mission_id, round=round_number, step=step))
     try:
         result = run.take_turn(snapshot, step, CHAIR_ID, attempt=answered)
     except BudgetSpent as spent:
         return _budget_spent(run, round_number, spent.reason, after=step.value)
+    except ApprovalPending as waiting:
+        return {"halt": waiting.halt_id, "after": step.value}
     if result is None:  # replayed: read what the committed turn decided
         snapshot = run.snapshot(round_number)
         pending = snapshot.pending_halt()
@@ -313,9 +338,49 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
 
 def _answer_halt(run: MissionRun, halt: str, answer: str, round_number: int, source: str) -> None:
     node = run.graph.get(halt) or {}
-    run.write("answer_halt", {"halt_id": halt, "round": round_number, "actor_id": USER_ID,
+    run.write("answer_halt", {"halt_id": halt, "round": round_number,
+                              "actor_id": ENGINE_ACTOR if source == POLICY else USER_ID,
                               "message": node.get("message", ""), "source": source},
               {"item": {"answer": answer}}, session_id=f"{halt}.answer")
+
+
+def _plan_signoff(run: MissionRun, round_number: int) -> RoundState | None:
+    """The plan's sign-off at the end of Bootstrap or a Plan & Assign, when the mission file's
+    gates ask for one (``gates.py``): the question the mission waits on, or None to go on. The
+    ``auto`` policy answers it at once, in the graph and before the listeners, as a user would."""
+    gates = run.spec.gates
+    if gates.plan == "off":
+        return None
+    snapshot = run.snapshot(round_number)
+    gate = gate_due(snapshot, round_number, every_plan=gates.every_plan)
+    if gate is None:
+        return None
+    if not run.graph.exists(gate):
+        run.write("ask_user", {
+            "actor_id": ENGINE_ACTOR, "item_id": gate, "gate": PLAN_GATE, "message": plan_question(snapshot, run.team),
+            "options": list(PLAN_OPTIONS), "round": round_number, "step": Step.PLAN, "tool": "", "arguments": "",
+            "why": "", "products": live_product_ids(snapshot), "paused": "",
+        }, {}, session_id=f"{gate}.ask")
+    if gates.plan == "auto":
+        halt = run.graph.get(gate) or {}
+        if halt.get("status") != "answered":
+            run.emit(HaltRaised(run.mission_id, round=round_number, step=Step.PLAN, halt=gate, asker=ENGINE_ACTOR,
+                                message=str(halt.get("message")), options=PLAN_OPTIONS))
+            run.emit(Answered(run.mission_id, round=round_number, halt=gate, text=APPROVE, source=POLICY))
+            _answer_halt(run, gate, APPROVE, round_number, POLICY)
+        return None
+    return {"halt": gate, "after": Step.PLAN.value}
+
+
+def _plan_answer(run: MissionRun, state: RoundState, answer: str) -> RoundState:
+    """Where the user's answer to the plan's sign-off leads: on to the work, to a Plan & Assign
+    turn that applies their changes (then the sign-off again), or to the end."""
+    decision = plan_decision(answer)
+    if decision == "stop":
+        return {"stop": StopReason.USER_HALT.value, "detail": "the user stopped the mission at the plan's sign-off"}
+    if decision == "change":
+        return {"halt": None, "after": Step.PLAN.value}
+    return {"halt": None, "after": _work_after_plan(run, state.get("round", 0))}
 
 
 def _budget_spent(run: MissionRun, round_number: int, reason: str, *, after: str) -> RoundState:
@@ -348,7 +413,7 @@ def _raise_budget_halt(run: MissionRun, round_number: int, spent: str, *, after:
 
 def _budget_answer(run: MissionRun, state: RoundState, answer: str) -> RoundState:
     words = answer.strip().lower()
-    if words in STOP_WORDS or words.startswith("stop"):
+    if stops(words):
         return {"stop": StopReason.BUDGET.value, "detail": "the budget is spent and the user chose to stop"}
     digits = "".join(ch for ch in words if ch.isdigit())
     if digits:

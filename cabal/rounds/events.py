@@ -212,7 +212,8 @@ class ToolCalled(MissionEvent):
 class ToolReturned(MissionEvent):
     """The call's end: ``ok`` when the tool answered, else the error the agent was given (the
     tool failed, outlasted its timeout, returned nothing readable, or its server is down).
-    ``digest``: the start of the result, printable."""
+    ``digest``: the start of the result, printable. ``denied``: the call was not made (the user
+    denied it, or the mission file denies the tool)."""
 
     kind: ClassVar[str] = "tool_result"
     round: int
@@ -222,6 +223,7 @@ class ToolReturned(MissionEvent):
     ok: bool
     digest: str
     duration_s: float
+    denied: bool = False
 
 
 # ---------------------------------------------------------------------- the user's channel
@@ -262,8 +264,9 @@ class Presented(MissionEvent):
 
 @dataclass(frozen=True)
 class HaltRaised(MissionEvent):
-    """The mission asks the user a question (the Chair's, or the engine's when the budget is
-    spent); it waits for an ``answer``."""
+    """The mission asks the user a question (the Chair's; the engine's when the budget is spent,
+    when the plan waits for the user's sign-off, or when a tool call waits for approval); it
+    waits for an ``answer``."""
 
     kind: ClassVar[str] = "halt"
     round: int
@@ -274,12 +277,13 @@ class HaltRaised(MissionEvent):
     options: tuple[str, ...]
 
 
-AnswerSource = Literal["mission file", "user"]
+AnswerSource = Literal["mission file", "user", "policy"]
 
 
 @dataclass(frozen=True)
 class Answered(MissionEvent):
-    """The answer to a question: from the mission file (unattended), or from the user."""
+    """The answer to a question: from the mission file (unattended), from the user, or from the
+    mission file's gates policy (``gates: {plan: auto}``: the plan approved by a stated policy)."""
 
     kind: ClassVar[str] = "answer"
     round: int

@@ -58,6 +58,17 @@ def halt_id(round_number: int, step: str, attempt: int = 0) -> str:
     return f"r{round_number}.{step}.halt" + (f".after{attempt}" if attempt else "")
 
 
+def approval_id(call_id: str) -> str:
+    """The question that asks the user to approve one tool call (``call_id``: the turn's id and
+    the call's position, as its ``record_tool_call`` moment is named)."""
+    return f"{call_id}.approval"
+
+
+def plan_gate_id(round_number: int, asked: int) -> str:
+    """The ``asked``-th sign-off of the plan in a round (1 at first; again after each change)."""
+    return f"r{round_number}.plan.gate{asked}"
+
+
 def output_switch_id(model_spec: str) -> str:
     """The record of a model moved to JSON answers: one per model spec (a spec may be a long
     path, so its digest), whichever turn met the refusal first."""

@@ -15,6 +15,7 @@ budget: {tokens: 400000, cost_usd: 5}   # default: $2, asking before more; `budg
 model: scripted:launch.script.yaml      # or openai:gpt-4.1-mini, ollama:qwen3:8b, claude-..., simulated, py:module:factory, or a mapping:
                                         # {name: claude-sonnet-4-6, timeout_s: 120, max_retries: 6}
 models: {chair: claude-opus-4-1, operative-2: {name: scripted:brook.yaml, output: json}}  # optional
+gates: {plan: ask}                      # optional: the user signs the plan off before any work (or auto)
 answers: ["Students first; teachers later."]   # optional: replies to the Chair's questions
 sources:                                # optional: the user's files (docs/guide/sources.md)
   - docs/                               # a folder, a file or a glob, relative to this file
@@ -75,6 +76,19 @@ class TeamSpec(BaseModel):
                 raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID}, "
                                  "operative-N or an id the role cards declare (KIND-NAME)")
         return value
+
+
+class GatesSpec(BaseModel):
+    """Where the engine stops for the user's sign-off (docs/guide/plan-signoff.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    plan: Literal["off", "ask", "auto"] = Field(
+        "off", description="after Bootstrap, show the user the charter, the team and the product tree and wait for "
+                           "approve, changes or stop (ask); approve by this stated policy, recorded in the graph "
+                           "(auto, for unattended runs); or go on without asking (off)")
+    every_plan: bool = Field(False, description="ask again at every Plan & Assign that adds or removes products, "
+                                                "not only after Bootstrap")
 
 
 class BudgetSpec(BaseModel):
@@ -170,6 +184,8 @@ class MissionSpec(BaseModel):
     answers: list[str] = Field(
         default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
     )
+    gates: GatesSpec = Field(default_factory=GatesSpec, description="where the engine waits for the user's "
+                                                                     "sign-off: gates: {plan: ask}")
     tools: list[ToolServerSpec] = Field(default_factory=list, description="MCP servers whose tools the team may "
                                                                          "call (docs/guide/tools.md)")
     max_tool_calls: int = Field(DEFAULT_MAX_TOOL_CALLS, ge=0, le=50, description="tool calls an agent may make in "

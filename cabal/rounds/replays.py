@@ -25,7 +25,9 @@ def recorded_request(mission_id: str, *, home: str | Path | None = None, url: st
     workspace = Workspace.at(home, url, reading=True)
     with mission_graph(workspace, mission_id) as graph:
         node = mission_node(graph, mission_id)
-        halts = [h for h in graph.find("halt") if h.get("status") == "answered" and h.get("answer") is not None]
+        # A gate's answer (a plan signed off, a tool call decided) is asked again of whoever replays.
+        halts = [h for h in graph.find("halt") if h.get("status") == "answered" and h.get("answer") is not None
+                 and not h.get("gate")]
     spec = json.loads(node["spec"])
     halts.sort(key=lambda h: (int(h.get("answered_round") or 0), str(h["id"])))
     spec["answers"] = [str(h["answer"]) for h in halts]

@@ -30,7 +30,7 @@ from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
 from cabal.rounds.team import Team
-from cabal.rounds.tooluse import TurnTools
+from cabal.rounds.tooluse import TOOL_GATE, Approvals, ApprovalPending, PausedTurn, TurnTools
 from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.tools.host import ToolHost
@@ -191,17 +191,26 @@ class MissionRun:
                                   if future.done() and not future.cancelled() and future.exception() is None])
                 raise
         self.commit_step(finished)
+        # The question the engine waits on: one asked before and still open, else the one committed now.
+        asked = next((turn.stopped for turn in sorted(finished, key=lambda t: t.question is not None)
+                      if isinstance(turn.stopped, ApprovalPending)), None)
         stop = next((turn.stopped for turn in finished if turn.stopped is not None), None)
         if stop is not None:
-            raise stop
+            raise asked if asked is not None and not isinstance(stop, BudgetSpent) else stop
         return [turn.result for turn in finished]
 
     def commit_step(self, finished: list[FinishedTurn]) -> None:
         """One write for every turn of a step that has something to commit, then their events."""
-        writing = [turn for turn in finished if turn.clusters]
+        # One question at a time: the user answers the one the engine waits on; another turn that
+        # stopped for approval commits what it spent and asks again when its step runs again.
+        waiting = any(isinstance(turn.stopped, ApprovalPending) and turn.question is None for turn in finished)
+        asking = None if waiting else next((turn for turn in finished if turn.question is not None), None)
+        writing = [turn for turn in finished if turn.clusters or turn is asking]
         if not writing:
             return
         clusters = [cluster for turn in writing for cluster in turn.clusters]
+        if asking is not None and asking.question is not None:
+            clusters.append(asking.question)
         self.membrane.commit(clusters)
         self.committed(clusters)
         for turn in writing:
@@ -227,9 +236,16 @@ class MissionRun:
                             self.team.writes(agent_id, step))
         chosen = self.models.of(agent_id)
         tools = self._turn_tools(place, step)
+        resume = None
+        if tools is not None and tools.approvals is not None:
+            waiting = tools.approvals.latest(place.turn_id)
+            if waiting is not None and waiting.get("status") != "answered":  # asked, not yet answered
+                return FinishedTurn(None, [], stopped=ApprovalPending(str(waiting["id"])))
+            if waiting is not None:
+                resume = (PausedTurn.from_json(str(waiting["paused"])), waiting)
         turn = Turn(chosen.model, prompt, step, agent_id, snapshot.round, writer.check, builder.serve,
                     max_attempts=self.max_attempts, turn_index=attempt, gate=self.spend_meter(),
-                    settings=chosen.settings, limiter=self.limiter, tools=tools,
+                    settings=chosen.settings, limiter=self.limiter, tools=tools, resume=resume,
                     on_retry=self._retry_events(snapshot.round, step, agent_id),
                     on_tools_refused=self._tools_refused(snapshot.round, step, agent_id))
         try:
@@ -237,6 +253,9 @@ class MissionRun:
                 result = turn.run()
         except (BudgetSpent, ModelError) as stopped:
             return FinishedTurn(None, self._cut(snapshot, place, turn.result, str(stopped)), stopped=stopped)
+        except ApprovalPending as pending:
+            return FinishedTurn(None, self._cut(snapshot, place, turn.result, "waiting for the user's approval"),
+                                stopped=pending, question=self._approval_question(place, pending))
         record = self._turn_record(result, chosen.name)
         writes: list[Cluster] = list(result.prepared or ())
         if result.outcome == TurnOutcome.HALT:
@@ -263,7 +282,17 @@ class MissionRun:
         offered = self.tools.tools_for(place.agent_id, agent.role, step)
         if not offered or self.spec.max_tool_calls == 0:
             return None
-        return TurnTools(self.tools, offered, place, self.spec.max_tool_calls, self.emit)
+        return TurnTools(self.tools, offered, place, self.spec.max_tool_calls, self.emit,
+                         approvals=Approvals(self.graph, self.membrane) if self.tools.asks else None)
+
+    def _approval_question(self, place: TurnPlace, pending: ApprovalPending) -> Cluster:
+        """The question a call that waits for the user asks, with the turn as it stopped."""
+        assert pending.paused is not None, "a turn that stops for approval carries its conversation"
+        return self.membrane.prepare("ask_user", {
+            "actor_id": place.agent_id, "item_id": pending.halt_id, "gate": TOOL_GATE, "message": pending.question(),
+            "options": ["approve", "deny"], "round": place.round, "step": place.step, "tool": pending.name,
+            "arguments": pending.shown, "why": pending.why, "products": [], "paused": pending.paused.to_json(),
+        }, {}, session_id=f"{pending.halt_id}.ask")
 
     def _call_events(self, round_number: int, step: Step, agent_id: str) -> Callable[[CallRecord], None]:
         """The listener that turns each model call of one turn into a ``model_call`` event."""
@@ -328,7 +357,8 @@ class MissionRun:
         itself runs again when the mission goes on), so no token goes uncounted."""
         if not partial.calls:
             return []
-        earlier = sum(t["id"].startswith(f"{place.turn_id}.cut") for t in snapshot.turns)
+        # From the graph: a step's view run again leaves out what its turns wrote, earlier cuts too.
+        earlier = sum(str(t["id"]).startswith(f"{place.turn_id}.cut") for t in self.graph.find("moment", {"type": "turn"}))
         cut = replace(place, turn_id=f"{place.turn_id}.cut{earlier + 1}")
         record = self._turn_record(partial, self.models.of(place.agent_id).name, outcome=TurnOutcome.INTERRUPTED,
                                    prose=f"stopped early: {why}")
@@ -345,6 +375,7 @@ class FinishedTurn:
     clusters: list[Cluster]
     done: TurnDone | None = None
     stopped: BaseException | None = None
+    question: Cluster | None = None  # a turn stopped for approval: the question it asks the user
 
 
 def _summary_of(result: TurnResult) -> str:

@@ -34,6 +34,7 @@ of its turns had committed reads the mission as of the step's start (``load_snap
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -323,6 +324,17 @@ def _place(round_number: Any, step: Any) -> tuple[int, int]:
 
 
 _STEP_NAMES = frozenset(Step)
+
+
+def charter_map(mission: dict, key: str) -> dict:
+    """A mapping the charter keeps on the mission node as JSON (personas, domains); {} if none."""
+    value = mission.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
 
 
 def mission_spend(graph: ContextGraph) -> Spend:

@@ -11,7 +11,9 @@ Within a turn:
   (at most ``MAX_CONTEXT_REQUESTS`` requests, ``MAX_CONTEXT_ITERATIONS`` times);
 - a call to one of the mission's MCP tools offered to the agent (``tooluse.TurnTools``) is
   made and its result (or its error) given back as that call's tool result, and the model
-  asked again (at most the mission's ``max_tool_calls`` times);
+  asked again (at most the mission's ``max_tool_calls`` times); a call that waits for the
+  user's approval stops the turn (``ApprovalPending``, carrying the conversation so far), and
+  a turn given that ``PausedTurn`` back (``resume``) goes on from the decision;
 - an answer that fails (unknown ids, schema, the engine's rules, the membrane) goes back to
   the model with every problem listed, at most ``max_attempts`` answers in all;
 - a reply that is not one valid tool call (plain text, several calls, unreadable arguments,
@@ -46,7 +48,7 @@ from cabal.llm.usage import estimate_tokens
 from cabal.membrane import Cluster
 from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import Prompt
-from cabal.rounds.tooluse import TurnTools, tool_message
+from cabal.rounds.tooluse import ApprovalPending, PausedTurn, TurnTools, tool_message
 from cabal.vocabulary import Step, TurnOutcome
 
 DEFAULT_MAX_ATTEMPTS = 3
@@ -142,6 +144,7 @@ class Turn:
     # settings to go on with (json output); the call is made again at once.
     on_tools_refused: Callable[[ModelError], ModelSettings] | None = None
     tools: TurnTools | None = None  # the mission's MCP tools this agent is offered in this step
+    resume: tuple[PausedTurn, dict] | None = None  # a turn that stopped for approval, and the answered question
     result: TurnResult = field(default_factory=lambda: TurnResult(outcome=TurnOutcome.FAILED))
 
     def run(self) -> TurnResult:
@@ -154,6 +157,8 @@ class Turn:
         result = self.result
         metadata = call_metadata(round=self.round, step=self.step, agent=self.agent_id, turn=self.turn_index,
                                  facts=self.prompt.facts)
+        if self.resume is not None:
+            self._go_on(messages)
         while result.attempts < self.max_attempts:
             reply = self._ask(messages, tools, metadata)
             messages.append(reply.history)
@@ -171,7 +176,15 @@ class Turn:
                     self._reject(messages, reply, [AnswerProblem("", f"no more tool calls in this turn (limit "
                                                                      f"{self.tools.max_calls}); give your final_output")], result)
                     continue
-                outcome = self.tools.call(name, raw, reply.text)
+                try:
+                    outcome = self.tools.call(name, raw, reply.text)
+                except ApprovalPending as pending:  # the turn stops here, to go on once the user decided
+                    pending.paused = PausedTurn(messages[2:], result.attempts, result.context_iterations,
+                                                list(self.tools.calls), {**call, "id": call.get("id")
+                                                                         if reply.history.tool_calls else None},
+                                                reply.text)
+                    result.transcript = messages
+                    raise
                 messages.append(_result_message(reply, call, tool_message(name, outcome), ok=outcome.ok))
                 continue
             if name == REQUEST_CONTEXT:
@@ -212,6 +225,19 @@ class Turn:
             break
         result.transcript = messages
         return result
+
+    def _go_on(self, messages: list[BaseMessage]) -> None:
+        """A paused turn again where it stopped: its conversation, then the decided call's result."""
+        assert self.resume is not None and self.tools is not None, "a turn pauses only over a tool call"
+        paused, question = self.resume
+        messages += paused.messages
+        self.result.attempts, self.result.context_iterations = paused.attempts, paused.context_iterations
+        self.tools.calls = list(paused.calls)
+        name, arguments = str(paused.call["name"]), dict(paused.call["args"])
+        outcome = self.tools.decided(name, arguments, paused.said, question)
+        text = tool_message(name, outcome)
+        messages.append(ToolMessage(text, tool_call_id=paused.call["id"], status="success" if outcome.ok else "error")
+                        if paused.call.get("id") else HumanMessage(text))
 
     def _ask(self, messages: list[BaseMessage], tools: list[dict], metadata: dict) -> ModelReply:
         """One model call through the gate; its usage is counted even when its answer is not."""

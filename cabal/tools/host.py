@@ -23,7 +23,6 @@ import asyncio
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any, TextIO
 
 from cabal.errors import ToolServerUnavailable
 from cabal.limits import printable
-from cabal.tools.spec import DEFAULT_TOOL_TIMEOUT_S, SEPARATOR, ToolServerSpec
+from cabal.tools.spec import DEFAULT_TOOL_TIMEOUT_S, OFFERED_NAME, SEPARATOR, Approval, ToolServerSpec
 from cabal.vocabulary import MCP_SERVER_NAME, Role, Step
 
 RESULT_CHARS = 8_000  # what the model reads of one result
@@ -46,7 +45,6 @@ DIGEST_CHARS = 300  # what the moment and the events keep of it
 WHY_FIELD = "why"
 WHY_SCHEMA = {"type": "string", "description": "why you call this tool now (recorded with the call; not sent to "
                                                "the tool)"}
-OFFERED_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CLOSE_WAIT_S = 10.0
 STARTUP_S = 30.0  # a server's start and first answers (an interpreter and its imports), whatever a call's timeout
 PYTHON_COMMANDS = ("python", "python3")
@@ -85,6 +83,7 @@ class ToolOutcome:
     ok: bool
     digest: str
     duration_s: float
+    denied: bool = False  # the call was not made: the user (or the mission file's policy) refused it
 
 
 @dataclass
@@ -168,6 +167,17 @@ class ToolHost:
         with self._lock:
             return [tool for server in self._servers.values() if server.tools
                     and server.spec.allows(agent_id, role, step) for tool in server.tools.values()]
+
+    @property
+    def asks(self) -> bool:
+        """Whether any call of the mission's tools may wait for the user's approval."""
+        return any(server.spec.approve not in ("auto", "deny") for server in self._servers.values())
+
+    def approval(self, name: str) -> Approval:
+        """What the mission file says of a call of the offered tool ``name`` (``server__tool``)."""
+        server_name, _, tool = name.partition(SEPARATOR)
+        server = self._servers.get(server_name)
+        return server.spec.approval(tool) if server is not None else "auto"
 
     # ---------------------------------------------------------------------------- calls
 
@@ -407,6 +417,13 @@ def _outcome(name: str, result: Any, started: float) -> ToolOutcome:
     if getattr(result, "is_error", False):
         return _failed(f"the tool {name} reported an error: {text[:RESULT_CHARS]}", started)
     return ToolOutcome(text=text[:RESULT_CHARS], ok=True, digest=_digest(text), duration_s=time.monotonic() - started)
+
+
+def kept_outcome(text: str, *, ok: bool, denied: bool = False) -> ToolOutcome:
+    """An outcome the run did not get from a server just now: an approved call's result the graph
+    kept, a refusal, a call whose result a crash lost."""
+    text = printable(text)[:RESULT_CHARS]
+    return ToolOutcome(text=text, ok=ok, digest=_digest(text), duration_s=0.0, denied=denied)
 
 
 def _failed(why: str, started: float) -> ToolOutcome:

@@ -11,6 +11,8 @@ tools:
   - name: search
     url: http://127.0.0.1:8931/mcp    # streamable HTTP; loopback unless allow_remote: true
     required: true                    # the mission refuses to start without it
+    approve: ask                      # each call waits for the user's approval (auto: never; deny: never
+                                      # made), or a list of the tools that wait: [book, pay]
 ```
 
 Values only: connecting is ``cabal.tools.host``'s work.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -33,6 +35,7 @@ SEPARATOR = "__"
 """Between a server's name and its tool's: ``prices__lookup``. A model's tool name may hold
 letters, digits, ``_`` and ``-`` (at most 64), so the server's name is kept to the same."""
 
+OFFERED_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,23}")
 ROLE_WORDS = {"operatives": Role.OPERATIVE, "operative": Role.OPERATIVE, "chair": Role.CHAIR,
               "watchdog": Role.WATCHDOG, "envoy": Role.ENVOY}
@@ -42,6 +45,10 @@ TOOL_STEPS = tuple(step for step in Step if step != Step.BOOTSTRAP)  # bootstrap
 LOOPBACK_HOSTS = {"localhost"}
 DEFAULT_MAX_TOOL_CALLS = 5
 DEFAULT_TOOL_TIMEOUT_S = 30.0
+
+Approval = Literal["ask", "auto", "deny"]
+"""What happens to an agent's call of a tool: the user approves or denies it first (ask), it is
+made (auto), or it is refused without asking (deny)."""
 
 
 class ToolServerSpec(BaseModel):
@@ -63,6 +70,9 @@ class ToolServerSpec(BaseModel):
     steps: tuple[Step, ...] = Field(DEFAULT_STEPS, description="the steps in which the tools are offered")
     required: bool = Field(False, description="refuse to start (or resume) the mission when the server cannot "
                                               "be reached")
+    approve: Approval | tuple[str, ...] = Field(
+        "auto", description="each call of the server's tools waits for the user's approval (ask), is made (auto) or "
+                            "is refused (deny); or a list of the server's tool names whose calls wait for approval")
 
     @model_validator(mode="before")
     @classmethod
@@ -122,6 +132,19 @@ class ToolServerSpec(BaseModel):
                                  f"{', '.join(closest(str(step), names)[:3])})")
         return value
 
+    @field_validator("approve", mode="before")
+    @classmethod
+    def _approve(cls, value: Any) -> Any:
+        if isinstance(value, str) and value not in ("ask", "auto", "deny"):
+            raise ValueError(f"approve: {value!r} is not a policy; use ask, auto or deny, or a list of tool names "
+                             f"(closest: {', '.join(closest(value, ['ask', 'auto', 'deny'])[:3])})")
+        if isinstance(value, list):
+            for name in value:
+                if not isinstance(name, str) or not OFFERED_NAME.fullmatch(name):
+                    raise ValueError(f"approve: {name!r} is not a tool name (letters, digits, _ and -)")
+            return tuple(value)
+        return value
+
     @model_validator(mode="after")
     def _one_transport(self) -> ToolServerSpec:
         if (self.command is None) == (self.url is None):
@@ -142,6 +165,12 @@ class ToolServerSpec(BaseModel):
     @property
     def transport(self) -> str:
         return "stdio" if self.command is not None else "streamable HTTP"
+
+    def approval(self, tool: str) -> Approval:
+        """What happens to a call of this server's ``tool`` (its own name, without the server's)."""
+        if isinstance(self.approve, tuple):
+            return "ask" if tool in self.approve else "auto"
+        return self.approve
 
     def allows(self, agent_id: str, role: Role, step: Step) -> bool:
         """Whether ``agent_id`` (of ``role``) is offered this server's tools in ``step``."""

@@ -1,7 +1,7 @@
 """MCP servers the tool tests start: written with the SDK's own server (``MCPServer``, the
 FastMCP of mcp 1.x), run as scripts over stdio or over streamable HTTP on 127.0.0.1.
 
-    python servers.py stdio prices|slow|leisurely|crashing|noisy|injecting|broken|dead
+    python servers.py stdio prices|counting|slow|leisurely|crashing|noisy|injecting|broken|dead
     python servers.py http PORT prices
 """
 
@@ -25,6 +25,10 @@ def build(kind: str) -> MCPServer:
 
     @server.tool(description="The monthly price of a competitor's product, by its name.")
     def lookup(product: str) -> str:
+        if kind == "counting":  # each call arrives as one line of CALLS_FILE, before the tool answers
+            with open(os.environ["CALLS_FILE"], "a", encoding="utf-8") as calls:
+                calls.write(f"{product}\n")
+            time.sleep(float(os.environ.get("TOOL_DELAY_S", "0")))
         if kind == "slow":
             time.sleep(60)  # past any timeout a test sets
         if kind == "leisurely":

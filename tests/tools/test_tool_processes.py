@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -40,22 +41,26 @@ def test_a_required_server_that_cannot_start_refuses_the_mission_with_exit_2_bef
 # -------------------------------------------------------------------------- kill -9
 
 
-def test_kill_9_in_the_middle_of_a_tool_call_then_resume_calls_it_again_and_leaves_a_clean_runs_graph(
-        home, tmp_path) -> None:
-    clean = run_mission(mission(tmp_path, "leisurely", server={"env": {"TOOL_DELAY_S": "0.5"}}), home=home)
-    path = mission(tmp_path, "leisurely", server={"env": {"TOOL_DELAY_S": "3"}})
-    events = tmp_path / "events.jsonl"
+def run_killed_at(path: Path, home: str, events: Path, marker: str, what: str) -> str:
+    """``cabal run path`` in a process of its own, killed -9 as soon as its events log holds a
+    line with ``marker``; returns the mission's id."""
     process = subprocess.Popen([str(CABAL), "run", str(path), "--home", home, "--quiet", "--events", str(events)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                start_new_session=True)
     try:
-        called = wait_until(lambda: events.exists() and [json.loads(line) for line in events.read_text().splitlines()
-                                                         if '"tool_call"' in line], timeout=60,
-                            what="the tool call to start")
+        seen = wait_until(lambda: events.exists() and [json.loads(line) for line in events.read_text().splitlines()
+                                                       if marker in line], timeout=60, what=what)
         kill_group(process)
     finally:
         kill_group(process)
-    mission_id = called[0]["mission"]
+    return str(seen[0]["mission"])
+
+
+def test_kill_9_in_the_middle_of_a_tool_call_then_resume_calls_it_again_and_leaves_a_clean_runs_graph(
+        home, tmp_path) -> None:
+    clean = run_mission(mission(tmp_path, "leisurely", server={"env": {"TOOL_DELAY_S": "0.5"}}), home=home)
+    path = mission(tmp_path, "leisurely", server={"env": {"TOOL_DELAY_S": "3"}})
+    mission_id = run_killed_at(path, home, tmp_path / "events.jsonl", '"tool_call"', "the tool call to start")
     assert not tool_moments(mission_id, home)  # the call was in flight: nothing of its turn committed
 
     resumed = resume_mission(mission_id, home=home)
