@@ -11,6 +11,7 @@ tools:
   - name: search
     url: http://127.0.0.1:8931/mcp    # streamable HTTP; loopback unless allow_remote: true
     required: true                    # the mission refuses to start without it
+    startup_timeout_s: 10             # to start and complete MCP's handshake (default 10)
 ```
 
 Values only: connecting is ``cabal.tools.host``'s work.
@@ -42,6 +43,7 @@ TOOL_STEPS = tuple(step for step in Step if step != Step.BOOTSTRAP)  # bootstrap
 LOOPBACK_HOSTS = {"localhost"}
 DEFAULT_MAX_TOOL_CALLS = 5
 DEFAULT_TOOL_TIMEOUT_S = 30.0
+DEFAULT_STARTUP_TIMEOUT_S = 10.0  # an interpreter, its imports and MCP's handshake take a second or two
 
 
 class ToolServerSpec(BaseModel):
@@ -63,6 +65,11 @@ class ToolServerSpec(BaseModel):
     steps: tuple[Step, ...] = Field(DEFAULT_STEPS, description="the steps in which the tools are offered")
     required: bool = Field(False, description="refuse to start (or resume) the mission when the server cannot "
                                               "be reached")
+    startup_timeout_s: float = Field(DEFAULT_STARTUP_TIMEOUT_S, gt=0, le=300,
+                                     description="how long the server has to start and complete MCP's handshake "
+                                                 "(initialize, then its list of tools); past it the server is "
+                                                 "stopped and left out (or, when required, the mission refuses "
+                                                 "to start)")
 
     @model_validator(mode="before")
     @classmethod
