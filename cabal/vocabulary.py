@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+CABAL_VERSION = "0.1.0"
+"""The package's version, here so that every layer can read it (pyproject.toml reads it from here too)."""
+
 
 class Step(StrEnum):
     """The steps of a mission, in the order a round runs them (bootstrap once, before round 1)."""

@@ -35,6 +35,10 @@ def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None,
         raise UnknownModel(f"empty model spec; expected {_SPEC_FORMS}")
     chosen, name = resolve(spec)
     settings = settings or ModelSettings(name=spec)
+    if chosen.name == "replay":  # here, not in its family: the fallback is built like any model
+        from cabal.llm.replay import replay_model
+
+        return replay_model(name, lambda fallback: make_model(fallback, settings, **options))
     if chosen.family == "local":
         return chosen.module().build(chosen, name, settings, options)
     if not chosen.installed:

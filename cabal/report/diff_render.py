@@ -93,11 +93,11 @@ def _halt(halt: Halt | None) -> str:
 
 
 def diff_html(diff: MissionDiff) -> str:
-    from cabal import __version__
     from cabal.report.html import template_environment
+    from cabal.vocabulary import CABAL_VERSION
 
     page = template_environment().get_template("diff.html.j2").render(**diff_sections_context(diff),
-                                                                       version=__version__)
+                                                                       version=CABAL_VERSION)
     return printable(page)
 
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from cabal import __version__
 from cabal.limits import printable
 from cabal.report.model import MissionReport, Product
 from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, product_tree, timeline_svg
+from cabal.vocabulary import CABAL_VERSION
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -52,7 +52,7 @@ def report_context(report: MissionReport) -> dict[str, Any]:
         content=lambda text: markdown_html(report.readable(text, link=linked, cite=cited)),
         cited_anchor=cited_anchor,
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),
-        status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=__version__,
+        status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=CABAL_VERSION,
     )
 
 

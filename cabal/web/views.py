@@ -16,11 +16,10 @@ from typing import Any
 
 from jinja2 import Environment
 
-from cabal import __version__
 from cabal.report.html import report_context, template_environment
 from cabal.exports import formats as export_formats
 from cabal.rounds.transitions import ENDED, Action, allows
-from cabal.vocabulary import Step
+from cabal.vocabulary import CABAL_VERSION, Step
 from cabal.web.forms import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, MODEL_CHOICES, SIMULATED, examples
 from cabal.web.live import Parts
 from cabal.web.runner import Activity
@@ -47,7 +46,7 @@ def render_parts(template: str, names: Sequence[str], **context: Any) -> Parts:
 
 
 def _common(context: dict[str, Any]) -> dict[str, Any]:
-    return {"version": __version__, **context}
+    return {"version": CABAL_VERSION, **context}
 
 
 # ------------------------------------------------------------------------------- the pages

@@ -27,11 +27,7 @@ def build(provider: Provider, rest: str, settings: ModelSettings, options: dict[
         from cabal.llm.scripted import ScriptedChatModel
 
         return ScriptedChatModel.from_file(rest, **options)
-    if provider.name == "replay":
-        from cabal.llm.models import make_model
-        from cabal.llm.replay import replay_model
-
-        return replay_model(rest, lambda fallback: make_model(fallback, settings, **options))
+    assert provider.name != "replay", "a replay's fallback is another model: make_model builds it"
     return from_factory(SIMULATED_FACTORY if provider.name == "simulated" else rest, options)
 
 
