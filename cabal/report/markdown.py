@@ -27,9 +27,9 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
     if report.mission.charter or report.mission.objectives or report.mission.constraints:
         lines += ["## Mission", ""]
         if report.mission.charter:
-            lines += [report.mission.charter, ""]
-        lines += [f"- objective: {o}" for o in report.mission.objectives]
-        lines += [f"- constraint: {c}" for c in report.mission.constraints]
+            lines += [report.readable(report.mission.charter), ""]
+        lines += [f"- objective: {report.readable(o)}" for o in report.mission.objectives]
+        lines += [f"- constraint: {report.readable(c)}" for c in report.mission.constraints]
         lines.append("")
     lines += products_section(report, report.live_products, history=history)
     removed = [p for p in report.products if p.status == "removed"]
