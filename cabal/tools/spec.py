@@ -19,13 +19,13 @@ Values only: connecting is ``cabal.tools.host``'s work.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cabal.config import is_loopback
 from cabal.errors import closest
 from cabal.limits import unprintable
 from cabal.vocabulary import Role, Step, is_agent_id
@@ -40,7 +40,6 @@ ROLE_WORDS = {"operatives": Role.OPERATIVE, "operative": Role.OPERATIVE, "chair"
 DEFAULT_ALLOW = ("operatives",)
 DEFAULT_STEPS = (Step.WRITE, Step.REFLECT)
 TOOL_STEPS = tuple(step for step in Step if step != Step.BOOTSTRAP)  # bootstrap runs before any server is asked
-LOOPBACK_HOSTS = {"localhost"}
 DEFAULT_MAX_TOOL_CALLS = 5
 DEFAULT_TOOL_TIMEOUT_S = 30.0
 DEFAULT_STARTUP_TIMEOUT_S = 10.0  # an interpreter, its imports and MCP's handshake take a second or two
@@ -153,15 +152,6 @@ class ToolServerSpec(BaseModel):
     def allows(self, agent_id: str, role: Role, step: Step) -> bool:
         """Whether ``agent_id`` (of ``role``) is offered this server's tools in ``step``."""
         return step in self.steps and any(who == agent_id or ROLE_WORDS.get(who) == role for who in self.allow)
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in LOOPBACK_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def unique_names(servers: list[ToolServerSpec]) -> list[ToolServerSpec]:

@@ -16,7 +16,7 @@ from cabal.graph import ContextGraph
 from cabal.report import read_report
 from cabal.report.html import render_html
 from cabal.report.markdown import render_markdown
-from cabal.report.svg import product_anchor as anchor
+from cabal.report.svg import product_anchor
 from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.events import MissionEvent, Warned
 from cabal.rounds.sources import read_source_text, search_text
@@ -296,7 +296,7 @@ def test_the_charter_objectives_and_constraints_link_their_references_as_version
     assert charter == (
         '\n<p>Price the student plan from <a href="#cited-s1-4">s1 docs/product-brief.md §4 (Constraints)</a>, '
         '&lt;b&gt;not&lt;/b&gt; from guesses.</p><div class="columns">\n'
-        f'  <div><h3>Objectives</h3><ul><li>Make <a href="#{anchor(report, product)}">Student price</a> the product '
+        f'  <div><h3>Objectives</h3><ul><li>Make <a href="#{product_anchor(report, product)}">Student price</a> the product '
         'to accept</li></ul></div>\n'
         '  <div><h3>Constraints</h3><ul><li>Quote <a href="#cited-s3">s3 docs/competitor-prices.csv</a> for every '
         'price</li></ul>')
