@@ -154,6 +154,7 @@ _INFERRED = (("gpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "ope
              ("amazon.", "bedrock_converse"), ("llama", "ollama"), ("qwen", "ollama"), ("gemma", "ollama"),
              ("phi", "ollama"))
 SIMULATED_FACTORY = "cabal.rounds.simulated:team"
+SIMULATED = "simulated"  # the simulated team's spec, and its model's name in usage, prices and pages
 
 
 def provider(name: str) -> Provider:
