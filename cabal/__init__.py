@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads 
         resume_mission, run_mission, say, stop_mission, stream_mission, stream_resume, transcript,
     )
 
-__version__ = "0.1.0"
+from cabal.vocabulary import CABAL_VERSION as __version__  # written once, where every layer can read it
+
 __all__ = ["MissionResult", "aresume_mission", "arun_mission", "continue_mission", "fork_mission", "mission_report",
            "mission_status", "resume_mission", "run_mission", "say", "stop_mission", "stream_mission", "stream_resume",
            "transcript"]

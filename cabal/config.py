@@ -10,6 +10,7 @@ Resolution order, first that is set wins:
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from dataclasses import dataclass
@@ -115,3 +116,17 @@ def environment_number(variable: str, default: float, *, what: str, whole: bool 
         raise ConfigError(f"{variable}={text!r}: write {'a whole number' if whole else 'a number'} of {what}, "
                           f"{least:g} or more")
     return value
+
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name, IPv6 with or without brackets) is this machine only."""
+    name = host.strip().strip("[]").lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False

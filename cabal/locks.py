@@ -1,4 +1,5 @@
-"""Locks between processes: a file held with ``flock`` while a process works on something.
+"""Locks between processes: a file held with ``flock`` while a process works on something; and
+whether a process is alive at all (``alive``), for what knows only a pid.
 
 The kernel releases the lock when its process dies, however it dies, so a lock never
 outlives its holder: "is it held?" is the same question as "is its holder alive?".
@@ -7,6 +8,7 @@ outlives its holder: "is it held?" is the same question as "is its holder alive?
 from __future__ import annotations
 
 import fcntl
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,4 +42,20 @@ def is_held(path: Path) -> bool:
             fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
+        return False
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of a dead parent is gone for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
         return False

@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+CABAL_VERSION = "0.1.0"
+"""The package's version, here so that every layer can read it (pyproject.toml reads it from here too)."""
+
 
 class Step(StrEnum):
     """The steps of a mission, in the order a round runs them (bootstrap once, before round 1)."""
@@ -73,6 +76,39 @@ class StopReason(StrEnum):
     USER_HALT = "userHalt"  # the user asked the team to stop
     ERROR = "error"
     QUESTION = "questionToUser"  # paused: the Chair asked the user something
+
+
+# How people read the words above: every status line, show, transcript, export, page and CLI
+# line says these, never the stored names (which JSON and the graph keep, for programs).
+STOP_PHRASES: dict[str, str] = {
+    StopReason.CONCLUDED: "concluded",
+    StopReason.NO_MORE_ROUNDS: "round limit reached",
+    StopReason.BUDGET: "budget spent",
+    StopReason.USER_HALT: "stopped at your request",
+    StopReason.ERROR: "error",
+    StopReason.QUESTION: "waiting for your answer",
+}
+HALT_PHRASES: dict[str, str] = {"question": "a question for you", "done": "the mission is done"}
+
+
+def stop_phrase(reason: str | None) -> str:
+    """A stop reason as people read it (``noMoreRounds``: "round limit reached"); '' for none."""
+    return STOP_PHRASES.get(reason, reason) if reason else ""
+
+
+def halt_phrase(halt_type: str) -> str:
+    """A halt's type as people read it (``question``: "a question for you")."""
+    return HALT_PHRASES.get(halt_type, halt_type)
+
+
+def count_of(number: int, singular: str, plural: str | None = None) -> str:
+    """``number`` things in words: "1 attempt", "3 attempts" (``plural``: when it is not singular + s)."""
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
+def state_phrase(state: str, reason: str | None) -> str:
+    """A mission's state and why, as one phrase: ``done (round limit reached)``, ``running``."""
+    return f"{state} ({stop_phrase(reason)})" if reason else state
 
 
 class TurnOutcome(StrEnum):

@@ -139,3 +139,26 @@ def test_the_readme_links_only_to_files_that_exist() -> None:
     for target in re.findall(r"\]\(((?:docs/)[^)#]+)", README.read_text()):
         if not target.startswith("docs/guide/"):  # guide pages come from other branches
             assert (ROOT / target).is_file(), target
+
+
+# A tool the README tells a reader to run (Cabal's own commands are named in its prose as `cabal run`;
+# its shell blocks run them): mkdocs, pytest and the checks, anywhere; cabal, at a block's line start.
+TOOL_RUN = re.compile(r"(?<![\w/.-])((?:\.venv/bin/)?(?:mkdocs|pytest|lint-imports|mypy|ruff))\s+[a-z-]")
+BLOCK_RUN = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(\S+)", re.MULTILINE)
+
+
+def test_every_command_the_readme_runs_is_the_virtual_environments_and_is_installed_there() -> None:
+    """The README installs into .venv (its set-up's two commands), so every command it runs is
+    .venv/bin/NAME: a bare `mkdocs serve` was "command not found" after the README's install.
+    Each exists beside this test's Python (the test and docs extras installed, as the README does)."""
+    import sys
+
+    text = README.read_text()
+    tools = [match[1] for match in TOOL_RUN.finditer(text)]
+    started = [match[1] for language in ("bash", "sh", "console") for _, code in blocks(language, [README])
+               for match in BLOCK_RUN.finditer(code)]
+    commands = tools + [command for command in started if command.endswith(("cabal", "mkdocs", "pytest"))]
+    assert sorted({command for command in commands if not command.startswith(".venv/bin/")}) == []
+    assert {".venv/bin/cabal", ".venv/bin/mkdocs", ".venv/bin/pytest"} <= set(commands)
+    for command in set(commands):
+        assert Path(sys.executable).with_name(command.removeprefix(".venv/bin/")).exists(), command

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from cabal.batch.events import BatchEnded, BatchStarted, BudgetReached, MissionAssigned, MissionEnded, MissionLost
 from cabal.batch.render import duration
 from cabal.rounds.events import MissionEvent, TurnDone
-from cabal.vocabulary import MissionState, NotStarted
+from cabal.vocabulary import MissionState, NotStarted, state_phrase
 
 
 class SpendTally:
@@ -97,10 +97,10 @@ class BatchProgress:
             self.ended += 1
             if outcome.elapsed_s > 0:
                 self.durations.append(outcome.elapsed_s)
-            why = f" ({outcome.stop_reason})" if outcome.stop_reason else ""
             note = f": {outcome.pending_question}" if outcome.pending_question else \
                 (f": {outcome.detail}" if outcome.detail and outcome.state != MissionState.DONE else "")
-            self._line(f"{outcome.mission_id} ({event.key}) {outcome.state}{why} in {duration(outcome.elapsed_s)}{note}")
+            self._line(f"{outcome.mission_id} ({event.key}) {state_phrase(outcome.state, outcome.stop_reason)} in "
+                       f"{duration(outcome.elapsed_s)}{note}")
         elif isinstance(event, MissionLost):
             self.running.discard(event.mission_id)
             then = "it resumes in a new worker" if event.retry else "given up"

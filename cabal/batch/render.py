@@ -11,6 +11,7 @@ import csv
 import io
 
 from cabal.batch.report import BatchReport, MissionRow
+from cabal.vocabulary import state_phrase
 
 CSV_COLUMNS = ("key", "mission_id", "request", "model", "operatives", "repeat", "state", "stop_reason", "round",
                "rounds_limit", "products_accepted", "products_total", "failed_turns", "input_tokens",
@@ -66,7 +67,7 @@ def as_csv(report: BatchReport) -> str:
 
 
 def state_text(row: MissionRow) -> str:
-    return row.state + (f" ({row.stop_reason})" if row.stop_reason else "")
+    return state_phrase(row.state, row.stop_reason)
 
 
 def rounds_text(row: MissionRow) -> str:

@@ -75,7 +75,8 @@ def cmd_graph_start(args: argparse.Namespace) -> int:
 
 def idle_line(server: Any) -> str:
     """When the server stops by itself, as its watcher last saw it."""
-    from cabal.graph.idle import IDLE_VARIABLE, read_state
+    from cabal.graph.idle import read_state
+    from cabal.graph.server import IDLE_VARIABLE
 
     state = read_state(server.data_dir)
     if state is None:

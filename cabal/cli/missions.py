@@ -21,6 +21,7 @@ from cabal.cli.options import add_graph_options, add_record_option, add_replay_o
 from cabal.errors import ConfigError, GraphUnavailable, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
+from cabal.vocabulary import state_phrase
 
 if TYPE_CHECKING:
     from cabal.cli.progress import Progress
@@ -44,7 +45,7 @@ def exit_status(result: MissionResult) -> int:
 def outcome(result: MissionResult) -> str:
     """``state (reason), round N``, and what a user must know beyond it: turns whose work is
     missing, why a mission failed or paused."""
-    text = f"{result.state}" + (f" ({result.stop_reason})" if result.stop_reason else "") + f", round {result.round}"
+    text = f"{state_phrase(result.state, result.stop_reason)}, round {result.round}"
     if result.failed_turns:
         text += f", {result.failed_turns} failed turn{'s' if result.failed_turns > 1 else ''} (their work is missing)"
     if result.state in ("failed", "interrupted") and result.detail:
@@ -251,8 +252,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 
 def cmd_say(args: argparse.Namespace) -> int:
-    note = rounds.say(args.mission_id, " ".join(args.text), product=args.product, home=args.home, url=args.url)
-    print(f"left message {note}; the team reads it at the next Reflect and Plan & Assign")
+    rounds.say(args.mission_id, " ".join(args.text), product=args.product, home=args.home, url=args.url)
+    print("message left for the team; it reads it at the next Reflect and Plan & Assign")
     return 0
 
 

@@ -23,25 +23,37 @@ def register(commands: Any) -> None:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from cabal.llm.providers import model_providers
+    from cabal.llm.providers import model_providers, readiness
 
     if args.spec:
         return _describe(args.spec, as_json=args.json)
-    rows: list[dict[str, Any]] = [{"provider": p.name, "package": p.pip, "installed": p.installed, "install": p.install,
-             "key": p.key_variables[0] if p.key_variables else None,
-             "key_set": bool(p.key()) if p.key_variables else None} for p in model_providers()]
+    states = [readiness(p) for p in model_providers()]
+    rows: list[dict[str, Any]] = [{"provider": s.provider.name, "package": s.provider.pip,
+                                   "installed": s.provider.installed, "install": s.provider.install,
+                                   "key": s.provider.key_variables[0] if s.provider.key_variables else None,
+                                   "key_set": bool(s.provider.key()) if s.provider.key_variables else None,
+                                   "ready": s.ready, "todo": s.todo or None} for s in states]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'provider':<24} {'package':<30} {'key':<22} ready")
-    for row in rows:
-        key = row["key"] or "(credential chain)" if row["key"] or row["provider"] != "ollama" else "(none)"
-        key_state = "" if row["key_set"] is None else (" set" if row["key_set"] else " unset")
-        ready = "yes" if row["installed"] and row["key_set"] is not False else (
-            row["install"] if not row["installed"] else f"set {row['key']}")
-        print(f"{row['provider']:<24} {row['package']:<30} {key + key_state:<22} {ready}")
-    print("also: simulated (the simulated team, offline), scripted:PATH, py:MODULE:FACTORY")
+    table = [("provider", "package", "key", "ready")] + [
+        (row["provider"], row["package"], _key_column(row), "yes" if row["ready"] else f"no: {row['todo']}")
+        for row in rows]
+    print("\n".join(_aligned(table)))
+    print("also: simulated (the simulated team, offline), scripted:PATH, py:MODULE:FACTORY, replay:MISSION_ID")
     return 0
+
+
+def _key_column(row: dict[str, Any]) -> str:
+    if row["key"] is None:
+        return "(none)" if row["provider"] == "ollama" else "(credential chain)"
+    return f"{row['key']} {'set' if row['key_set'] else 'unset'}"
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as lines whose columns line up: each column as wide as its widest cell, two spaces apart."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+    return ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[-1]]).rstrip() for row in rows]
 
 
 def _describe(spec: str, *, as_json: bool) -> int:

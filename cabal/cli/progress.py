@@ -23,7 +23,7 @@ from cabal.rounds.events import (
     MissionStarted, MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted,
     ToolReturned, TurnDone, TurnStarted, UserMessage, Warned,
 )
-from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome
+from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome, stop_phrase
 
 REFRESHES_PER_SECOND = 4
 
@@ -145,7 +145,7 @@ class Progress:
             if event.reason == StopReason.CONCLUDED and event.detail:
                 self._say(Line(round=event.round, speaker=CHAIR_ID, text=event.detail, kind="done"))
             else:
-                self._print(f"stopped: {event.reason}" + (f" ({event.detail})" if event.detail else ""))
+                self._print(f"ended: {stop_phrase(event.reason)}" + (f" ({event.detail})" if event.detail else ""))
 
     def _turn_done(self, event: TurnDone) -> None:
         self._working.pop(event.agent, None)

@@ -62,9 +62,9 @@ def eval_markdown(result: EvalResult, summaries: list[GroupSummary]) -> list[str
 
 
 def eval_html(result: EvalResult, summaries: list[GroupSummary]) -> str:
-    from cabal import __version__
     from cabal.report.html import template_environment
     from cabal.report.svg import rate_bars_svg
+    from cabal.vocabulary import CABAL_VERSION
 
     names = list(dict.fromkeys(rate.name for s in summaries for rate in s.expectations))
     charts = [(name, rate_bars_svg([(f"{s.group}: {s.request}", rate.rate) for s in summaries
@@ -72,7 +72,7 @@ def eval_html(result: EvalResult, summaries: list[GroupSummary]) -> str:
                                    threshold=result.min_pass, caption=name))
               for name in names]
     page = template_environment().get_template("eval.html.j2").render(
-        result=result, summaries=summaries, charts=charts, verdict=verdict(result), version=__version__)
+        result=result, summaries=summaries, charts=charts, verdict=verdict(result), version=CABAL_VERSION)
     return printable(page)
 
 

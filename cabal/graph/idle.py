@@ -22,30 +22,17 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cabal.config import environment_number
-from cabal.errors import ConfigError
-from cabal.locks import is_held
-from cabal.private import open_private, write_private
+from cabal.graph.server import EmbeddedServer
+from cabal.locks import alive, is_held
+from cabal.private import write_private
 
-IDLE_VARIABLE = "CABAL_GRAPH_IDLE_MINUTES"
-DEFAULT_IDLE_MINUTES = 15.0
 STATE_FILE = "idle.json"
 LONGEST_POLL_S = 5.0
-
-
-def idle_minutes(given: float | None = None) -> float:
-    """The idle time in minutes: ``given``, else ``CABAL_GRAPH_IDLE_MINUTES``, else 15; 0 never stops."""
-    if given is None:
-        return environment_number(IDLE_VARIABLE, DEFAULT_IDLE_MINUTES, what="minutes (0: never stop)")
-    if not given >= 0 or given == float("inf"):
-        raise ConfigError(f"idle time {given!r}: write a number of minutes, 0 or more (0: never stop)")
-    return given
 
 
 @dataclass(frozen=True)
@@ -82,32 +69,13 @@ def read_state(data_dir: Path) -> IdleState | None:
         state = IdleState(**json.loads((data_dir / STATE_FILE).read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    from cabal.graph.server import alive
-
     return state if alive(state.watcher_pid) else None
-
-
-def start_watcher(home: Path, minutes: float) -> int | None:
-    """Start the detached watcher of ``home``'s server; None when ``minutes`` is 0 (never stop)."""
-    if minutes == 0:
-        return None
-    data_dir = Path(home) / "falkordb"
-    with open_private(data_dir / "idle.log", "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cabal.graph.idle", str(home), repr(minutes)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,  # outlives the command that started the server, like the server
-            close_fds=True,
-        )
-    return process.pid
 
 
 class Watcher:
     """Polls one workspace's server until it is gone or idle for ``minutes``."""
 
     def __init__(self, home: Path, minutes: float) -> None:
-        from cabal.graph.server import EmbeddedServer
-
         self.home = Path(home)
         self.server = EmbeddedServer(self.home)
         self.idle_s = minutes * 60

@@ -22,16 +22,21 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cabal.config import environment_number
 from cabal.errors import ConfigError, GraphUnavailable
+from cabal.locks import alive
 from cabal.private import open_private, private_folder, shared_place_folder, workspace_folder
 
 # sun_path is 108 bytes on Linux, including the terminating NUL.
+IDLE_VARIABLE = "CABAL_GRAPH_IDLE_MINUTES"
+DEFAULT_IDLE_MINUTES = 15.0
 _MAX_SOCKET_PATH = 107
 
 
@@ -117,8 +122,6 @@ class EmbeddedServer:
 
         A server this call starts comes with its idle watcher (``cabal.graph.idle``), which stops
         it after ``idle_minutes`` (default ``CABAL_GRAPH_IDLE_MINUTES``, else 15) unused."""
-        from cabal.graph.idle import idle_minutes as idle_time, start_watcher
-
         minutes = idle_time(idle_minutes)
         with self.start_lock():
             self._socket_folder()  # before attaching too: a socket in someone else's folder is not ours
@@ -206,17 +209,28 @@ class EmbeddedServer:
         return True
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of a dead parent is gone for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] != "Z"
-    except OSError:
-        return False
+# ----------------------------------------------------------- the idle watcher's start
+
+
+def idle_time(given: float | None = None) -> float:
+    """The idle time in minutes: ``given``, else ``CABAL_GRAPH_IDLE_MINUTES``, else 15; 0 never stops."""
+    if given is None:
+        return environment_number(IDLE_VARIABLE, DEFAULT_IDLE_MINUTES, what="minutes (0: never stop)")
+    if not given >= 0 or given == float("inf"):
+        raise ConfigError(f"idle time {given!r}: write a number of minutes, 0 or more (0: never stop)")
+    return given
+
+
+def start_watcher(home: Path, minutes: float) -> int | None:
+    """Start the detached watcher of ``home``'s server; None when ``minutes`` is 0 (never stop)."""
+    if minutes == 0:
+        return None
+    data_dir = Path(home) / "falkordb"
+    with open_private(data_dir / "idle.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cabal.graph.idle", str(home), repr(minutes)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,  # outlives the command that started the server, like the server
+            close_fds=True,
+        )
+    return process.pid

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -35,6 +36,10 @@ def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None,
         raise UnknownModel(f"empty model spec; expected {_SPEC_FORMS}")
     chosen, name = resolve(spec)
     settings = settings or ModelSettings(name=spec)
+    if chosen.name == "replay":  # here, not in its family: the fallback is built like any model
+        from cabal.llm.replay import replay_model
+
+        return replay_model(name, lambda fallback: make_model(fallback, settings, **options))
     if chosen.family == "local":
         return chosen.module().build(chosen, name, settings, options)
     if not chosen.installed:
@@ -64,13 +69,21 @@ def resolve(spec: str) -> tuple[Provider, str]:
     if not colon:
         if spec.startswith("claude"):
             return PROVIDERS["anthropic"], spec
-        guess = inferred_provider(spec)
-        hint = f"did you mean `{guess}:{spec}`?" if guess else f"name its provider: PROVIDER:{spec}"
-        raise UnknownModel(f"unknown model {spec!r}: {hint} (cabal models lists the providers)")
+        raise UnknownModel(f"unknown model {spec!r}: {_bare_hint(spec)} (cabal models lists the providers)")
     if prefix in PROVIDERS and (rest or prefix == "simulated"):
         return PROVIDERS[prefix], rest
     known = ", ".join(closest_providers(prefix))
     raise UnknownModel(f"unknown model spec {spec!r}; expected {_SPEC_FORMS}. Known providers: {known}")
+
+
+def _bare_hint(spec: str) -> str:
+    """What a bare name without a provider likely meant: a misspelt ``simulated`` (or another
+    provider's name, Cabal's own among them), else the provider its prefix names."""
+    close = difflib.get_close_matches(spec.lower(), list(PROVIDERS), n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {close[0]}?" if close[0] == "simulated" else f"did you mean {close[0]}:MODEL?"
+    guess = inferred_provider(spec)
+    return f"did you mean `{guess}:{spec}`?" if guess else f"name its provider: PROVIDER:{spec}"
 
 
 def modules_to_preload(spec: str) -> list[str]:

@@ -42,7 +42,7 @@ def remember(model_name: str, provider: Provider, price: ModelPrice | None) -> N
 
 def price_of(model_name: str) -> ModelPrice | None:
     """The price of ``model_name``'s tokens, or None when nothing says."""
-    if model_name.startswith(_OWN_MODELS):
+    if model_name.startswith(_OWN_MODELS) or model_name == "simulated":  # providers.SIMULATED, imported lazily
         return FREE
     with _lock:
         own = _own_prices.get(model_name)

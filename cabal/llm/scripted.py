@@ -298,6 +298,7 @@ class FunctionChatModel(_FakeChatModel):
     """
 
     fn: Callable[[ModelRequest], AIMessage | Mapping[str, Any]]
+    model_name: str = "cabal-function"  # how usage, prices and traces name it ("simulated": the simulated team)
 
     def __init__(self, fn: Callable[[ModelRequest], AIMessage | Mapping[str, Any]], **kwargs: Any) -> None:
         super().__init__(fn=fn, **kwargs)

@@ -101,7 +101,7 @@ class Budget:
         A budget is spent once usage reaches the limit: no further call should start.
         """
         if self.max_tokens is not None and usage.total_tokens >= self.max_tokens:
-            return f"token budget {self.max_tokens} spent: {usage.total_tokens} tokens"
+            return f"token budget of {self.max_tokens:,} tokens is spent: {usage.total_tokens:,} used"
         if self.max_cost_usd is not None and cost_usd >= self.max_cost_usd:
-            return f"cost budget ${self.max_cost_usd:.2f} spent: ${cost_usd:.4f} on {models}"
+            return f"cost budget of ${self.max_cost_usd:.2f} is spent: ${cost_usd:.4f} on {models}"
         return None

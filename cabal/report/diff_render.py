@@ -10,11 +10,12 @@ import json
 
 from cabal.limits import printable
 from cabal.report.diff import Figures, Halt, MissionDiff, Piece, ProductChange
+from cabal.vocabulary import CABAL_VERSION, state_phrase
 
 DIFF_FORMATS = ("md", "html", "json")
 # Rows of the figures table: (label, how one mission's figures show it).
 FIGURE_ROWS = (
-    ("state", lambda f: f.state + (f" ({f.stop_reason})" if f.stop_reason else "")),
+    ("state", lambda f: state_phrase(f.state, f.stop_reason)),
     ("rounds", lambda f: str(f.rounds)),
     ("turns", lambda f: str(f.turns)),
     ("failed turns", lambda f: str(f.failed_turns)),
@@ -93,11 +94,10 @@ def _halt(halt: Halt | None) -> str:
 
 
 def diff_html(diff: MissionDiff) -> str:
-    from cabal import __version__
     from cabal.report.html import template_environment
 
     page = template_environment().get_template("diff.html.j2").render(**diff_sections_context(diff),
-                                                                       version=__version__)
+                                                                       version=CABAL_VERSION)
     return printable(page)
 
 

@@ -16,12 +16,12 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
-from cabal import __version__
 from cabal.limits import printable
-from cabal.report.model import MissionReport, Product
+from cabal.report.model import MissionReport
 from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, product_tree, timeline_svg
+from cabal.vocabulary import CABAL_VERSION, stop_phrase
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -38,27 +38,42 @@ def render_html(report: MissionReport) -> str:
 def report_context(report: MissionReport) -> dict[str, Any]:
     """What the report's templates (the page and each of ``templates/sections``) draw from: the
     export renders it whole, ``cabal serve`` renders the same sections in its mission page."""
-    def linked(product: Product, label: str) -> str:  # a reference in Markdown, to the product's section
-        escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
-        return f"[{escaped}](#{product_anchor(report, product)})"
-
-    def cited(cited_id: str, label: str) -> str:  # a citation in Markdown, to the cited text in the appendix
-        escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
-        return f"[{escaped}](#{cited_anchor(cited_id)})"
-
     return dict(
         report=report, mission=report.mission, tree=product_tree(report), timeline=timeline_svg(report),
-        anchor=lambda product: product_anchor(report, product), readable=report.readable, who=report.who,
-        content=lambda text: markdown_html(report.readable(text, link=linked, cite=cited)),
+        anchor=lambda product: product_anchor(report, product), who=report.who,
+        readable=lambda text: Markup(linked_text(report, text)),
+        content=lambda text: markdown_html(linked_text(report, text, markdown=True)),
         cited_anchor=cited_anchor,
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),
-        status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=__version__,
+        status_colours=STATUS_COLOURS, outcome_colours=OUTCOME_COLOURS, version=CABAL_VERSION,
     )
+
+
+def linked_text(report: MissionReport, text: str | None, *, markdown: bool = False) -> str:
+    """``text`` (the team's, the Chair's charter, the user's) as the page shows it, each reference
+    a link: a product's or a version's name to the product's section, a source's to the cited
+    text in the Sources section. The one renderer of references, wherever the page shows a text:
+    as HTML (escaped, the links added: safe to mark up), or, with ``markdown``, as Markdown, for
+    a version's content (which ``markdown_html`` renders)."""
+    def link(anchor: str, label: str) -> str:
+        if markdown:
+            escaped = _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match[0], label)
+            return f"[{escaped}](#{anchor})"
+        return str(Markup('<a href="#{}">{}</a>').format(anchor, label))
+
+    # Escaping first leaves every reference as it was (their ids hold none of & < > ' "); the
+    # labels put in their place are escaped by the link itself.
+    source = (text or "") if markdown else str(escape(text or ""))
+    linked = report.readable(source, link=lambda product, label: link(product_anchor(report, product), label),
+                             cite=lambda cited_id, label: link(cited_anchor(cited_id), label))
+    return linked
 
 
 def cited_anchor(cited_id: str) -> str:
     """The anchor of a cited source or section in the report's Sources section: ``cited-s2-v2-3``."""
     return "cited-" + re.sub(r"[^A-Za-z0-9]+", "-", cited_id).strip("-")
+
+
 def when(timestamp: str) -> str:
     """An ISO 8601 time as people read it: ``2026-11-25 12:11 UTC`` (to the minute)."""
     day, _, clock = timestamp.partition("T")
@@ -90,4 +105,5 @@ def template_environment(*folders: Path) -> Environment:
     environment.filters["thousands"] = lambda number: f"{number:,}"
     environment.filters["dollars"] = lambda number: f"${number:.4f}"
     environment.filters["when"] = when
+    environment.filters["stop_phrase"] = stop_phrase  # a stop reason as people read it, on every page
     return environment

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from cabal.limits import printable
 from cabal.report.model import Line, MissionReport, Product, Spend, Version
+from cabal.vocabulary import count_of, stop_phrase
 
 CONTENT_LEVEL = 5  # a version's own top heading becomes #####, below "#### v2"
 _HEADING = re.compile(r"^(#{1,6})(\s)")
@@ -28,9 +29,9 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
     if report.mission.charter or report.mission.objectives or report.mission.constraints:
         lines += ["## Mission", ""]
         if report.mission.charter:
-            lines += [report.mission.charter, ""]
-        lines += [f"- objective: {o}" for o in report.mission.objectives]
-        lines += [f"- constraint: {c}" for c in report.mission.constraints]
+            lines += [report.readable(report.mission.charter), ""]
+        lines += [f"- objective: {report.readable(o)}" for o in report.mission.objectives]
+        lines += [f"- constraint: {report.readable(c)}" for c in report.mission.constraints]
         lines.append("")
     lines += products_section(report, report.live_products, history=history)
     removed = [p for p in report.products if p.status == "removed"]
@@ -57,7 +58,7 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
         lines.append("No question was put to the user.")
     lines += ["", *usage_section(report), "## Failed turns", ""]
     for turn in report.failed_turns:
-        lines.append(f"- r{turn.round} {turn.step} {report.who(turn.agent)}, after {turn.attempts} attempt(s): "
+        lines.append(f"- r{turn.round} {turn.step} {report.who(turn.agent)}, after {count_of(turn.attempts, 'attempt')}: "
                      + ("; ".join(turn.problems) or "no valid answer"))
     if not report.failed_turns:
         lines.append("None: every turn got a valid answer.")
@@ -65,7 +66,7 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
     for turn in report.turns:
         problems = f" (rejected: {'; '.join(turn.problems)})" if turn.outcome == "failed" and turn.problems else ""
         lines.append(f"- r{turn.round} {turn.step} {report.who(turn.agent)}: {turn.outcome}, {turn.summary} "
-                     f"[{turn.attempts} attempt(s)]{problems}")
+                     f"[{count_of(turn.attempts, 'attempt')}]{problems}")
     return printable("\n".join(lines).rstrip() + "\n")
 
 
@@ -107,7 +108,7 @@ def sources_section(report: MissionReport) -> list[str]:
 def header(report: MissionReport) -> list[str]:
     mission = report.mission
     state = (f"State: {mission.state}, round {mission.round}"
-             + (f", stopped: {mission.stop_reason}" if mission.stop_reason else "")
+             + (f", stopped: {stop_phrase(mission.stop_reason)}" if mission.stop_reason else "")
              + (f" ({mission.detail})" if mission.detail else ""))
     return [f"# {mission.name} ({mission.id})", "", state, ""]
 

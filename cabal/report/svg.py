@@ -19,7 +19,7 @@ from markupsafe import Markup
 
 from cabal.report.model import MissionReport, Product
 from cabal.report.read import step_position
-from cabal.vocabulary import Step
+from cabal.vocabulary import Step, count_of
 
 STATUS_COLOURS = {"accepted": ("#e3f4e8", "#2f8a4c"), "open": ("#fff4dc", "#b7791f"), "removed": ("#eeeeee", "#888888")}
 OUTCOME_COLOURS = {"final": "#3b73c4", "halt": "#8a4fbf", "failed": "#d64541"}
@@ -111,7 +111,7 @@ def timeline_svg(report: MissionReport) -> Markup:
                 cx = x + 9 + (place % per_line) * DOT_PITCH
                 cy = top + row * step_height + 10 + (place // per_line) * DOT_PITCH
                 tooltip = (f"round {turn.round} · {turn.step} · {report.who(turn.agent)}: {turn.outcome}, "
-                           f"{turn.input_tokens + turn.output_tokens:,} tokens, {turn.attempts} attempt(s)")
+                           f"{turn.input_tokens + turn.output_tokens:,} tokens, {count_of(turn.attempts, 'attempt')}")
                 parts.append(Markup('<circle cx="{}" cy="{}" r="3.6" fill="{}"><title>{}</title></circle>').format(
                     cx, cy, OUTCOME_COLOURS.get(turn.outcome, "#666"), tooltip))
         marks_y = top + step_height * len(steps) + 18

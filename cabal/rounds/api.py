@@ -54,7 +54,7 @@ from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace, missio
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
 from cabal.tools.host import ToolHost
-from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
+from cabal.vocabulary import USER_ID, MissionState, Role, StopReason, stop_phrase
 
 
 
@@ -410,7 +410,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
                   else _continuation(status, rounds, int(node.get("rounds") or spec.rounds)))
         if status.state == MissionState.DONE and extend is None:
             if answer is not None:
-                raise MissionError(f"mission {mission_id} has ended ({status.stop_reason}); there is no question "
+                raise MissionError(f"mission {mission_id} has ended ({stop_phrase(status.stop_reason)}); there is no question "
                                    "to answer")
             return status  # it ended, and nothing asks it to go on
         stored = node.get("model") or ""
@@ -521,7 +521,7 @@ def _continuation(status: MissionResult, rounds: int | None, limit: int) -> int 
         if status.state != MissionState.DONE:
             raise MissionError(f"mission {status.mission_id} is {status.state}; --rounds continues a mission "
                                "that ended (stopped by the user or out of rounds)")
-        raise MissionError(f"mission {status.mission_id} ended ({status.stop_reason}); only a mission the user "
+        raise MissionError(f"mission {status.mission_id} ended ({stop_phrase(status.stop_reason)}); only a mission the user "
                            "stopped or one out of rounds can go on")
     if status.stop_reason == StopReason.USER_HALT:
         return rounds or limit

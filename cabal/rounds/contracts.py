@@ -20,8 +20,8 @@ from pydantic import BaseModel
 
 from cabal.entities import AddProduct, MoveProduct, RemoveProduct, UpdateProduct
 from cabal.refs import parse_refs
+from cabal.rounds.rules import Roster
 from cabal.rounds.snapshot import Snapshot
-from cabal.rounds.team import Team
 from cabal.vocabulary import CHAIR_ID
 
 
@@ -31,7 +31,7 @@ class WriteScope:
     the real ids this answer's ADD operations receive (``new-N`` -> id)."""
 
     snapshot: Snapshot
-    team: Team
+    team: Roster
     new_ids: Mapping[str, str] = field(default_factory=dict)
 
 

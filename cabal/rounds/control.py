@@ -22,7 +22,9 @@ from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
-from cabal.vocabulary import USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason
+from cabal.vocabulary import (
+    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason, stop_phrase,
+)
 
 if TYPE_CHECKING:
     from cabal.report import MissionReport
@@ -115,7 +117,7 @@ def say(mission_id: str, text: str, *, product: str | None = None, home: str | P
     with _mission_graph(workspace, mission_id) as graph:
         status = status_of(workspace, graph, mission_id)
         if status.state == MissionState.DONE:
-            raise MissionError(f"mission {mission_id} has ended ({status.stop_reason}): the team reads no more "
+            raise MissionError(f"mission {mission_id} has ended ({stop_phrase(status.stop_reason)}): the team reads no more "
                                "messages", hint=f'cabal continue {mission_id} "a new direction" [--rounds N]')
         return leave_note(graph, mission_id, text, product=product)
 

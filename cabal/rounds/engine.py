@@ -44,7 +44,7 @@ from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.tooluse import APPROVE, TOOL_GATE, ApprovalPending
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.entities import Halt
-from cabal.vocabulary import CHAIR_ID, USER_ID, MissionState, Step, StopReason, TurnOutcome
+from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step, StopReason, TurnOutcome
 
 ANSWER_FROM_FILE: Final = "mission file"  # where an unattended answer came from (answer_source on the halt)
 BUDGET_HALT = re.compile(r"r\d+\.budget\d*")  # ids of the questions a spent budget raises
@@ -107,7 +107,9 @@ def round_start(state: RoundState, runtime: Context) -> RoundState:
     run.emit(RoundStarted(run.mission_id, round=round_number, budget_tokens=run.budget.max_tokens,
                           budget_cost_usd=run.budget.max_cost_usd))
     for note in run.snapshot(round_number).collabs:  # what the user said since the last round started
-        if note.get("author") == USER_ID and note.get("round") == round_number - 1:
+        # (a continued mission's direction is a note too, already told by MissionContinued)
+        if note.get("author") == USER_ID and note.get("round") == round_number - 1 \
+                and note.get("type") != USER_DIRECTION_TYPE:
             run.emit(UserMessage(run.mission_id, round=note["round"], note=note["id"], text=str(note.get("comment")),
                                  product=note.get("product_id")))
     return {"round": round_number, "halt": None}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cabal.entities import (
     AddProduct,
@@ -32,8 +32,24 @@ from cabal.entities import (
 from cabal.rounds.snapshot import Snapshot
 from cabal.vocabulary import USER_ID, Role, Step
 
-if TYPE_CHECKING:  # the team's cards name these rules, so team.py imports this module
-    from cabal.rounds.team import Team
+
+class TeamMember(Protocol):
+    """What the rules read of one agent (``rounds.team.Agent`` is one)."""
+
+    @property
+    def focus(self) -> tuple[str, ...]: ...
+
+
+class Roster(Protocol):
+    """What the rules read of the team (``rounds.team.Team`` is one). A protocol, not the class:
+    the team's cards name these rules (team.py imports ``ABOUT_RULES``), so this module never
+    imports team.py, and the two do not import each other."""
+
+    def get(self, agent_id: str) -> TeamMember | None: ...
+
+    def ids(self, role: Role | None = None) -> list[str]: ...
+
+    def speakers(self, agent_id: str) -> list[str]: ...
 
 CLOSED_STATUSES = ("accepted", "removed")
 
@@ -49,7 +65,7 @@ class RuleContext:
     """
 
     snapshot: Snapshot
-    team: Team
+    team: Roster
     agent_id: str
     added: dict[str, dict] = field(default_factory=dict)
     reopened: dict[str, dict] = field(default_factory=dict)

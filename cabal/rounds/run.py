@@ -34,7 +34,7 @@ from cabal.rounds.tooluse import TOOL_GATE, Approvals, ApprovalPending, PausedTu
 from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.tools.host import ToolHost
-from cabal.vocabulary import USER_ID, MissionState, Role, Step, StopReason, TurnOutcome
+from cabal.vocabulary import USER_ID, MissionState, Role, Step, StopReason, TurnOutcome, count_of, halt_phrase
 
 ENGINE_ACTOR = "cabal"  # the engine's own writes (mission status, budget questions) are expressed by this actor
 
@@ -378,13 +378,29 @@ class FinishedTurn:
     question: Cluster | None = None  # a turn stopped for approval: the question it asks the user
 
 
+# What an answer's lists hold, as people count them (singular, plural); a field not named here is
+# counted by its name with its underscores as spaces.
+_COUNTED = {"tree_operations": ("change to the tree", "changes to the tree"),
+            "acceptance": ("acceptance decision", "acceptance decisions"),
+            "chair_versions": ("version by the Chair", "versions by the Chair"),
+            "initial_products": ("initial product", "initial products"),
+            "missing_details": ("missing detail", "missing details")}
+
+
+def counted(field_name: str, number: int) -> str:
+    """``number`` of an answer's ``field_name`` items, in words: "1 review", "5 acceptance decisions"."""
+    plain = field_name.replace("_", " ")
+    singular, plural = _COUNTED.get(field_name, (plain.removesuffix("s"), plain if plain.endswith("s") else plain + "s"))
+    return count_of(number, singular, plural)
+
+
 def _summary_of(result: TurnResult) -> str:
     if result.halt is not None:
-        return f"halt ({result.halt.type}): {result.halt.message}"
+        return f"{halt_phrase(result.halt.type)}: {result.halt.message}"
     if result.answer is None:
         return "no valid answer within the retry budget"
     counts = {name: len(value) for name, value in result.answer if isinstance(value, list) and value}
-    return ", ".join(f"{n} {name}" for name, n in counts.items()) or "answered"
+    return ", ".join(counted(name, n) for name, n in counts.items()) or "answered"
 
 
 def _reasoning_of(result: TurnResult) -> str:

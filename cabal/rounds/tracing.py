@@ -45,9 +45,9 @@ def recorder_from_environment(environ: Mapping[str, str] | None = None) -> SpanR
     provider = _provider_from(env)
     if provider is None:
         return None
-    from cabal import __version__
+    from cabal.vocabulary import CABAL_VERSION
 
-    return SpanRecorder(provider.get_tracer(TRACER_NAME, __version__))
+    return SpanRecorder(provider.get_tracer(TRACER_NAME, CABAL_VERSION))
 
 
 def _provider_from(env: Mapping[str, str]) -> Any:

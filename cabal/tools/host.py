@@ -7,7 +7,8 @@ server's session open in a task of that loop, and hands each call to the loop fr
 turn's thread makes it. The run owns the host and closes it on every way out (``with``).
 
 What can go wrong stays small:
-- a server that does not start is one line (``problems``) and is left out, unless required
+- a server that does not start, or does not complete MCP's handshake within its entry's
+  ``startup_timeout_s``, is stopped and is one line (``problems``) and is left out, unless required
   (``ToolServerUnavailable``: the mission refuses to start);
 - a call that errors, outlasts its timeout or returns nothing readable is a failed
   ``ToolOutcome`` whose text goes back to the agent, and the turn goes on;
@@ -15,6 +16,12 @@ What can go wrong stays small:
 
 A tool's result is data: it leaves here as text made ``printable`` and bounded, framed as the
 answer of that one call; nothing here can write the graph.
+
+Every server process ends with the run, however the run ends: the SDK's transport stops it when
+its session closes, and each one is started through a launcher that asks the kernel (Linux's
+parent-death signal) to kill it when the thread that started it ends: the host's loop thread
+at ``close()``, or with the whole process on a crash or a ``kill -9``. Without that a server hung
+before its handshake would outlive the run (it never reads the stdin whose end tells it to go).
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ WHY_FIELD = "why"
 WHY_SCHEMA = {"type": "string", "description": "why you call this tool now (recorded with the call; not sent to "
                                                "the tool)"}
 CLOSE_WAIT_S = 10.0
-STARTUP_S = 30.0  # a server's start and first answers (an interpreter and its imports), whatever a call's timeout
+TEARDOWN_S = 10.0  # what stopping a server that did not start may take: the SDK's close, SIGTERM, SIGKILL
 PYTHON_COMMANDS = ("python", "python3")
 
 # The SDK logs each unreadable line a server prints, with a traceback, at ERROR: without a
@@ -131,8 +138,15 @@ class ToolHost:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="cabal-tools", daemon=True)
         self._thread.start()
-        started = self._run(self._start_all(list(self._servers.values())), timeout=self._startup_s + CLOSE_WAIT_S)
-        for server, failure in zip(self._servers.values(), started):
+        servers = list(self._servers.values())
+        try:
+            started = self._run(self._start_all(servers), timeout=max(_startup_s(s) for s in servers) + CLOSE_WAIT_S)
+        except FutureTimeout:  # each connection is bounded on the loop; this is the last guard
+            started = [None if server.session is not None else "it did not start in time" for server in servers]
+        except BaseException:  # an interrupt while waiting: nothing is left running
+            self.close()
+            raise
+        for server, failure in zip(servers, started):
             if failure is None:
                 continue
             if server.spec.required:
@@ -149,16 +163,12 @@ class ToolHost:
         try:
             asyncio.run_coroutine_threadsafe(self._close_all(), loop).result(timeout=CLOSE_WAIT_S * 2)
         except (FutureTimeout, RuntimeError):
-            pass  # a server that will not stop: its process group dies with ours
+            pass  # a server that will not stop: it dies with the loop's thread (the launcher's parent-death signal)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=CLOSE_WAIT_S)
         for log in self._logs.values():
             log.close()
-
-    @property
-    def _startup_s(self) -> float:
-        return max(self.timeout_s, STARTUP_S)
 
     # --------------------------------------------------------------------------- offers
 
@@ -220,7 +230,10 @@ class ToolHost:
         with self._lock:
             server.restarted_in = round_number
         self._run(self._close(server), timeout=CLOSE_WAIT_S * 2)
-        failure = self._run(self._connect(server), timeout=self._startup_s + CLOSE_WAIT_S)
+        try:
+            failure = self._run(self._connect(server), timeout=_startup_s(server) + CLOSE_WAIT_S)
+        except FutureTimeout:
+            failure = "it did not start in time"
         if failure is None:
             with self._lock:
                 server.dead = None
@@ -243,10 +256,13 @@ class ToolHost:
         server.closing = closing = asyncio.Event()
         server.task = loop.create_task(self._hold(server, ready, closing))
         try:
-            listed = await asyncio.wait_for(asyncio.shield(ready), self._startup_s)
+            # The handshake is bounded inside the session's task (_hold), where a timeout unwinds
+            # through the transport, which stops the process; this wait only outlasts it.
+            listed = await asyncio.wait_for(asyncio.shield(ready), _startup_s(server))
         except TimeoutError:
             await self._close(server)
-            return f"no answer to initialize within {self._startup_s:g} s"
+            return (f"it did not complete MCP's handshake within {server.spec.startup_timeout_s:g} s "
+                    "(the entry's startup_timeout_s)")
         except Exception as error:  # noqa: BLE001 - whatever the transport raised, told in one line
             await self._close(server)
             said = self._last_words(server.spec.name)
@@ -256,30 +272,25 @@ class ToolHost:
         return None
 
     async def _hold(self, server: _Server, ready: asyncio.Future, closing: asyncio.Event) -> None:
+        import anyio
         from mcp import ClientSession
 
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport(server.spec))
                 session = await stack.enter_async_context(ClientSession(read, write))
-                info = await session.initialize()
-                if info.server_info.name == MCP_SERVER_NAME:
-                    raise ValueError("it is Cabal's own MCP server, whose protocols are never offered to the team")
-                listed, cursor = [], None
-                while True:
-                    from mcp.types import PaginatedRequestParams
-
-                    page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-                    listed += page.tools
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+                # anyio's scope, not asyncio's: the transport's task groups are anyio's, and a
+                # timeout raised here leaves through them, which stop the server's process.
+                with anyio.fail_after(server.spec.startup_timeout_s):
+                    listed = await _handshake(session)
                 server.session = session
                 ready.set_result(listed)
                 await closing.wait()
         except BaseException as error:  # noqa: BLE001 - the failure is the caller's to report
             if not ready.done():
-                ready.set_exception(_leaf(error) if isinstance(error, Exception) else RuntimeError("cancelled"))
+                failure = _leaf(error) if isinstance(error, Exception) else RuntimeError("cancelled")
+                # A timeout here is the handshake's (fail_after above): the caller's TimeoutError.
+                ready.set_exception(TimeoutError() if isinstance(failure, TimeoutError) else failure)
             if not isinstance(error, Exception):
                 raise
         finally:
@@ -306,8 +317,9 @@ class ToolHost:
         # The SDK adds HOME, USER, SHELL and friends to whatever env it is given; ``env -i``
         # starts the server with exactly the entry's variables and PATH, nothing of Cabal's.
         variables = [f"{key}={value}" for key, value in {**spec.env, "PATH": path}.items()]
-        params = StdioServerParameters(command=shutil.which("env") or "/usr/bin/env",
-                                       args=["-i", *variables, command, *spec.args], cwd=spec.cwd)
+        params = StdioServerParameters(command=sys.executable,
+                                       args=[*LAUNCHER, str(os.getpid()), shutil.which("env") or "/usr/bin/env", "-i",
+                                             *variables, command, *spec.args], cwd=spec.cwd)
         return stdio_client(params, errlog=self._errlog(spec.name))
 
     def _errlog(self, name: str) -> TextIO:
@@ -377,6 +389,45 @@ class ToolHost:
     def _report(self, line: str) -> None:
         self.problems.append(line)
         self.on_problem(line)
+
+
+def _startup_s(server: _Server) -> float:
+    """How long a connection may take in all: the entry's handshake bound, then stopping the server."""
+    return server.spec.startup_timeout_s + TEARDOWN_S
+
+
+async def _handshake(session: Any) -> list[Any]:
+    """MCP's handshake: ``initialize``, then every page of the server's tools."""
+    from mcp.types import PaginatedRequestParams
+
+    info = await session.initialize()
+    if info.server_info.name == MCP_SERVER_NAME:
+        raise ValueError("it is Cabal's own MCP server, whose protocols are never offered to the team")
+    listed: list[Any] = []
+    cursor = None
+    while True:
+        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        listed += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            return listed
+
+
+# A stdio server is started through this launcher (``python -I -S -c``, a few milliseconds): it asks
+# the kernel to SIGKILL the server when the thread that started it ends, then becomes ``env -i`` and
+# the server (exec keeps the request). If that thread is already gone (the parent changed), it stops.
+# Where there is no prctl (not Linux), it only execs: the transport's close still stops the server.
+_LAUNCH = """import os, sys
+try:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("cabal: the run that started this tool server has ended")
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+LAUNCHER = ("-I", "-S", "-c", _LAUNCH)
 
 
 # ----------------------------------------------------------------------------- results

@@ -13,6 +13,7 @@ tools:
     required: true                    # the mission refuses to start without it
     approve: ask                      # each call waits for the user's approval (auto: never; deny: never
                                       # made), or a list of the tools that wait: [book, pay]
+    startup_timeout_s: 10             # to start and complete MCP's handshake (default 10)
 ```
 
 Values only: connecting is ``cabal.tools.host``'s work.
@@ -20,13 +21,13 @@ Values only: connecting is ``cabal.tools.host``'s work.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cabal.config import is_loopback
 from cabal.errors import closest
 from cabal.limits import unprintable
 from cabal.vocabulary import Role, Step, is_agent_id
@@ -42,9 +43,9 @@ ROLE_WORDS = {"operatives": Role.OPERATIVE, "operative": Role.OPERATIVE, "chair"
 DEFAULT_ALLOW = ("operatives",)
 DEFAULT_STEPS = (Step.WRITE, Step.REFLECT)
 TOOL_STEPS = tuple(step for step in Step if step != Step.BOOTSTRAP)  # bootstrap runs before any server is asked
-LOOPBACK_HOSTS = {"localhost"}
 DEFAULT_MAX_TOOL_CALLS = 5
 DEFAULT_TOOL_TIMEOUT_S = 30.0
+DEFAULT_STARTUP_TIMEOUT_S = 10.0  # an interpreter, its imports and MCP's handshake take a second or two
 
 Approval = Literal["ask", "auto", "deny"]
 """What happens to an agent's call of a tool: the user approves or denies it first (ask), it is
@@ -73,6 +74,11 @@ class ToolServerSpec(BaseModel):
     approve: Approval | tuple[str, ...] = Field(
         "auto", description="each call of the server's tools waits for the user's approval (ask), is made (auto) or "
                             "is refused (deny); or a list of the server's tool names whose calls wait for approval")
+    startup_timeout_s: float = Field(DEFAULT_STARTUP_TIMEOUT_S, gt=0, le=300,
+                                     description="how long the server has to start and complete MCP's handshake "
+                                                 "(initialize, then its list of tools); past it the server is "
+                                                 "stopped and left out (or, when required, the mission refuses "
+                                                 "to start)")
 
     @model_validator(mode="before")
     @classmethod
@@ -175,15 +181,6 @@ class ToolServerSpec(BaseModel):
     def allows(self, agent_id: str, role: Role, step: Step) -> bool:
         """Whether ``agent_id`` (of ``role``) is offered this server's tools in ``step``."""
         return step in self.steps and any(who == agent_id or ROLE_WORDS.get(who) == role for who in self.allow)
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in LOOPBACK_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def unique_names(servers: list[ToolServerSpec]) -> list[ToolServerSpec]:

@@ -19,17 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from cabal.errors import CabalError, ConfigError
-from cabal.llm.settings import DEFAULT_MODEL
 from cabal.private import open_private, private_folder
 from cabal.resources import builtin_dir
 from cabal.rounds.mission import MissionSpec, load_mission, parse_mission
 from cabal.sources import Wanted, folder_wanted
 
 SIMULATED = "simulated"
-MODEL_CHOICES = {"simulated": SIMULATED, DEFAULT_MODEL: DEFAULT_MODEL}  # the form's list; any model's spec may be typed
 PAGE_REFUSED = ("scripted", "py")  # they read a file or import code of this machine
 MODEL_SPEC = re.compile(r"[A-Za-z0-9][\w.@-]{0,80}(:[\w.:/@-]{1,160})?")
 MAX_UPLOAD = 64 * 1024  # a mission file is a request and a few settings: 64 KiB is plenty
@@ -106,14 +104,29 @@ def form_launch(fields: Mapping[str, str]) -> Launch:
               "cost_usd": _number(fields, "budget_cost_usd", "Cost budget", float, None)}
     if any(value is not None for value in budget.values()):
         data["budget"] = {key: value for key, value in budget.items() if value is not None}
-    choice = fields.get("model_name", "").strip() or fields.get("model", "").strip()
-    model = MODEL_CHOICES.get(choice, choice)
+    model = _chosen_model(fields.get("model", "").strip(), fields.get("model_name", "").strip())
     checked_model(model)
     try:
         spec = parse_mission(data, source="the form")
     except ConfigError as error:
         raise ConfigError(str(error).removeprefix("the form: invalid mission: ")) from None
     return Launch(spec.model_dump(exclude_none=True), model)
+
+
+def model_choices(environ: Any = None) -> list[str]:
+    """The form's list of models: the simulated team, then one of each provider ``cabal models``
+    finds ready (``providers.readiness``: package, key, a local server answering), its example
+    model, or ``PROVIDER:`` for one without an example (the model's name is typed beside it)."""
+    from cabal.llm.providers import ready_providers
+
+    return [SIMULATED, *(provider.example_model or f"{provider.name}:" for provider in ready_providers(environ))]
+
+
+def _chosen_model(listed: str, typed: str) -> str:
+    """The form's model: what was typed (a whole spec, or a name for the listed ``PROVIDER:``), else the listed one."""
+    if not typed:
+        return listed
+    return f"{listed}{typed}" if listed.endswith(":") and ":" not in typed and not typed.startswith("claude") else typed
 
 
 def upload_launch(filename: str, data: bytes) -> Launch:

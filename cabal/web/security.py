@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
@@ -33,7 +32,8 @@ from starlette.datastructures import Headers
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-LOOPBACK_NAMES = ("localhost",)
+from cabal.config import is_loopback
+
 CSRF_FIELD, CSRF_HEADER = "csrf", "x-csrf-token"
 POLICY = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
           "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
@@ -46,17 +46,6 @@ HEADERS = {
     "cross-origin-opener-policy": "same-origin",
 }
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or a name, IPv6 with or without brackets) is this machine only."""
-    name = host.strip().strip("[]").lower()
-    if name in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,12 @@ import socket
 import uvicorn
 from starlette.types import ASGIApp
 
+from cabal.config import is_loopback
 from cabal.errors import ConfigError
 from cabal.rounds.workspace import Workspace
 from cabal.web import DEFAULT_HOST, DEFAULT_PORT
 from cabal.web.app import create_app
-from cabal.web.security import Security, is_loopback
+from cabal.web.security import Security
 
 
 class WebServer:

@@ -16,12 +16,11 @@ from typing import Any
 
 from jinja2 import Environment
 
-from cabal import __version__
 from cabal.report.html import report_context, template_environment
 from cabal.exports import formats as export_formats
 from cabal.rounds.transitions import ENDED, Action, allows
-from cabal.vocabulary import Step
-from cabal.web.forms import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, MODEL_CHOICES, SIMULATED, examples
+from cabal.vocabulary import CABAL_VERSION, Step
+from cabal.web.forms import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, SIMULATED, examples, model_choices
 from cabal.web.live import Parts
 from cabal.web.runner import Activity
 from cabal.web.state import MissionGroup, MissionView
@@ -47,7 +46,7 @@ def render_parts(template: str, names: Sequence[str], **context: Any) -> Parts:
 
 
 def _common(context: dict[str, Any]) -> dict[str, Any]:
-    return {"version": __version__, **context}
+    return {"version": CABAL_VERSION, **context}
 
 
 # ------------------------------------------------------------------------------- the pages
@@ -95,6 +94,6 @@ def _step_heading(step: str) -> str:
 def new_context(*, csrf: str, workspace: Path, values: dict[str, str] | None = None, error: str | None = None,
                 where: str | None = None) -> dict[str, Any]:
     """The new-mission page; ``values`` refill the form after ``error`` (found in the form ``where``)."""
-    return {"examples": examples(), "models": MODEL_CHOICES, "simulated": SIMULATED, "csrf": csrf,
+    return {"examples": examples(), "models": model_choices(), "simulated": SIMULATED, "csrf": csrf,
             "workspace": workspace, "values": values or {}, "error": error, "where": where,
             "max_source_files": MAX_SOURCE_FILES, "max_source_mb": f"{MAX_SOURCE_BYTES / 1_000_000:g}"}

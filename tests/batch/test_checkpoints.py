@@ -27,7 +27,7 @@ def test_a_mission_pauses_in_one_process_and_resumes_in_another_from_postgres(ho
     mission_id = re.search(r"^mission: (m-\S+)$", asked.stdout, re.MULTILINE).group(1)
     answered = cabal("resume", mission_id, "--answer", ANSWER, "--home", home, env={"CABAL_CHECKPOINTS": postgres})
 
-    assert "state: halted (questionToUser), round 0" in asked.stdout
+    assert "state: halted (waiting for your answer), round 0" in asked.stdout
     assert "state: done (concluded), round 3" in answered.stdout, answered.stdout + answered.stderr
     with psycopg.connect(postgres) as connection:
         count = connection.execute("SELECT count(*) FROM checkpoints WHERE thread_id = %s", (mission_id,)).fetchone()[0]

@@ -11,7 +11,8 @@ import pytest
 from cabal.cli import main
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph, EmbeddedServer
-from cabal.graph.idle import idle_minutes, read_state
+from cabal.graph.idle import read_state
+from cabal.graph.server import idle_time as idle_minutes
 from cabal.locks import exclusive
 from tests.polling import wait_until
 

@@ -59,6 +59,8 @@ class FakeOllama(FakeAnthropic):
         self.reply(status, {"error": message})
 
     def _next_reply(self, request: RecordedRequest) -> CannedResponse | Hang | Disconnect:
+        if (request.method, request.path) == ("GET", "/api/version"):  # what `cabal models` asks a server
+            return CannedResponse(200, {"version": "0.9.0"})
         if request.method != "POST" or request.path != "/api/chat":
             return CannedResponse(404, {"error": "404 page not found"})
         body = request.body

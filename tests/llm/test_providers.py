@@ -5,8 +5,10 @@ the real clients against the fake OpenAI and Ollama servers."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -341,3 +343,69 @@ def test_cabal_run_with_a_model_that_names_nothing_says_so_in_one_line_and_exits
                               capture_output=True, text=True, timeout=60)
         assert (done.returncode, done.stdout) == (2, "")
         assert done.stderr.startswith(line) and done.stderr.count("\n") == 1
+
+
+def models_lines(capsys) -> list[str]:
+    from cabal.cli import main
+
+    assert main(["models"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_cabal_models_lines_its_columns_up_and_says_ollama_is_ready_only_when_its_server_answers(
+        capsys, monkeypatch: pytest.MonkeyPatch, ollama_api) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
+
+    lines = models_lines(capsys)
+
+    # Columns as wide as their widest cell (google_anthropic_vertex, langchain-nvidia-ai-endpoints,
+    # AZURE_OPENAI_API_KEY unset), two spaces apart.
+    assert lines[:4] == [
+        "provider                 package                        key                         ready",
+        "anthropic                langchain-anthropic            ANTHROPIC_API_KEY unset     no: set ANTHROPIC_API_KEY",
+        "openai                   langchain-openai               OPENAI_API_KEY set          yes",
+        "ollama                   langchain-ollama               (none)                      yes"]
+    assert {line.index(" no: ") if " no: " in line else line.index(" yes") for line in lines[1:-1]} == {83}
+    assert ollama_api.requests[-1].path == "/api/version"
+
+    with socket.socket() as silent:  # a port that takes the connection and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        monkeypatch.setenv("OLLAMA_HOST", url)
+        started = time.monotonic()
+        ollama = models_lines(capsys)[3]
+        waited = time.monotonic() - started
+    assert ollama == ("ollama                   langchain-ollama               (none)                      no: start Ollama "
+                      f"(ollama serve): nothing answers at {url}")
+    assert waited < 2  # the probe's half second, not a model call's timeout
+
+
+def test_a_misspelt_bare_model_gets_the_provider_it_is_closest_to_cabals_own_included() -> None:
+    from cabal.errors import UnknownModel
+
+    for spec, hint in (("simulatd", "did you mean simulated?"), ("opneai", "did you mean openai:MODEL?"),
+                       ("gpt-4o", "did you mean `openai:gpt-4o`?")):
+        with pytest.raises(UnknownModel) as raised:
+            resolve(spec)
+        assert str(raised.value) == f"unknown model {spec!r}: {hint} (cabal models lists the providers)"
+
+
+def test_the_web_rooms_form_offers_the_providers_cabal_models_finds_ready(monkeypatch: pytest.MonkeyPatch,
+                                                                          ollama_api) -> None:
+    from cabal.web.forms import form_launch, model_choices
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("MISTRAL_API_KEY", KEY)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    installed = PROVIDERS["mistralai"].installed
+
+    assert model_choices() == ["simulated", "openai:gpt-4.1-mini", "ollama:qwen3:8b", *(["mistralai:"] if installed
+                                                                                         else [])]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    assert model_choices()[:2] == ["simulated", "claude-sonnet-4-6"]
+    # A provider listed without a model: the name typed beside it completes the spec.
+    assert form_launch({"request": "Plan a picnic.", "model": "mistralai:", "model_name": "mistral-large"}).model == (
+        "mistralai:mistral-large")

@@ -57,10 +57,10 @@ def test_cost_per_family(model: str, dollars: float) -> None:
 def test_budget_reports_why_it_is_spent() -> None:
     usage = Usage(input_tokens=10_000, output_tokens=234, calls=3)
 
-    assert Budget(max_tokens=10_000).exceeded(usage, "claude-sonnet-4-5") == "token budget 10000 spent: 10234 tokens"
+    assert Budget(max_tokens=10_000).exceeded(usage, "claude-sonnet-4-5") == "token budget of 10,000 tokens is spent: 10,234 used"
     assert Budget(max_tokens=20_000).exceeded(usage, "claude-sonnet-4-5") is None
     assert Budget(max_cost_usd=0.01).exceeded(usage, "claude-sonnet-4-5") == (
-        "cost budget $0.01 spent: $0.0335 on claude-sonnet-4-5"
+        "cost budget of $0.01 is spent: $0.0335 on claude-sonnet-4-5"
     )
     assert Budget(max_cost_usd=0.01).exceeded(usage, "cabal-scripted") is None
     assert Budget().exceeded(usage, "claude-opus-4-5") is None

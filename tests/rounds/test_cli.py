@@ -74,7 +74,7 @@ def start_question(home: str, *extra: str, env: dict[str, str] | None = None) ->
     result = cabal("run", str(QUESTION), "--home", home, *extra, env=env)
     assert result.returncode == 3, result.stderr  # 3: waiting for the user's answer
     mission_id = mission_id_of(result.stdout)
-    assert "state: halted (questionToUser), round 0" in result.stdout
+    assert "state: halted (waiting for your answer), round 0" in result.stdout
     return mission_id
 
 
@@ -138,7 +138,7 @@ def test_transcript_and_missions_list_the_mission(launch, home: str) -> None:
     assert_plain(transcript)
     assert transcript.stdout.startswith(f"# launch-plan ({mission_id})\n\nState: done, round 4, stopped: concluded")
     assert "**Brook (operative-2):** Pricing now compares us with the leading note app and passed inspection." in transcript.stdout
-    assert "- r2 plan chair-1: final, 2 assignments, 2 acceptance [1 attempt(s)]" in transcript.stdout
+    assert "- r2 plan chair-1: final, 2 assignments, 2 acceptance decisions [1 attempt]" in transcript.stdout
     assert f"{mission_id}: done (concluded), round 4" in missions.stdout.splitlines()
 
 
@@ -193,7 +193,7 @@ def test_a_question_halts_the_run_and_resume_finishes_it(home: str) -> None:
     assert_plain(result)
     assert f"chair-1 asks you: {QUESTION_TEXT}  [users / contributors]" in result.stdout
     assert result.stdout.count(QUESTION_TEXT) == 1  # printed when asked, not again in the report
-    assert "state: halted (questionToUser), round 0" in result.stdout
+    assert "state: halted (waiting for your answer), round 0" in result.stdout
     assert f"answer with: cabal resume {mission_id} --answer '...'" in result.stdout
 
     resumed = cabal("resume", mission_id, "--answer", "People installing it, on any OS.", "--home", home)
@@ -234,7 +234,7 @@ def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> 
     resumed = cabal("resume", mission_id, "--answer", "People installing it.", "--home", home, env=env)
 
     assert said.returncode == 0, said.stderr
-    assert "left message user.r0.note0" in said.stdout
+    assert said.stdout == "message left for the team; it reads it at the next Reflect and Plan & Assign\n"
     assert resumed.returncode == 0, resumed.stderr
     assert "state: done (concluded), round 3" in resumed.stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
@@ -256,8 +256,8 @@ def test_stop_ends_the_mission_at_its_next_round(home: str) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert f"{mission_id} will stop at the start of its next round (userHalt)" in stopped.stdout
     assert resumed.returncode == 0, resumed.stderr
-    assert "stopped: userHalt" in resumed.stdout
-    assert "state: done (userHalt), round 0" in resumed.stdout
+    assert "ended: stopped at your request (the user asked the team to stop)" in resumed.stdout
+    assert "state: done (stopped at your request), round 0" in resumed.stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         mission = graph.get(mission_id)
         turns = graph.find("moment", {"type": "turn"}, fields=["round", "step"])

@@ -236,7 +236,7 @@ def test_an_answer_with_control_characters_is_refused_before_the_mission_goes_on
                               "write plain text\n")
     assert said.stderr == ("cabal: cannot leave the message: item.content: contains a control character (U+0007) "
                            "at position 6; write plain text\n")
-    assert cabal("status", mission_id, "--home", home).stdout.startswith(f"{mission_id}: halted (questionToUser), round 0\n")
+    assert cabal("status", mission_id, "--home", home).stdout.startswith(f"{mission_id}: halted (waiting for your answer), round 0\n")
 
 
 CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -359,8 +359,8 @@ def test_three_wrong_answers_fail_the_turn_and_the_mission_goes_on(home: Path) -
 
 
 def _budget_question(tokens: int, spent: int) -> str:
-    return (f"The token budget {tokens} spent: {spent} tokens. Continue? Answer 'continue' to double the budget, "
-            "a number of tokens to set a new token budget, or 'stop' to end the mission here.")
+    return (f"The token budget of {tokens:,} tokens is spent: {spent:,} used. Continue? Answer 'continue' to double "
+            "the budget, a number of tokens to set a new token budget, or 'stop' to end the mission here.")
 
 
 def _spent(home: Path, mission_id: str) -> int:
@@ -435,7 +435,7 @@ def test_a_budget_set_to_stop_ends_the_mission_without_asking(home: Path) -> Non
 
     spent = _spent(home, result.mission_id)
     assert (result.state, result.stop_reason, result.round) == ("done", "budget", 1)
-    assert result.detail == f"the token budget 6000 spent: {spent} tokens" and result.pending_halt is None
+    assert result.detail == f"the token budget of 6,000 tokens is spent: {spent:,} used" and result.pending_halt is None
 
 
 def test_a_budget_question_never_takes_the_answer_meant_for_the_chair(home: Path) -> None:
@@ -625,7 +625,7 @@ def test_a_mission_with_no_budget_on_a_priced_model_pauses_at_the_default_2_doll
     assert (paused.state, paused.stop_reason) == ("halted", "questionToUser")
     assert len(claude.requests) == 1  # no call starts once the budget is spent
     assert paused.pending_halt["message"].startswith(
-        "The cost budget $2.00 spent: $2.1000 on claude-sonnet-4-6. Continue? Answer 'continue' to double the budget")
+        "The cost budget of $2.00 is spent: $2.1000 on claude-sonnet-4-6. Continue? Answer 'continue' to double the budget")
     with open_graph(home, paused.mission_id) as graph:
         node = graph.get(paused.mission_id)
         assert (node["budget_cost_usd"], node.get("budget_tokens")) == (2.0, None)

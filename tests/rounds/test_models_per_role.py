@@ -95,7 +95,7 @@ def test_a_cost_budget_counts_every_model_at_its_own_price(home: Path) -> None:
     result = run_mission({**data, "budget": {"cost_usd": 0.2, "when_spent": "stop"}}, home=home)
 
     assert (result.state, result.stop_reason) == ("done", "budget")
-    assert result.detail == f"the cost budget $0.20 spent: ${result.cost_usd:.4f} on {HAIKU}, {OPUS}"
+    assert result.detail == f"the cost budget of $0.20 is spent: ${result.cost_usd:.4f} on {HAIKU}, {OPUS}"
     with Workspace.at(home).graph(result.mission_id) as graph:
         report = read_report(graph, result.mission_id)
     by_model = {row.model: row.spend.cost_usd for row in report.usage.by_model}

@@ -82,7 +82,7 @@ def test_two_questions_in_a_row_are_each_asked_and_answered_across_processes(hom
     done = cabal("resume", mission_id, "--answer", "Yes, say so.", "--home", home)
 
     assert asked.stdout.count("chair-1 asks you: Who reads the README first") == 1
-    assert "state: halted (questionToUser), round 0" in again.stdout
+    assert "state: halted (waiting for your answer), round 0" in again.stdout
     # Process B prints the answer it was given and the new question, not the first question again.
     assert "Who reads the README first" not in again.stdout
     assert "you: People installing it." in again.stdout

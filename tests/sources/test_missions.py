@@ -15,6 +15,8 @@ from langchain_core.messages import ToolMessage
 from cabal.graph import ContextGraph
 from cabal.report import read_report
 from cabal.report.html import render_html
+from cabal.report.markdown import render_markdown
+from cabal.report.svg import product_anchor
 from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.events import MissionEvent, Warned
 from cabal.rounds.sources import read_source_text, search_text
@@ -275,3 +277,29 @@ def test_a_file_grown_past_its_limit_is_not_read_again_on_resume(tmp_path: Path)
 
     assert changed_sources(None, "m-x", [source], 2, max_bytes=10) == (  # nothing to prepare: no membrane needed
         [], ["source s1 (a.md) is now 20 bytes, beyond the limit of 10 per file; the team keeps version 1"])
+
+
+def test_the_charter_objectives_and_constraints_link_their_references_as_versions_do(example) -> None:
+    result, graph = example
+    report = read_report(graph, result.mission_id)
+    product = next(p for p in report.products if p.name == "Student price")
+    mission = report.mission.model_copy(update={
+        "charter": "Price the student plan from [[s:s1#4]], <b>not</b> from guesses.",
+        "objectives": (f"Make [[p:{product.id}]] the product to accept",),
+        "constraints": ("Quote [[s:s3]] for every price",),
+    })
+    report = report.model_copy(update={"mission": mission})
+
+    html = render_html(report)
+    charter = html.split("<h2>Mission</h2>")[1].split("</div>\n</div>")[0]
+
+    assert charter == (
+        '\n<p>Price the student plan from <a href="#cited-s1-4">s1 docs/product-brief.md §4 (Constraints)</a>, '
+        '&lt;b&gt;not&lt;/b&gt; from guesses.</p><div class="columns">\n'
+        f'  <div><h3>Objectives</h3><ul><li>Make <a href="#{product_anchor(report, product)}">Student price</a> the product '
+        'to accept</li></ul></div>\n'
+        '  <div><h3>Constraints</h3><ul><li>Quote <a href="#cited-s3">s3 docs/competitor-prices.csv</a> for every '
+        'price</li></ul>')
+    assert "[[" not in html.split('<h2 id="sources">')[0]
+    assert ("Price the student plan from [s1 docs/product-brief.md §4 (Constraints)], <b>not</b> from guesses."
+            in render_markdown(report))

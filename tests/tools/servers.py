@@ -1,7 +1,7 @@
 """MCP servers the tool tests start: written with the SDK's own server (``MCPServer``, the
 FastMCP of mcp 1.x), run as scripts over stdio or over streamable HTTP on 127.0.0.1.
 
-    python servers.py stdio prices|counting|slow|leisurely|crashing|noisy|injecting|broken|dead
+    python servers.py stdio prices|counting|slow|leisurely|crashing|noisy|injecting|broken|dead|hung
     python servers.py http PORT prices
 """
 
@@ -11,6 +11,10 @@ import csv
 import os
 import sys
 import time
+
+if os.environ.get("PID_FILE"):  # for a test that checks the process ends: written before the SDK's imports
+    with open(os.environ["PID_FILE"], "w") as out:
+        out.write(str(os.getpid()))
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -66,4 +70,6 @@ if __name__ == "__main__":
             print("{\"jsonrpc\": broken", flush=True)
         if kind == "dead":
             sys.exit("this server refuses to start")
+        if kind == "hung":  # never answers MCP's handshake (a server stuck at its start)
+            time.sleep(3600)
         build(kind).run("stdio")

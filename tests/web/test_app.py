@@ -67,7 +67,7 @@ def test_the_missions_list_shows_state_round_question_and_spend(client: TestClie
 
     started = when(mission_report(asking, home=graph_server.home).mission.started_at)
     assert row == (f"readme-intro {REQUEST_TEXT} {asking} · started {started} · model scripted:question.script.yaml "
-                   f"halted questionToUser round 0 of 3 Waiting for you: {QUESTION_TEXT} "
+                   f"halted waiting for your answer round 0 of 3 Waiting for you: {QUESTION_TEXT} "
                    f"{status.usage.total_tokens:,} tokens $0.0000 of $2.00")  # every mission has a budget: $2 by default
 
 

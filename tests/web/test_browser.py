@@ -166,7 +166,7 @@ def test_a_cli_run_shows_live_and_say_and_stop_reach_it(page, web, workspace, tm
         page.get_by_role("button", name="Stop the mission").click()
         expect(page.locator("#part-head")).to_contain_text("You asked the team to stop", timeout=10_000)
         shoot(page, "cli-run-stopping-laptop")
-        expect(page.locator("#part-head .badge").nth(1)).to_have_text("userHalt", timeout=40_000)
+        expect(page.locator("#part-head .badge").nth(1)).to_have_text("stopped at your request", timeout=40_000)
         assert run.wait(timeout=30) == 0, run.stderr.read()
     finally:
         if run.poll() is None:
@@ -290,7 +290,7 @@ def test_starting_a_mission_from_the_form(page, web) -> None:
     page.get_by_role("button", name="Start the mission").click()
 
     page.wait_for_url(re.compile(r"/missions/m-compost-[0-9a-f]{6}$"))
-    expect(page.locator("#part-head .badge").nth(1)).to_have_text("noMoreRounds", timeout=30_000)
+    expect(page.locator("#part-head .badge").nth(1)).to_have_text("round limit reached", timeout=30_000)
     assert page.locator("#part-request blockquote").inner_text() == "Write a short guide to composting at home."
     assert page.locator("#part-products section.product h3").all_text_contents() == [
         "Library", "Short guide to composting at home"]  # the request's one deliverable, under the Library

@@ -11,7 +11,8 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from cabal.web.app import create_app
-from cabal.web.security import POLICY, Security, is_loopback
+from cabal.config import is_loopback
+from cabal.web.security import POLICY, Security
 
 from .conftest import QUESTION
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from cabal.llm.settings import DEFAULT_MODEL
+
 
 @dataclass(frozen=True)
 class Provider:
@@ -40,6 +42,7 @@ class Provider:
     sdk_modules: tuple[str, ...] = ()  # top-level modules whose exceptions are the provider's
     model_field: str = "model"  # the chat class's field for the model name
     label: str = ""  # how messages name its key: "an Anthropic API key"
+    example_model: str = ""  # a model to offer where one is picked from a list (the web room's form)
 
     @property
     def install(self) -> str:
@@ -67,11 +70,11 @@ class Provider:
 def _langchain(name: str, package: str, chat_class: str, pip: str, keys: tuple[str, ...], *, system: str,
                prices: str | None, sdk: tuple[str, ...], extra: str | None = None, family: str = "generic",
                required: bool = True, secrets: tuple[str, ...] = (), base_url: str | None = None,
-               model_field: str = "model", label: str = "") -> Provider:
+               model_field: str = "model", label: str = "", example: str = "") -> Provider:
     return Provider(name=name, family=family, package=package, chat_class=chat_class, pip=pip, extra=extra,
                     key_variables=keys, key_required=required, secret_variables=secrets, base_url_variable=base_url,
                     system=system, prices_id=prices, sdk_modules=(package.split(".")[0], *sdk),
-                    model_field=model_field, label=label or f"a key for {name}")
+                    model_field=model_field, label=label or f"a key for {name}", example_model=example)
 
 
 _AWS_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK")
@@ -82,12 +85,13 @@ _HTTP = ("httpx", "httpx2", "httpcore", "requests", "urllib3", "aiohttp")
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (
     _langchain("anthropic", "langchain_anthropic", "ChatAnthropic", "langchain-anthropic", ("ANTHROPIC_API_KEY",),
                family="anthropic", system="anthropic", prices="anthropic", sdk=("anthropic", *_HTTP),
-               base_url="ANTHROPIC_BASE_URL", label="an Anthropic API key"),
+               base_url="ANTHROPIC_BASE_URL", label="an Anthropic API key", example=DEFAULT_MODEL),
     _langchain("openai", "langchain_openai", "ChatOpenAI", "langchain-openai", ("OPENAI_API_KEY",), extra="openai",
                family="openai", system="openai", prices="openai", sdk=("openai", *_HTTP),
-               base_url="OPENAI_BASE_URL", label="an OpenAI API key"),
+               base_url="OPENAI_BASE_URL", label="an OpenAI API key", example="openai:gpt-4.1-mini"),
     _langchain("ollama", "langchain_ollama", "ChatOllama", "langchain-ollama", (), extra="ollama", family="ollama",
-               required=False, system="ollama", prices=None, sdk=("ollama", *_HTTP), base_url="OLLAMA_HOST"),
+               required=False, system="ollama", prices=None, sdk=("ollama", *_HTTP), base_url="OLLAMA_HOST",
+               example="ollama:qwen3:8b"),
     _langchain("azure_openai", "langchain_openai", "AzureChatOpenAI", "langchain-openai", ("AZURE_OPENAI_API_KEY",),
                extra="openai", family="openai", system="azure.ai.openai", prices="azure", sdk=("openai", *_HTTP),
                base_url="AZURE_OPENAI_ENDPOINT", model_field="azure_deployment"),
@@ -150,6 +154,7 @@ _INFERRED = (("gpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "ope
              ("amazon.", "bedrock_converse"), ("llama", "ollama"), ("qwen", "ollama"), ("gemma", "ollama"),
              ("phi", "ollama"))
 SIMULATED_FACTORY = "cabal.rounds.simulated:team"
+SIMULATED = "simulated"  # the simulated team's spec, and its model's name in usage, prices and pages
 
 
 def provider(name: str) -> Provider:
@@ -160,6 +165,34 @@ def provider(name: str) -> Provider:
 def model_providers() -> list[Provider]:
     """The providers of real models (not Cabal's own stand-ins), in registry order."""
     return [p for p in PROVIDERS.values() if p.family != "local"]
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Whether ``provider``'s models can be used here now, and if not, the one thing to do."""
+
+    provider: Provider
+    ready: bool
+    todo: str = ""  # "pip install 'cabal[openai]'", "set OPENAI_API_KEY", "start Ollama: nothing answers at ..."
+
+
+def readiness(provider: Provider, environ: Any = None) -> Readiness:
+    """Whether ``provider`` is ready: its package installed, its key set (when it has a key
+    variable), and, for a local server (Ollama), the server answering a short probe. The one
+    answer ``cabal models`` prints and the web room's form offers."""
+    env = os.environ if environ is None else environ
+    if not provider.installed:
+        return Readiness(provider, False, provider.install)
+    if provider.key_variables and not provider.key(env):
+        return Readiness(provider, False, f"set {provider.key_variables[0]}")
+    unready = getattr(provider.module(), "unready", None) if provider.family != "local" else None
+    reason = unready(provider, env) if unready is not None else None
+    return Readiness(provider, reason is None, reason or "")
+
+
+def ready_providers(environ: Any = None) -> list[Provider]:
+    """The providers of real models that are ready here, in registry order."""
+    return [p for p in model_providers() if readiness(p, environ).ready]
 
 
 def closest_providers(name: str) -> list[str]:

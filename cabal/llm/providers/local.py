@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from cabal.errors import ModelError
-from cabal.llm.providers import SIMULATED_FACTORY, Provider
+from cabal.llm.providers import SIMULATED, SIMULATED_FACTORY, Provider
 
 if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
@@ -27,12 +27,12 @@ def build(provider: Provider, rest: str, settings: ModelSettings, options: dict[
         from cabal.llm.scripted import ScriptedChatModel
 
         return ScriptedChatModel.from_file(rest, **options)
-    if provider.name == "replay":
-        from cabal.llm.models import make_model
-        from cabal.llm.replay import replay_model
-
-        return replay_model(rest, lambda fallback: make_model(fallback, settings, **options))
-    return from_factory(SIMULATED_FACTORY if provider.name == "simulated" else rest, options)
+    assert provider.name != "replay", "a replay's fallback is another model: make_model builds it"
+    target = SIMULATED_FACTORY if provider.name == "simulated" else rest
+    model = from_factory(target, options)
+    if target == SIMULATED_FACTORY and getattr(model, "model_name", None) == "cabal-function":
+        model = model.model_copy(update={"model_name": SIMULATED})  # named as the user chose it, everywhere
+    return model
 
 
 def classify(provider: Provider, error: BaseException) -> ModelError | None:
