@@ -110,15 +110,15 @@ def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
 
     assert forked.returncode == 0, forked.stderr
     fork_id = re.search(rf"^forked {mission_id} at the start of round 3: (\S+)$", forked.stdout, re.MULTILINE)[1]
-    assert "state: done (noMoreRounds), round 3" in forked.stdout
+    assert "state: done (round limit reached), round 3" in forked.stdout
     report = mission_report(fork_id, home=home)
     said = [(line.round, line.kind, line.text) for line in report.conversation if line.kind == "direction"]
     assert said == [(2, "direction", DIRECTION)]
     # The simulated Chair reopens the first accepted product for a new direction at its Plan.
-    overview = report.product("Overview 1")
+    overview = report.product("Short handbook for new volunteers")
     assert overview.status == "open"
     assert overview.description.startswith("Reworked for the user's new direction: Add what volunteers")
-    assert mission_report(mission_id, home=home).product("Overview 1").status == "accepted"
+    assert mission_report(mission_id, home=home).product("Short handbook for new volunteers").status == "accepted"
     # The report (cabal show, the exports, the web room's page) says where the fork came from.
     assert f'<p class="lineage muted">forked from {mission_id} at round 3</p>' in render_html(report)
     assert f"\n_forked from {mission_id} at round 3_\n\n## Request\n" in render_markdown(report)
@@ -126,10 +126,12 @@ def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
     diff = cabal("diff", mission_id, fork_id, "--home", home)
     assert diff.returncode == 0, diff.stderr
     assert f"A: `{mission_id}`  \nB: `{fork_id}`\n\nB was forked from A at the start of round 3: rounds 1 to 2 are " \
-           "A's\n\n5 same, 1 changed product(s)\n" in diff.stdout
-    assert "### Overview 1 (changed)\n\n- status: accepted / open; version compared: v1 / v1\n" in diff.stdout
+           "A's\n\n2 changed, 1 added product(s)\n" in diff.stdout
+    assert ("### Short handbook for new volunteers (changed)\n\n- status: accepted / open; version compared: v1 / v1\n"
+            in diff.stdout)
+    assert "### What volunteers must know about safety at the warehouse (added)\n" in diff.stdout
     listed = cabal("missions", "--home", home)
-    assert f"{fork_id}: done (noMoreRounds), round 3 · forked from {mission_id} at round 3\n" in listed.stdout
+    assert f"{fork_id}: done (round limit reached), round 3 · forked from {mission_id} at round 3\n" in listed.stdout
 
 
 def test_a_fork_of_a_fork_and_its_own_round_limit(home: str, original: tuple[str, dict[int, History]]) -> None:
