@@ -227,6 +227,7 @@ class CassetteWriter:
         self._size = size
         self._full = full
         self._lock = threading.Lock()
+        self._encodings: dict[str, tuple[Any, str, str]] = {}  # repr(form) -> (form, canonical JSON, sha256)
 
     @property
     def full(self) -> bool:
@@ -234,12 +235,12 @@ class CassetteWriter:
 
     def record(self, place: CallPlace, messages: Sequence[Any], tools: Sequence[Mapping[str, Any]],
                model: str, raw: Any) -> None:
-        forms = [canonical_message(m) for m in messages]
-        tool_forms = [dict(tool) for tool in tools]
-        texts = {sha256_of(form): form for form in forms + tool_forms}
+        forms = [self._encoded(canonical_message(m)) for m in messages]
+        tool_forms = [self._encoded(dict(tool)) for tool in tools]
+        texts = {sha: form for form, _, sha in forms + tool_forms}
         call = RecordedCall(
-            place=place, messages_sha256=sha256_of(forms), tools_sha256=sha256_of(tool_forms),
-            message_hashes=tuple(sha256_of(f) for f in forms), tool_hashes=tuple(sha256_of(t) for t in tool_forms),
+            place=place, messages_sha256=_list_sha256(forms), tools_sha256=_list_sha256(tool_forms),
+            message_hashes=tuple(sha for _, _, sha in forms), tool_hashes=tuple(sha for _, _, sha in tool_forms),
             model=str((raw.response_metadata or {}).get("model_name") or model), content=raw.content,
             tool_calls=tuple({"name": c["name"], "args": c["args"], "id": c["id"]} for c in raw.tool_calls),
             invalid_tool_calls=tuple({k: c.get(k) for k in ("name", "args", "id", "error")}
@@ -271,8 +272,33 @@ class CassetteWriter:
             self.on_full(f"the cassette {self.path} reached its bound of {self.limit:,} bytes at {place}: later "
                          f"model calls are not recorded, so a replay stops there ({MAX_BYTES_ENV} raises it)")
 
+    def _encoded(self, form: Any) -> tuple[Any, str, str]:
+        """``form``, its canonical JSON and that text's sha256, each computed once per writer for
+        a form that repeats (a step's system prompt and tools are in every call of the step:
+        encoding them again per call was most of a call's recording). The key is the form's
+        ``repr``, exact for the JSON values messages and tool schemas are made of, and several
+        times cheaper than the canonical encoding it saves."""
+        key = repr(form)
+        found = self._encodings.get(key)
+        if found is None:
+            text = canonical_json(form)
+            found = (form, text, hashlib.sha256(text.encode("utf-8")).hexdigest())
+            if len(self._encodings) >= _ENCODINGS_KEPT:
+                self._encodings.clear()  # a bound, not an LRU: the prompts of a step repeat within it
+            self._encodings[key] = found
+        return found
+
     def close(self) -> None:
         self._handle.close()
+
+
+_ENCODINGS_KEPT = 256
+
+
+def _list_sha256(encoded: Sequence[tuple[Any, str, str]]) -> str:
+    """``sha256_of`` the list of the forms, from their canonical texts: the canonical JSON of a
+    list is its items' canonical JSON joined by commas in brackets, so nothing is encoded twice."""
+    return hashlib.sha256(("[" + ",".join(text for _, text, _ in encoded) + "]").encode("utf-8")).hexdigest()
 
 
 @contextmanager
