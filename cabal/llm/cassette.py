@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -227,7 +227,7 @@ class CassetteWriter:
         self._size = size
         self._full = full
         self._lock = threading.Lock()
-        self._encodings: dict[str, tuple[Any, str, str]] = {}  # repr(form) -> (form, canonical JSON, sha256)
+        self._encodings: dict[Hashable, tuple[Any, str, str]] = {}  # a form's key -> (form, canonical JSON, sha256)
 
     @property
     def full(self) -> bool:
@@ -275,10 +275,11 @@ class CassetteWriter:
     def _encoded(self, form: Any) -> tuple[Any, str, str]:
         """``form``, its canonical JSON and that text's sha256, each computed once per writer for
         a form that repeats (a step's system prompt and tools are in every call of the step:
-        encoding them again per call was most of a call's recording). The key is the form's
-        ``repr``, exact for the JSON values messages and tool schemas are made of, and several
-        times cheaper than the canonical encoding it saves."""
-        key = repr(form)
+        encoding them again per call was most of a call's recording). The key is a text
+        message's role and text, else the form's ``repr``: exact for the JSON values messages
+        and tool schemas are made of, and several times cheaper than the encoding it saves."""
+        key: Hashable = ((form["role"], form["content"]) if len(form) == 2 and isinstance(form.get("content"), str)
+                         and isinstance(form.get("role"), str) else repr(form))
         found = self._encodings.get(key)
         if found is None:
             text = canonical_json(form)
