@@ -139,8 +139,9 @@ def call_model(
     if not isinstance(raw, AIMessage):
         raise ModelError(f"{model_name(model)} returned {type(raw).__name__}, not an AIMessage")
     reply = _text_reply_of(raw, offered) if output == json_answers.OUTPUT_JSON else _reply_of(raw)
-    record_call(model_name(model), prepared, tools, metadata, raw)  # kept before anyone uses it (llm/cassette.py)
-    call_returned(model_name(model), reply.usage, started)  # to the run's events and traces
+    name = model_name(model)  # once: it walks the model's attributes through pydantic's lookup
+    record_call(name, prepared, tools, metadata, raw)  # kept before anyone uses it (llm/cassette.py)
+    call_returned(name, reply.usage, started)  # to the run's events and traces
     return reply
 
 

@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -227,6 +227,7 @@ class CassetteWriter:
         self._size = size
         self._full = full
         self._lock = threading.Lock()
+        self._encodings: dict[Hashable, tuple[str, str]] = {}  # a kept form's key -> (sha256, canonical JSON)
 
     @property
     def full(self) -> bool:
@@ -234,12 +235,13 @@ class CassetteWriter:
 
     def record(self, place: CallPlace, messages: Sequence[Any], tools: Sequence[Mapping[str, Any]],
                model: str, raw: Any) -> None:
-        forms = [canonical_message(m) for m in messages]
-        tool_forms = [dict(tool) for tool in tools]
-        texts = {sha256_of(form): form for form in forms + tool_forms}
+        # A step's system prompts and tools repeat in its calls: kept encoded; the rest is each call's own.
+        forms = [self._encoded(canonical_message(m), keep=getattr(m, "type", None) == "system") for m in messages]
+        tool_forms = [self._encoded(dict(tool), keep=True) for tool in tools]
+        texts = dict(forms + tool_forms)  # sha256 -> canonical JSON
         call = RecordedCall(
-            place=place, messages_sha256=sha256_of(forms), tools_sha256=sha256_of(tool_forms),
-            message_hashes=tuple(sha256_of(f) for f in forms), tool_hashes=tuple(sha256_of(t) for t in tool_forms),
+            place=place, messages_sha256=_list_sha256(forms), tools_sha256=_list_sha256(tool_forms),
+            message_hashes=tuple(sha for sha, _ in forms), tool_hashes=tuple(sha for sha, _ in tool_forms),
             model=str((raw.response_metadata or {}).get("model_name") or model), content=raw.content,
             tool_calls=tuple({"name": c["name"], "args": c["args"], "id": c["id"]} for c in raw.tool_calls),
             invalid_tool_calls=tuple({k: c.get(k) for k in ("name", "args", "id", "error")}
@@ -251,8 +253,7 @@ class CassetteWriter:
         with self._lock:
             if self._full:
                 return
-            lines = [canonical_json({"v": FORMAT_VERSION, "kind": "text", "sha256": sha, "value": value})
-                     for sha, value in texts.items() if sha not in self._known]
+            lines = [_text_line(sha, text) for sha, text in texts.items() if sha not in self._known]
             lines.append(canonical_json(call.to_json()))
             chunk = "".join(line + "\n" for line in lines)
             size = len(chunk.encode("utf-8"))
@@ -271,8 +272,44 @@ class CassetteWriter:
             self.on_full(f"the cassette {self.path} reached its bound of {self.limit:,} bytes at {place}: later "
                          f"model calls are not recorded, so a replay stops there ({MAX_BYTES_ENV} raises it)")
 
+    def _encoded(self, form: Any, *, keep: bool) -> tuple[str, str]:
+        """The sha256 of ``form``'s canonical JSON, and that JSON: encoded once per writer for a
+        form it is told to ``keep`` (a step's system prompt and tools are in every call of the
+        step: encoding them again per call was most of a call's recording). The key is a text
+        message's role and text, else the form's ``repr``: exact for the JSON values messages
+        and tool schemas are made of, and several times cheaper than the encoding it saves."""
+        key: Hashable = None
+        if keep:
+            key = ((form["role"], form["content"]) if len(form) == 2 and isinstance(form.get("content"), str)
+                   and isinstance(form.get("role"), str) else repr(form))
+            found = self._encodings.get(key)
+            if found is not None:
+                return found
+        text = canonical_json(form)
+        found = (hashlib.sha256(text.encode("utf-8")).hexdigest(), text)
+        if keep:
+            if len(self._encodings) >= _ENCODINGS_KEPT:
+                self._encodings.clear()  # a bound, not an LRU: a mission's prompts and tools are a few dozen
+            self._encodings[key] = found
+        return found
+
     def close(self) -> None:
         self._handle.close()
+
+
+_ENCODINGS_KEPT = 128
+
+
+def _list_sha256(encoded: Sequence[tuple[str, str]]) -> str:
+    """``sha256_of`` the list of the forms, from their canonical texts: the canonical JSON of a
+    list is its items' canonical JSON joined by commas in brackets, so nothing is encoded twice."""
+    return hashlib.sha256(("[" + ",".join(text for _, text in encoded) + "]").encode("utf-8")).hexdigest()
+
+
+def _text_line(sha: str, text: str) -> str:
+    """``canonical_json`` of a text record whose value's canonical JSON is ``text`` (its keys in
+    sorted order: kind, sha256, v, value), without encoding the value again."""
+    return f'{{"kind":"text","sha256":"{sha}","v":{FORMAT_VERSION},"value":{text}}}'
 
 
 @contextmanager

@@ -5,6 +5,7 @@ time by agent id; and a model moved to JSON answers when its provider refuses to
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -24,7 +25,7 @@ class AgentModel:
     settings: ModelSettings
     model: Any
 
-    @property
+    @functools.cached_property  # an AgentModel is frozen: its model does not change
     def name(self) -> str:
         """The provider's name of the model: what prices are looked up by, and usage is grouped by."""
         return model_name(self.model)

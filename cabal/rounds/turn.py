@@ -246,7 +246,7 @@ class Turn:
             prompt_chars = (sum(len(m.text) for m in messages) + len(_step_tools_json(self.step, self.prompt.offered))
                             + (len(json.dumps(self.tools.definitions())) if self.tools else 0))
             reservation = gate.admit(Usage(input_tokens=estimate_tokens(prompt_chars),
-                                           output_tokens=self.settings.max_tokens, calls=1), model_name(self.model))
+                                           output_tokens=self.settings.max_tokens, calls=1), self._model_name)
         try:
             reply = self._call(messages, tools, metadata)
         except BaseException:
@@ -258,6 +258,11 @@ class Turn:
         self.result.usage = self.result.usage + reply.usage
         self.result.calls.append(reply.usage)
         return reply
+
+    @functools.cached_property
+    def _model_name(self) -> str:
+        """The model's name, looked up once a turn (the lookup walks pydantic's attribute access)."""
+        return model_name(self.model)
 
     def _call(self, messages: list[BaseMessage], tools: list[dict], metadata: dict) -> ModelReply:
         """``call_model`` in the settings' output mode; once a provider says the model cannot

@@ -15,7 +15,7 @@ import pytest
 
 from cabal.errors import ModelError
 from cabal.graph import ContextGraph
-from cabal.llm.cassette import CASSETTE_FILE, CallPlace, Cassette, sha256_of
+from cabal.llm.cassette import CASSETTE_FILE, CallPlace, Cassette, canonical_json, sha256_of
 from cabal.llm.replay import parse_replay_spec, replay_spec
 from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.replays import replay_mission
@@ -80,7 +80,13 @@ def test_every_call_is_recorded_with_its_place_hashes_and_reply_in_a_private_cas
     assert [m["role"] for m in messages] == ["system", "human"]
     assert first.messages_sha256 == sha256_of(messages)
     assert first.tools_sha256 == sha256_of([cassette.text(sha) for sha in first.tool_hashes])
+    for call in cassette.calls:  # every call's, the repeated prompts' too (a writer encodes each form once)
+        assert call.messages_sha256 == sha256_of([cassette.text(sha) for sha in call.message_hashes])
+        assert call.tools_sha256 == sha256_of([cassette.text(sha) for sha in call.tool_hashes])
+        assert all(sha256_of(cassette.text(sha)) == sha for sha in call.message_hashes + call.tool_hashes)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
+    # Each line is the canonical JSON of its record (a text line is written around the text's own encoding).
+    assert [canonical_json(line) for line in lines] == path.read_text().splitlines()
     assert Counter(line["kind"] for line in lines)["text"] == len(cassette.texts)
     # The usage recorded is the mission's, call for call.
     from cabal.rounds import mission_status
