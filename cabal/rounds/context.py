@@ -39,6 +39,7 @@ SECTION_CHARS = 6000  # any one detail section
 ITEM_CHARS = 400  # one collab comment, remark or finding
 OPEN_FEEDBACK_SHOWN = 8  # a product's latest open collabs shown with it
 REQUESTED_CONTEXT = "REQUESTED CONTEXT"  # how the answer to request_context starts
+LAST_ROUND = " (the last round: versions written now are accepted or rejected at the closing decisions after Inspect)"
 
 
 def clip(text: str | None, limit: int) -> str:
@@ -151,7 +152,8 @@ class ContextBuilder:
                       sources={s["source_id"]: s for s in self.snapshot.current_sources()})
         self._facts = FactsDraft()
         limit = self.snapshot.mission.get("rounds")
-        sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
+        sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")
+                    + (LAST_ROUND if limit and self.snapshot.round >= int(limit) else "")]
         if step != Step.BOOTSTRAP:
             sections.append(self._tree(agent_id, step, ids))
         detail = getattr(self, f"_detail_{step}")(agent_id, ids)
@@ -239,7 +241,7 @@ class ContextBuilder:
         snapshot = self.snapshot
         relevant = {p["id"] for p in snapshot.owned_by(agent_id) if p.get("status") == "open"}
         relevant |= {a["product_id"] for a in snapshot.active_assignments(agent_id)}
-        if step in (Step.PEER_REVIEW, Step.INSPECT, Step.PLAN, Step.PRESENTATION):
+        if step in (Step.PEER_REVIEW, Step.INSPECT, Step.PLAN, Step.CLOSE, Step.PRESENTATION):
             relevant |= {v["product_id"] for v in snapshot.new_versions()}
         return relevant
 
@@ -445,6 +447,32 @@ class ContextBuilder:
         self._facts.speakers += self.team.speakers(agent_id)
         return [self._section("What happened this round", [e.text for e in events] or ["- nothing was written this round"]),
                 f"You may speak as: {', '.join(self.team.speakers(agent_id))}."]
+
+    def _detail_close(self, agent_id: str, ids: TempIds) -> list[str]:
+        """The closing decisions (the last round, after Inspect): the Plan's picture of what awaits
+        a decision (its facts too), then each open product's version of this round whole, with its
+        DoD, peer reviews and inspections: no reflection speaks for it, so the Chair judges it."""
+        plan = [s for s in self._detail_plan(agent_id, ids) if s.startswith((
+            "## Reflections this round", "## Versions awaiting a decision", "## Open feedback"))]
+        versions = [v for v in self.snapshot.new_versions()
+                    if self.snapshot.products.get(v["product_id"], {}).get("status") == "open"]
+        contents = self._contents(versions)
+        blocks = []
+        for version in versions:
+            product = self.snapshot.products[version["product_id"]]
+            lines = [f"### {product['name']} [{product['type']}] — DoD: {product.get('dod')}",
+                     self._version_block(version, ids, content=contents.get(version["id"]))]
+            lines += [f"Peer review by {r.get('author')}: {r['assessment']}: {ids.text_to_model(r.get('summary') or '')}"
+                      for r in self.snapshot.reviews_of(version["id"])]
+            for inspection in self.snapshot.inspections_of(version["id"], self._watchdogs):
+                lines.append(f"Inspection by {inspection.get('author')}: {inspection['assessment']}")
+                lines += [f"- [{f['category']} {f['severity']}] {ids.text_to_model(f.get('issue') or '')} "
+                          f"Recommendation: {ids.text_to_model(f.get('recommendation') or '')}"
+                          for f in self.snapshot.findings_of(inspection["id"])]
+            blocks.append("\n".join(lines))
+        compact = [self._version_block(v, ids, content=None).split("\n", 1)[0] for v in versions]
+        self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
+        return [*plan, self._section("Versions written this round", blocks, compact)]
 
     def _round_events(self) -> list[Event]:
         """What happened this round, one line each: versions, decisions, assignments, remarks to

@@ -18,6 +18,8 @@ What each role does:
   It halts ``done`` in round ``done_at_round`` (if given), or when every work product is
   accepted and nothing is left to add. Given a new direction (a mission continued after it
   ended), it reopens the first accepted work product with an UPDATE and assigns it again.
+- Chair, Closing decisions (the last round, after Inspect): accepts each version that passed
+  inspection without blocking feedback; halts ``done`` when nothing awaits a decision.
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
   answering every open collab they are shown; Write a 300-600 character version of each
   assignment; Peer Review approves every version shown, with a suggestion now and then.
@@ -183,6 +185,18 @@ class SimulatedTeam:
             "assignments": assignments,
             "acceptance": acceptance,
         }
+
+    def _close(self, facts: TurnFacts) -> dict | tuple[str, dict]:
+        """The last round's closing decisions: accept each version that passed inspection without
+        blocking feedback (this round's on the Chair's own judgement, older ones on a ``met``)."""
+        if not facts.candidates:
+            return "halt", {"type": "done", "to": ["u:all"], "message": "Every product is accepted; the mission is met."}
+        written_now = {v.id for v in facts.new_versions}
+        met = {r.product for r in facts.reflections if r.dod_status == "met"}
+        acceptance = [{"productId": c.product, "accepted": True, "versionId": c.version} for c in facts.candidates
+                      if c.verdict == "approved" and not c.blocking and (c.version in written_now or c.product in met)]
+        return {"reasoning": f"The last round: {len(acceptance)} version(s) passed inspection without blocking "
+                             "feedback, so I accept them.", "acceptance": acceptance}
 
     # ------------------------------------------------------------------- Operatives
 
