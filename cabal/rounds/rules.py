@@ -283,15 +283,15 @@ def answerable_collab(item: FeedbackResponse, ctx: RuleContext) -> list[str]:
     this round, answered once."""
     collab = next((c for c in ctx.snapshot.collabs if c["id"] == item.collab_id), None)
     if collab is None:
-        return [f"collab {item.collab_id!r} does not exist"]
+        return ["this collab does not exist"]
     if not ctx.once("response", item.collab_id):
-        return [f"collab {item.collab_id!r} is answered twice in this answer; answer it once"]
+        return ["this collab is answered twice in this answer; answer it once"]
     if collab["id"] in ctx.snapshot.addressed:
-        return [f"collab {item.collab_id!r} is already answered; it is no longer open feedback"]
+        return ["this collab is already answered; it is no longer open feedback"]
     product = ctx.product(collab.get("product_id") or "")
     assigned = {a["product_id"] for a in ctx.snapshot.assignments_in() if a.get("assignee") == ctx.agent_id}
     if product is None or (product.get("owner") != ctx.agent_id and product["id"] not in assigned):
-        return [f"collab {item.collab_id!r} is on {repr(product['name']) if product else 'no product'}, which you "
+        return [f"this collab is on {repr(product['name']) if product else 'no product'}, which you "
                 "neither own nor were assigned this round; answer only feedback on your own work"]
     return []
 
