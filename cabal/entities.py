@@ -49,10 +49,14 @@ MAX_CONTEXT_ITERATIONS = 3
 
 NEW_ID_PATTERN = r"^new-\d+$"
 
+# A rule the step prompts state in prose is stated here too, in the field's description: the
+# schema is what a model reads most closely, and the engine checks it (tests/test_entities.py).
 Importance = Annotated[int, Field(ge=IMPORTANCE_MIN, le=IMPORTANCE_MAX)]
 Severity = Annotated[int, Field(ge=SEVERITY_MIN, le=SEVERITY_MAX)]
 ProductName = Annotated[str, Field(min_length=1, max_length=NAME_MAX_CHARS)]
-DefinitionOfDone = Annotated[str, Field(min_length=1, max_length=DOD_MAX_CHARS)]
+DefinitionOfDone = Annotated[str, Field(
+    min_length=1, max_length=DOD_MAX_CHARS,
+    description="The definition of done: criteria a reviewer can check in one reading (never 'high quality')")]
 
 
 class Entity(BaseModel):
@@ -121,8 +125,11 @@ class NewVersion(Entity):
     """The content an operative writes for a product in the Write step."""
 
     content_title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS)
-    content: str = Field(min_length=VERSION_CONTENT_MIN_CHARS)
-    change_summary: str = Field(min_length=1)
+    content: str = Field(min_length=VERSION_CONTENT_MIN_CHARS,
+                         description="The real thing, complete, in plain text: never a placeholder, an outline "
+                                     "of what you will write, or a plan to do it later")
+    change_summary: str = Field(min_length=1, description="What changed since the previous version (not just "
+                                                          "'updated')")
 
 
 class VersionWrite(Entity):
@@ -153,7 +160,10 @@ class Collab(Entity):
 
     refers_to_product: str
     type: CollabType
-    importance: Importance
+    importance: Importance = Field(
+        description=f"{IMPORTANCE_MIN}-{IMPORTANCE_MAX}, honestly: {BLOCKING_IMPORTANCE} or more blocks the product's "
+                    "acceptance while the collab is open (only for what must block); 4-7 for what the next version "
+                    "should fix; 1-3 for nice-to-haves")
     comment: str = Field(min_length=1, max_length=COMMENT_MAX_CHARS)
     shortest_summary: str = Field(min_length=1, max_length=SHORTEST_SUMMARY_MAX_CHARS)
     refers_to_version: str | None = None
@@ -170,7 +180,7 @@ class Collab(Entity):
 class Remark(Entity):
     """Side communication not targeting a product: the team's channel."""
 
-    recipients: list[str] = Field(min_length=1)
+    recipients: list[str] = Field(min_length=1, description="Agent ids, self, or u:all for the user")
     type: RemarkType
     content: str = Field(min_length=1, max_length=REMARK_MAX_CHARS)
     is_blocker: bool = False
@@ -182,9 +192,10 @@ class Remark(Entity):
 class Directive(Entity):
     """The Chair's instructions accompanying an assignment: what success looks like."""
 
-    objective: str = Field(min_length=1)
-    dod: str = Field(min_length=1)
-    why: str = Field(min_length=1)
+    objective: str = Field(min_length=1, description="What to do, concrete enough to act on alone (not "
+                                                     "'improve it')")
+    dod: str = Field(min_length=1, description="The definition of done this work must meet, checkable in one reading")
+    why: str = Field(min_length=1, description="Why it matters now")
     context: str | None = None
     importance: Importance
 
@@ -278,9 +289,12 @@ class Acceptance(Entity):
     """The Chair's decision to accept or reject a product."""
 
     product_id: str
-    accepted: bool
-    version_id: str | None = None
-    rejection_reason: str | None = None
+    accepted: bool = Field(description=f"true only when the latest version passed inspection (approved), no open "
+                                       f"collab of importance {BLOCKING_IMPORTANCE} or more remains, and its owner "
+                                       "reported the definition of done met (at the closing decisions, a version "
+                                       "written this round is judged by you and the inspection instead)")
+    version_id: str | None = Field(None, description="The latest version (only it can be accepted)")
+    rejection_reason: str | None = Field(None, description="Required to reject: what the next version must change")
 
 
 class OperativeDomain(Entity):
@@ -303,7 +317,9 @@ class BootstrapOverride(Entity):
 class Halt(Entity):
     """Pause the session for user input (``question``) or end it (``done``)."""
 
-    type: Literal["question", "done"]
+    type: Literal["question", "done"] = Field(
+        description="done: every product is accepted and the mission is met (say what was delivered); question: "
+                    "the team cannot go on without the user's answer")
     to: list[str] = Field(min_length=1)
     message: str = Field(min_length=1, max_length=HALT_MESSAGE_MAX_CHARS)
     options: list[str] = Field(default_factory=list)
@@ -312,24 +328,39 @@ class Halt(Entity):
 # ---------------------------------------------------------------------------------- reflection
 
 
-class FeedbackResponse(Entity):
-    """An operative's answer to a collab; it takes the collab out of open feedback."""
+FeedbackAction = Literal["accept", "defer", "reject"]
+FEEDBACK_ACTIONS: dict[str, str] = {
+    "accept": "you take it: say the change (plannedChange) your version makes or will make",
+    "defer": "not now: it leaves the open feedback (it no longer blocks acceptance) and stays listed as deferred, "
+             "to take up in a later version",
+    "reject": "you will not act on it: say why",
+}
+"""What each answer to a collab means, the same in Reflect and in Write: every one of them takes
+the collab out of open feedback; a deferred one stays listed as deferred."""
 
-    collab_id: str
-    action: Literal["accept", "defer", "reject"]
-    rationale: str = Field(min_length=1)
-    planned_change: str | None = None
+
+class FeedbackResponse(Entity):
+    """An owner's answer to an open collab on its product (Reflect), or on a product assigned to
+    it (Write); it takes the collab out of open feedback. Answering never needs a new collab."""
+
+    collab_id: str = Field(description="An open collab on a product you own or were assigned (c1, c2, ...)")
+    action: FeedbackAction = Field(description="; ".join(f"{name}: {meaning}" for name, meaning in
+                                                        FEEDBACK_ACTIONS.items()))
+    rationale: str = Field(min_length=1, description="Why you answer so")
+    planned_change: str | None = Field(None, description="For accept: the concrete change")
 
 
 class Reflection(Entity):
     """An operative's self-assessment of a product it owns."""
 
     refers_to_product: str
-    dod_status: Literal["met", "partially_met", "not_met"]
+    dod_status: Literal["met", "partially_met", "not_met"] = Field(
+        description="Judged against the DoD as written; the Chair accepts a product only on your met, so never "
+                    "claim it before it is true (not while an inspection asks for changes)")
     dod_gaps: list[str] = Field(default_factory=list)
-    feedback_responses: list[FeedbackResponse]
+    feedback_responses: list[FeedbackResponse] = Field(description="One answer to every open collab shown on it")
     lessons_from_history: str | None = None
-    next_version_delta: str
+    next_version_delta: str = Field(description="What the next version must change, concretely")
     blockers: list[str] = Field(default_factory=list)
 
 
@@ -341,18 +372,20 @@ class Review(Entity):
 
     product_id: str
     version_id: str
-    assessment: Literal["approved", "needs_revision"]
-    summary: str = Field(min_length=1)
+    assessment: Literal["approved", "needs_revision"] = Field(description="Judged against the product's DoD")
+    summary: str = Field(min_length=1, description="Why, in a sentence or two")
 
 
 class Finding(Entity):
     """One problem the Watchdog found in a version."""
 
     category: Literal["security", "completeness", "coherence", "integration", "quality"]
-    severity: Severity
+    severity: Severity = Field(description=f"{SEVERITY_MIN}-{SEVERITY_MAX}: {BLOCKING_SEVERITY} or more makes the "
+                                           f"verdict blocked; {REVISION_SEVERITY}-{BLOCKING_SEVERITY - 1} at most "
+                                           "needs_revision; lower allows approved")
     issue: str = Field(min_length=1)
-    recommendation: str = Field(min_length=1)
-    dod_criterion: str | None = None
+    recommendation: str = Field(min_length=1, description="What to change")
+    dod_criterion: str | None = Field(None, description="The DoD criterion it concerns, when one applies")
 
 
 InspectionAssessment = Literal["approved", "needs_revision", "blocked"]
@@ -363,7 +396,9 @@ class Inspection(Entity):
 
     product_id: str
     version_id: str
-    assessment: InspectionAssessment
+    assessment: InspectionAssessment = Field(
+        description=f"Follows the findings: any severity {BLOCKING_SEVERITY}+ is blocked; any "
+                    f"{REVISION_SEVERITY}-{BLOCKING_SEVERITY - 1} at most needs_revision; otherwise approved")
     findings: list[Finding]
 
     def expected_assessment(self) -> InspectionAssessment:
@@ -435,8 +470,11 @@ def count_sentences(text: str) -> int:
 class Message(Entity):
     """One line of team conversation the Envoy presents to the user."""
 
-    content: str = Field(min_length=1, max_length=MESSAGE_MAX_CHARS)
-    as_agent: str = Field(pattern=rf"^({CHAIR_ID}|{OPERATIVE_PATTERN})$")
+    content: str = Field(min_length=1, max_length=MESSAGE_MAX_CHARS,
+                         description=f"1 to {MESSAGE_MAX_SENTENCES} sentences (a third is rejected)")
+    as_agent: str = Field(pattern=rf"^({CHAIR_ID}|{OPERATIVE_PATTERN})$",
+                          description=f"Who speaks: {CHAIR_ID} or an operative who did it; never the Watchdog "
+                                      "or the Envoy")
 
     @field_validator("content")
     @classmethod
@@ -523,7 +561,7 @@ class InitialProduct(Entity):
     name: ProductName
     type: ProductType
     dod: DefinitionOfDone
-    owner: str
+    owner: str = Field(description="An operative of the team")
 
 
 class MissionCharter(Entity):
@@ -533,7 +571,9 @@ class MissionCharter(Entity):
     mission: str = Field(min_length=1, max_length=MISSION_MAX_CHARS)
     objectives: list[str]
     constraints: list[str]
-    personas: dict[str, str]
+    personas: dict[str, str] = Field(
+        description="A persona per agent id that fits what the agent does: the Envoy only reports to the user "
+                    "(it never reviews); the Watchdog inspects; operatives write and review")
     operative_domains: dict[str, OperativeDomain]
     missing_details: list[str] = Field(default_factory=list)
 
@@ -580,10 +620,16 @@ class PlanOutput(Entity):
 
 
 class WriteOutput(Entity):
-    """Write answer: new versions of the operative's assigned products."""
+    """Write answer: new versions of the operative's assigned products, and its answers to their
+    open collabs."""
 
     reasoning: Reasoning
-    versions: list[VersionWrite]
+    versions: list[VersionWrite] = Field(description="One new version of every product assigned to you this "
+                                                     "round; none of any other")
+    feedback_responses: list[FeedbackResponse] = Field(
+        default_factory=list, description="Your answers to open collabs on the products you write (accept, defer "
+                                          "or reject): each takes its collab out of open feedback; never answer a "
+                                          "collab with a new collab")
     collabs: list[Collab] = Field(default_factory=list)
     remarks: list[Remark] = Field(default_factory=list)
 
@@ -601,7 +647,7 @@ class InspectOutput(Entity):
     """Inspect answer: the Watchdog's inspections of this round's versions."""
 
     reasoning: Reasoning
-    inspections: list[Inspection]
+    inspections: list[Inspection] = Field(description="One per new version of this round; none skipped")
     collabs: list[Collab] = Field(default_factory=list)
     remarks: list[Remark] = Field(default_factory=list)
 
@@ -610,7 +656,18 @@ class PresentationOutput(Entity):
     """Presentation answer: the team's conversation for the user."""
 
     reasoning: Reasoning
-    messages: list[Message] = Field(min_length=MIN_MESSAGES, max_length=MAX_MESSAGES)
+    messages: list[Message] = Field(min_length=MIN_MESSAGES, max_length=MAX_MESSAGES,
+                                    description=f"{MIN_MESSAGES} to {MAX_MESSAGES} short messages; the same news "
+                                                "once")
+
+
+class CloseOutput(Entity):
+    """Closing decisions (the last round only, after Inspect): the Chair accepts or rejects the
+    versions written and inspected this round; with everything accepted it may halt done instead."""
+
+    reasoning: Reasoning
+    acceptance: list[Acceptance] = Field(description="A decision on each version awaiting one")
+    remarks: list[Remark] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------- envelopes
@@ -636,6 +693,7 @@ STEP_OUTPUTS: dict[Step, type[Entity]] = {
     Step.WRITE: WriteOutput,
     Step.PEER_REVIEW: PeerReviewOutput,
     Step.INSPECT: InspectOutput,
+    Step.CLOSE: CloseOutput,
     Step.PRESENTATION: PresentationOutput,
 }
 
@@ -646,6 +704,7 @@ ALLOWED_ENVELOPES: dict[Step, frozenset[str]] = {
     Step.WRITE: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
     Step.PEER_REVIEW: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
     Step.INSPECT: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
+    Step.CLOSE: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT, HALT}),
     Step.PRESENTATION: frozenset({FINAL_OUTPUT, REQUEST_CONTEXT}),
 }
 

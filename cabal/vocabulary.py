@@ -24,6 +24,7 @@ class Step(StrEnum):
     WRITE = "write"
     PEER_REVIEW = "peer_review"
     INSPECT = "inspect"
+    CLOSE = "close"  # the last round only: the Chair's decisions on what was written and inspected in it
     PRESENTATION = "presentation"
 
     @property
@@ -45,6 +46,7 @@ _HEADINGS = {
     Step.WRITE: "Write",
     Step.PEER_REVIEW: "Peer Review",
     Step.INSPECT: "Inspect",
+    Step.CLOSE: "Closing decisions",
     Step.PRESENTATION: "Presentation",
 }
 

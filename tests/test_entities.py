@@ -15,9 +15,11 @@ from cabal.entities import (
     AddProduct,
     Assignment,
     BootstrapOutput,
+    CloseOutput,
     Collab,
     ContextRequest,
     Directive,
+    FeedbackResponse,
     Finding,
     Halt,
     HaltEnvelope,
@@ -609,6 +611,10 @@ STEP_EXAMPLES = {
             }
         ]
     },
+    "close": {
+        "reasoning": "v2 passed inspection with no blocking feedback; its DoD is met as written.",
+        "acceptance": [{"productId": "p1", "accepted": True, "versionId": "v2"}],
+    },
     "presentation": {
         "reasoning": "The schema was the round's only news.",
         "messages": [{"content": "We specified the schema.", "asAgent": "operative-1"}]
@@ -624,6 +630,7 @@ def test_step_outputs_cover_every_step():
         "write": WriteOutput,
         "peer_review": PeerReviewOutput,
         "inspect": InspectOutput,
+        "close": CloseOutput,
         "presentation": PresentationOutput,
     }
 
@@ -670,9 +677,10 @@ EXPECTED_PROPERTIES = {
         set(PLAN) | {"chairVersions"},
         ["thinking", "treeOperations", "assignments", "acceptance"],
     ),
-    "write": ({"reasoning", "versions", "collabs", "remarks"}, ["reasoning", "versions"]),
+    "write": ({"reasoning", "versions", "feedbackResponses", "collabs", "remarks"}, ["reasoning", "versions"]),
     "peer_review": ({"reasoning", "reviews", "collabs", "remarks"}, ["reasoning", "reviews"]),
     "inspect": ({"reasoning", "inspections", "collabs", "remarks"}, ["reasoning", "inspections"]),
+    "close": ({"reasoning", "acceptance", "remarks"}, ["reasoning", "acceptance"]),
     "presentation": ({"reasoning", "messages"}, ["reasoning", "messages"]),
 }
 
@@ -733,6 +741,7 @@ def test_allowed_envelopes():
         "write": {FINAL_OUTPUT, REQUEST_CONTEXT},
         "peer_review": {FINAL_OUTPUT, REQUEST_CONTEXT},
         "inspect": {FINAL_OUTPUT, REQUEST_CONTEXT},
+        "close": {FINAL_OUTPUT, REQUEST_CONTEXT, HALT},
         "presentation": {FINAL_OUTPUT, REQUEST_CONTEXT},
     }
 
@@ -754,3 +763,61 @@ def test_initial_product_needs_owner():
     with pytest.raises(ValidationError) as error:
         InitialProduct.model_validate({"name": "x", "type": "Content", "dod": "d"})
     assert [(e["type"], e["loc"]) for e in error.value.errors()] == [("missing", ("owner",))]
+
+
+def test_write_answers_feedback_as_reflect_does():
+    write = WriteOutput.model_validate({**STEP_EXAMPLES["write"], "feedbackResponses": [
+        {"collabId": "c1", "action": "defer", "rationale": "After the launch."}]})
+    assert write.feedback_responses == [FeedbackResponse(collab_id="c1", action="defer", rationale="After the launch.")]
+    assert WriteOutput.model_validate(STEP_EXAMPLES["write"]).feedback_responses == []
+
+
+# A rule a step's prompt (prompts/steps/*.md) states in prose, and where its schema states it too.
+PROSE_RULES = [
+    (PresentationOutput, ("Message", "content"), "1 to 2 sentences (a third is rejected)"),
+    (PresentationOutput, ("Message", "asAgent"), "Who speaks: chair-1 or an operative who did it; never the "
+                                                 "Watchdog or the Envoy"),
+    (PresentationOutput, ("messages",), "1 to 10 short messages; the same news once"),
+    (PeerReviewOutput, ("Collab", "importance"), "1-10, honestly: 8 or more blocks the product's acceptance while "
+                                                 "the collab is open (only for what must block); 4-7 for what the "
+                                                 "next version should fix; 1-3 for nice-to-haves"),
+    (InspectOutput, ("Finding", "severity"), "1-10: 8 or more makes the verdict blocked; 5-7 at most "
+                                             "needs_revision; lower allows approved"),
+    (InspectOutput, ("Inspection", "assessment"), "Follows the findings: any severity 8+ is blocked; any 5-7 at "
+                                                  "most needs_revision; otherwise approved"),
+    (InspectOutput, ("inspections",), "One per new version of this round; none skipped"),
+    (BootstrapOutput, ("InitialProduct", "dod"), "The definition of done: criteria a reviewer can check in one "
+                                                 "reading (never 'high quality')"),
+    (BootstrapOutput, ("personas",), "A persona per agent id that fits what the agent does: the Envoy only reports "
+                                     "to the user (it never reviews); the Watchdog inspects; operatives write and "
+                                     "review"),
+    (ReflectOutput, ("Reflection", "dodStatus"), "Judged against the DoD as written; the Chair accepts a product "
+                                                 "only on your met, so never claim it before it is true (not while "
+                                                 "an inspection asks for changes)"),
+    (WriteOutput, ("versions",), "One new version of every product assigned to you this round; none of any other"),
+    (WriteOutput, ("NewVersion", "content"), "The real thing, complete, in plain text: never a placeholder, an "
+                                             "outline of what you will write, or a plan to do it later"),
+    (WriteOutput, ("FeedbackResponse", "action"), "accept: you take it: say the change (plannedChange) your "
+                                                  "version makes or will make; defer: not now: it leaves the open "
+                                                  "feedback (it no longer blocks acceptance) and stays listed as "
+                                                  "deferred, to take up in a later version; reject: you will not "
+                                                  "act on it: say why"),
+    (PlanOutput, ("Acceptance", "rejectionReason"), "Required to reject: what the next version must change"),
+    (PlanOutput, ("Directive", "objective"), "What to do, concrete enough to act on alone (not 'improve it')"),
+    (CloseOutput, ("Acceptance", "accepted"), "true only when the latest version passed inspection (approved), no "
+                                              "open collab of importance 8 or more remains, and its owner reported "
+                                              "the definition of done met (at the closing decisions, a version "
+                                              "written this round is judged by you and the inspection instead)"),
+    (HaltEnvelope, ("type",), "done: every product is accepted and the mission is met (say what was delivered); "
+                              "question: the team cannot go on without the user's answer"),
+]
+
+
+@pytest.mark.parametrize(("model", "path", "description"), PROSE_RULES,
+                         ids=[f"{m.__name__}.{'.'.join(p)}" for m, p, _ in PROSE_RULES])
+def test_a_rule_stated_in_prose_is_in_the_schema_too(model, path, description):
+    schema = model.model_json_schema(by_alias=True)
+    node = schema
+    for name in path:
+        node = schema["$defs"][name] if name in schema.get("$defs", {}) else node["properties"][name]
+    assert node["description"] == description

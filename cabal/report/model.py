@@ -145,7 +145,8 @@ class Review(_Value):
 
 
 class Response(_Value):
-    """An owner's answer to a collab, in a reflection: accept, defer or reject."""
+    """An owner's answer to a collab, at Reflect or at Write: accept, defer (out of the open
+    feedback, kept for a later version) or reject."""
 
     by: str
     round: int
@@ -166,7 +167,7 @@ class Collab(_Value):
     comment: str
     summary: str | None = None
     version_id: str | None = None
-    addressed: bool = Field(description="a reflection of the product's owner answered it")
+    addressed: bool = Field(description="its product's owner (at Reflect) or writer (at Write) answered it")
     responses: tuple[Response, ...] = ()
 
 

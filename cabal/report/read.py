@@ -39,6 +39,8 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         "turns": reads.find("moment", {"type": "turn"}, fields=TURN_FIELDS),
         "tool_calls": reads.find("moment", {"type": "tool_call"}, fields=TOOL_CALL_FIELDS),
         "reflection": reads.find("reflection", fields=["author", "round", "responses"]),
+        "response": reads.find("response", fields=["author", "round", "collab_id", "action", "rationale",
+                                                   "planned_change"]),
         **{kind: reads.find(kind) for kind in ("agent", "product", "version", "review", "inspection", "finding",
                                                "collab", "acceptance", "message", "halt", "source")},
     })
@@ -122,7 +124,7 @@ def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
     versions = _by(found["version"], "product_id")
     collabs = _by([c for c in found["collab"] if c.get("product_id")], "product_id")
     decisions = _by(found["acceptance"], "product_id")
-    responses = _responses(found["reflection"])
+    responses = _responses(found["reflection"], found["response"])
     nodes = {p["id"]: p for p in found["product"]}
     statuses = settled_statuses(((n["id"], str(n.get("type")), str(n.get("status")), n.get("parent_id"))
                                  for n in nodes.values()))
@@ -172,21 +174,29 @@ def _version(node: dict, accepted: str | None, reviews: dict, inspections: dict,
     )
 
 
-def _responses(reflections: Iterable[dict]) -> dict[str, list[Response]]:
-    """What owners answered to each collab, by collab id (a reflection keeps them as JSON)."""
-    found: dict[str, list[Response]] = defaultdict(list)
-    for reflection in sorted(reflections, key=lambda r: (r.get("round") or 0, natural_key(r["id"]))):
+def _responses(reflections: Iterable[dict], answers: Iterable[dict] = ()) -> dict[str, list[Response]]:
+    """What owners answered to each collab, by collab id: at Reflect (a reflection keeps them as
+    JSON) and at Write (one response node each)."""
+    found: list[tuple[tuple, str, Response]] = []
+    for reflection in reflections:
         try:
             answered = json.loads(reflection.get("responses") or "[]")
         except (TypeError, ValueError):
             continue
         for item in answered if isinstance(answered, list) else []:
             if isinstance(item, dict) and item.get("collabId"):
-                found[item["collabId"]].append(Response(
+                found.append(((reflection.get("round") or 0, natural_key(reflection["id"])), item["collabId"], Response(
                     by=str(reflection.get("author")), round=int(reflection.get("round") or 0),
                     action=str(item.get("action")), rationale=item.get("rationale") or None,
-                    planned_change=item.get("plannedChange") or None))
-    return found
+                    planned_change=item.get("plannedChange") or None)))
+    for answer in answers:
+        found.append(((answer.get("round") or 0, natural_key(answer["id"])), str(answer.get("collab_id")), Response(
+            by=str(answer.get("author")), round=int(answer.get("round") or 0), action=str(answer.get("action")),
+            rationale=answer.get("rationale") or None, planned_change=answer.get("planned_change") or None)))
+    by_collab: dict[str, list[Response]] = defaultdict(list)
+    for _, collab, response in sorted(found, key=lambda entry: entry[0]):
+        by_collab[collab].append(response)
+    return by_collab
 
 
 def _collab(node: dict, responses: dict[str, list[Response]]) -> Collab:

@@ -43,6 +43,7 @@ from cabal.yaml_reader import read_text_file
 TREE_LINES = 24
 ITEM_CHARS = 400  # one line of the tree, a domain, a title
 REQUESTED_CONTEXT = "REQUESTED CONTEXT"  # how the answer to request_context starts
+LAST_ROUND = " (the last round: versions written now are accepted or rejected at the closing decisions after Inspect)"
 
 
 def clip(text: str | None, limit: int) -> str:
@@ -163,7 +164,8 @@ class ContextBuilder:
         self._facts = FactsDraft()
         self._offered: set[str] = set()
         limit = self.snapshot.mission.get("rounds")
-        sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")]
+        sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")
+                    + (LAST_ROUND if limit and self.snapshot.round >= int(limit) else "")]
         if step != Step.BOOTSTRAP:
             sections.append(self._tree(agent_id, step, ids))
         detail = getattr(self, f"_detail_{step}")(agent_id, ids)
@@ -266,7 +268,7 @@ class ContextBuilder:
         snapshot = self.snapshot
         relevant = {p["id"] for p in snapshot.owned_by(agent_id) if p.get("status") == "open"}
         relevant |= {a["product_id"] for a in snapshot.active_assignments(agent_id)}
-        if step in (Step.PEER_REVIEW, Step.INSPECT, Step.PLAN, Step.PRESENTATION):
+        if step in (Step.PEER_REVIEW, Step.INSPECT, Step.PLAN, Step.CLOSE, Step.PRESENTATION):
             relevant |= {v["product_id"] for v in snapshot.new_versions()}
         return relevant
 
@@ -293,7 +295,7 @@ class ContextBuilder:
                  f"Change summary: {self._text(version.get('change_summary'), ids)}"]
         if content is not None:  # between fences: a version's own headings are not the prompt's
             lines += ["Content (between the ~~~ lines):", "~~~",
-                      self._text(content, ids, BOUNDS.version,
+                      self._text(content.rstrip(), ids, BOUNDS.version,
                                  rest=f"request full_content of {ids.short('p', version['product_id'])} to read all of it"),
                       "~~~"]
         return "\n".join(lines)
@@ -537,9 +539,11 @@ class ContextBuilder:
             self._facts.candidates.append(candidate)
             reported = [r["dod_status"] for r in snapshot.reflections_in() if r["product_id"] == product["id"]
                         and r.get("author") == product.get("owner")]
+            report = ("none on it: it was written this round" if latest.get("round") == snapshot.round
+                      else reported[-1] if reported else "none")
             lines = [f"### {candidate.product} {product['name']}: latest version {self._version_name(latest, ids)}",
                      f"Verdict: {verdict}" + (f"; {blocking} blocking collab(s) open" if blocking else "")
-                     + f"; owner's DoD report this round: {reported[-1] if reported else 'none'}"]
+                     + f"; owner's DoD report this round: {report}"]
             for inspection in snapshot.inspections_of(latest["id"], self._watchdogs):
                 lines += self._inspection_lines(inspection, ids)[1:]
             blocks.append("\n".join(lines))
@@ -622,6 +626,26 @@ class ContextBuilder:
         return [self._section("What happened this round", [e.text for e in events] or ["- nothing was written this round"]),
                 self._section("Why: the Watchdog's verdicts and findings", why),
                 f"You may speak as: {', '.join(self.team.speakers(agent_id))}."]
+
+    def _detail_close(self, agent_id: str, ids: TempIds) -> list[str]:
+        """The closing decisions (the last round, after Inspect): the Plan's picture of what awaits
+        a decision, with verdicts and findings (its facts too), then each open product's version of
+        this round whole, with its DoD and peer reviews: no reflection speaks for it, so the Chair
+        judges it."""
+        plan = [s for s in self._detail_plan(agent_id, ids) if s.startswith((
+            "## Reflections this round", "## Versions awaiting a decision", "## Open feedback"))]
+        versions = [v for v in self.snapshot.new_versions()
+                    if self.snapshot.products.get(v["product_id"], {}).get("status") == "open"]
+        contents = self._contents(versions)
+        blocks = []
+        for version in versions:
+            block = [self._judged_block(version, contents, ids)]
+            # Its verdict and findings are above, with the versions awaiting a decision.
+            block += [f"Peer review by {r.get('author')}: {r['assessment']}: {self._text(r.get('summary'), ids)}"
+                      for r in self.snapshot.reviews_of(version["id"])]
+            blocks.append("\n".join(block))
+        self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
+        return [*plan, self._section("Versions written this round", blocks)]
 
     def _round_events(self, ids: TempIds) -> list[Event]:
         """What happened this round, one line each: assignments, versions, decisions with their

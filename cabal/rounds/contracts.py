@@ -89,6 +89,12 @@ def _reflection(item: Any, scope: WriteScope) -> dict[str, Any]:
     return {"addressed": [response.collab_id for response in item.feedback_responses]}
 
 
+def _response(item: Any, scope: WriteScope) -> dict[str, Any]:
+    """answer_feedback: the product of the collab answered (the rule made sure it is open)."""
+    collab = next((c for c in scope.snapshot.collabs if c["id"] == item.collab_id), {})
+    return {"product_id": collab.get("product_id")}
+
+
 ROUND_PROTOCOLS: dict[str, RoundProtocol] = {
     "write_version": RoundProtocol(context=_version),
     "chair_version": RoundProtocol(context=_version),
@@ -97,6 +103,7 @@ ROUND_PROTOCOLS: dict[str, RoundProtocol] = {
     "decide_acceptance": RoundProtocol(context=_acceptance),
     "add_remark": RoundProtocol(context=_remark),
     "add_reflection": RoundProtocol(context=_reflection),
+    "answer_feedback": RoundProtocol(context=_response),
 }
 
 

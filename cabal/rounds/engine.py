@@ -1,10 +1,10 @@
 """The round engine: a LangGraph graph that runs a mission's steps in order.
 
-    bootstrap ─▶ round_start ─▶ reflect ─▶ plan ─▶ write ─▶ peer_review ─▶ inspect ─▶ presentation ─┐
-        │             ▲  │                  │  (only with      (only with new versions)             │
-        ▼             │  ▼                  ▼   assignments)                                        │
-    await_user ◀──────┼─ finish          await_user                                                 │
-                      └─────────────────────────────────────────────────────────────────────────────┘
+    bootstrap ─▶ round_start ─▶ reflect ─▶ plan ─▶ write ─▶ peer_review ─▶ inspect ─▶ close ─▶ presentation ─┐
+        │             ▲  │      (only who      │  (only with      (only with new      (the last round, │
+        ▼             │  ▼      owns a version) ▼   assignments)     versions)           new versions)  │
+    await_user ◀──────┼─ finish             await_user                                                  │
+                      └─────────────────────────────────────────────────────────────────────────────────┘
 
 Read top-down: the state the checkpointer keeps, one function per node, then ``ROUTES``, the
 table of where each node goes next, and ``build_graph``. Nodes and routes are plain functions
@@ -91,6 +91,12 @@ def plan(state: RoundState, runtime: Context) -> RoundState:
     return _plan_signoff(runtime.context, state.get("round", 0)) or decided
 
 
+def close(state: RoundState, runtime: Context) -> RoundState:
+    """The Chair's closing decisions, in the last round after Inspect: what was written and
+    inspected in it can still be accepted (the next Plan, where it would be, never comes)."""
+    return _chair_turn(runtime.context, state, Step.CLOSE)
+
+
 def round_start(state: RoundState, runtime: Context) -> RoundState:
     run = runtime.context
     round_number = state.get("round", 0) + 1
@@ -163,6 +169,13 @@ def _acting(step: Step) -> Callable[[MissionRun, Snapshot], list[str]]:
     return lambda run, snapshot: [agent.id for agent in run.team.acting(step)]
 
 
+def _reflectors(run: MissionRun, snapshot: Snapshot) -> list[str]:
+    """Operatives with something to reflect on: an open product of theirs that has a version
+    (round 1 has none, so it opens with the Plan)."""
+    return [a.id for a in run.team.acting(Step.REFLECT)
+            if any(p.get("status") == "open" and snapshot.latest_version(p["id"]) for p in snapshot.owned_by(a.id))]
+
+
 def _assignees(run: MissionRun, snapshot: Snapshot) -> list[str]:
     return sorted({a["assignee"] for a in snapshot.assignments_in()})
 
@@ -194,7 +207,7 @@ def _parallel_step(step: Step, agents: Callable[[MissionRun, Snapshot], list[str
     return node
 
 
-reflect = _parallel_step(Step.REFLECT, _acting(Step.REFLECT))
+reflect = _parallel_step(Step.REFLECT, _reflectors)
 write = _parallel_step(Step.WRITE, _assignees)
 peer_review = _parallel_step(Step.PEER_REVIEW, _peer_reviewers)
 inspect = _parallel_step(Step.INSPECT, _acting(Step.INSPECT))
@@ -219,7 +232,11 @@ def _after_answer(state: RoundState, runtime: Context) -> str:
 
 
 def _after_round_start(state: RoundState, runtime: Context) -> str:
-    return _paused(state) or "reflect"
+    paused = _paused(state)
+    if paused:
+        return paused
+    run = runtime.context
+    return "reflect" if _reflectors(run, run.snapshot(state["round"])) else "plan"
 
 
 def _paused(state: RoundState) -> str | None:
@@ -255,6 +272,28 @@ def _after_write(state: RoundState, runtime: Context) -> str:
                               else "presentation")
 
 
+def closing_round(run: MissionRun, snapshot: Snapshot) -> bool:
+    """Whether this round ends with the Chair's closing decisions: it is the mission's last, the
+    Chair's card acts at Close, and an open product's latest version was written in it."""
+    last = int(snapshot.mission.get("rounds") or run.spec.rounds)
+    return (snapshot.round >= last and bool(run.team.acting(Step.CLOSE))
+            and any(snapshot.products.get(v["product_id"], {}).get("status") == "open" for v in snapshot.new_versions()))
+
+
+def _after_inspect(state: RoundState, runtime: Context) -> str:
+    paused = _paused(state)
+    if paused:
+        return paused
+    run = runtime.context
+    return "close" if closing_round(run, run.snapshot(state["round"])) else "presentation"
+
+
+def _after_close(state: RoundState, runtime: Context) -> str:
+    if state.get("stop") == StopReason.CONCLUDED:
+        return "presentation"  # the Envoy tells the user how the mission ended
+    return _paused(state) or "presentation"
+
+
 def _then(next_node: str) -> Callable[[RoundState], str]:
     # A route of the state alone: ``update_state(as_node=...)`` runs it without a run context
     # (resuming an ended mission replays Presentation's route that way).
@@ -262,19 +301,20 @@ def _then(next_node: str) -> Callable[[RoundState], str]:
 
 
 NODES = {node.__name__: node for node in (bootstrap, await_user, round_start, reflect, plan, write, peer_review,
-                                          inspect, presentation, finish)}
+                                          inspect, close, presentation, finish)}
 ROUTES: dict[str, tuple[Callable[..., str], list[str]]] = {
     # node: (where it goes next, every place it can go)
     "bootstrap": (_after_chair, ["finish", "await_user", "round_start"]),  # a plan to sign off: await_user
     # back to the node that asked: a Chair turn, a round start, or a step whose budget ran out
     "await_user": (_after_answer, ["finish", "bootstrap", "round_start", "reflect", "plan", "write", "peer_review",
-                                   "inspect", "presentation"]),
-    "round_start": (_after_round_start, ["finish", "await_user", "reflect"]),
+                                   "inspect", "close", "presentation"]),
+    "round_start": (_after_round_start, ["finish", "await_user", "reflect", "plan"]),
     "reflect": (_then("plan"), ["finish", "await_user", "plan"]),
     "plan": (_after_plan, ["finish", "await_user", "round_start", "write", "peer_review", "presentation"]),
     "write": (_after_write, ["finish", "await_user", "peer_review", "presentation"]),
     "peer_review": (_then("inspect"), ["finish", "await_user", "inspect"]),
-    "inspect": (_then("presentation"), ["finish", "await_user", "presentation"]),
+    "inspect": (_after_inspect, ["finish", "await_user", "close", "presentation"]),
+    "close": (_after_close, ["finish", "await_user", "presentation"]),
     "presentation": (_then("round_start"), ["finish", "await_user", "round_start"]),
 }
 
@@ -302,7 +342,7 @@ def _compiled() -> RoundGraph:
 
 
 def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
-    """The Chair's turn at bootstrap or plan; a turn after the user's n-th answer is attempt n."""
+    """The Chair's turn at bootstrap, plan or close; a turn after the user's n-th answer is attempt n."""
     round_number = state.get("round", 0)
     snapshot = run.snapshot(round_number)
     # Each answer the Chair heard in this step starts a turn of its own (a tool call's approval

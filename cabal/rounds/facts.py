@@ -120,9 +120,9 @@ class TurnFacts:
     tree: tuple[TreeProduct, ...] = ()
     products: tuple[ProductDetail, ...] = ()  # Reflect: the open products the agent owns
     assignments: tuple[Assignment, ...] = ()  # Write: this round's assignments to the agent
-    new_versions: tuple[VersionRef, ...] = ()  # Peer Review, Inspect: this round's versions to judge
-    reflections: tuple[Reflection, ...] = ()  # Plan: this round's reflections
-    candidates: tuple[Candidate, ...] = ()  # Plan: versions awaiting a decision
+    new_versions: tuple[VersionRef, ...] = ()  # Peer Review, Inspect, Close: this round's versions to judge
+    reflections: tuple[Reflection, ...] = ()  # Plan, Close: this round's reflections
+    candidates: tuple[Candidate, ...] = ()  # Plan, Close: versions awaiting a decision
     events: tuple[Event, ...] = ()  # Presentation: what happened this round
     speakers: tuple[str, ...] = ()  # Presentation: whom the agent may speak as
     focus: tuple[str, ...] = ()  # a watchdog's finding categories (none: every category)

@@ -17,6 +17,7 @@ from cabal.entities import (
     Acceptance,
     ChairVersion,
     Collab,
+    FeedbackResponse,
     InitialProduct,
     Inspection,
     Message,
@@ -228,7 +229,11 @@ def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
         problems.append(f"{len(blocking)} open collab(s) of importance >= 8 block acceptance: "
                         + "; ".join(c.get("summary", "") for c in blocking))
     # "The DoD met" is the owner's judgement, made at this round's Reflect on the version the
-    # Chair would accept; the Watchdog's passed inspection is a separate condition above.
+    # Chair would accept; the Watchdog's passed inspection is a separate condition above. A version
+    # written this round (only the last round's closing decisions see one) came after that Reflect:
+    # no reflection speaks for it, so the Chair judges its DoD with the Watchdog's approval.
+    if latest.get("round") == snapshot.round:
+        return problems
     verdicts = [r["dod_status"] for r in snapshot.reflections_in() if r.get("product_id") == item.product_id]
     if not verdicts:
         problems.append(f"its owner ({product.get('owner')}) has not reflected on it this round, so its "
@@ -287,6 +292,24 @@ def owned_product(item: Reflection, ctx: RuleContext) -> list[str]:
     if not ctx.once("reflection", item.refers_to_product):
         problems.append("one reflection per product")
     return problems
+
+
+def answerable_collab(item: FeedbackResponse, ctx: RuleContext) -> list[str]:
+    """Write's feedbackResponses: an open collab on a product the operative owns or was assigned
+    this round, answered once."""
+    collab = next((c for c in ctx.snapshot.collabs if c["id"] == item.collab_id), None)
+    if collab is None:
+        return ["this collab does not exist"]
+    if not ctx.once("response", item.collab_id):
+        return ["this collab is answered twice in this answer; answer it once"]
+    if collab["id"] in ctx.snapshot.addressed:
+        return ["this collab is already answered; it is no longer open feedback"]
+    product = ctx.product(collab.get("product_id") or "")
+    assigned = {a["product_id"] for a in ctx.snapshot.assignments_in() if a.get("assignee") == ctx.agent_id}
+    if product is None or (product.get("owner") != ctx.agent_id and product["id"] not in assigned):
+        return [f"this collab is on {repr(product['name']) if product else 'no product'}, which you "
+                "neither own nor were assigned this round; answer only feedback on your own work"]
+    return []
 
 
 def known_product(item: Collab, ctx: RuleContext) -> list[str]:
@@ -368,6 +391,7 @@ ABOUT_RULES: dict[str, Rule] = {
     "known_recipients": known_recipients,
     "owned_product": owned_product,
     "known_product": known_product,
+    "answerable_collab": answerable_collab,
     "assigned_product": assigned_product,
     "peer_version": peer_version,
     "new_version": new_version,

@@ -66,6 +66,8 @@ STEP_SHOWS: dict[Step, tuple[Shown, ...]] = {
     Step.INSPECT: (Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS, Shown.OWN_EARLIER_FINDINGS, Shown.SOURCES_TEXT,
                    Shown.REMARKS),
     Step.PRESENTATION: (Shown.VERDICTS, Shown.DECISIONS, Shown.REMARKS),
+    Step.CLOSE: (Shown.REFLECTIONS, Shown.VERDICTS, Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS,
+                 Shown.BLOCKING_COLLABS, Shown.REMARKS),
 }
 """Per step, what its prompt carries whole (beyond the charter, the round and the product tree,
 which every step but Bootstrap shows)."""

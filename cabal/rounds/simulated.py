@@ -26,6 +26,8 @@ What each role does:
   and ADDs what the direction names; a message the user left since the last round
   (``cabal say``) goes to the open work, or reopens the first accepted product when none is
   open.
+- Chair, Closing decisions (the last round, after Inspect): accepts each version that passed
+  inspection without blocking feedback; halts ``done`` when nothing awaits a decision.
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
   answering every open collab they are shown; Write a version of each assignment that says
   what the product is for (its definition of done), takes up the directive's context (the
@@ -238,6 +240,18 @@ class SimulatedTeam:
             "assignments": assignments,
             "acceptance": acceptance,
         }
+
+    def _close(self, facts: TurnFacts) -> dict | tuple[str, dict]:
+        """The last round's closing decisions: accept each version that passed inspection without
+        blocking feedback (this round's on the Chair's own judgement, older ones on a ``met``)."""
+        if not facts.candidates:
+            return "halt", {"type": "done", "to": ["u:all"], "message": "Every product is accepted; the mission is met."}
+        written_now = {v.id for v in facts.new_versions}
+        met = {r.product for r in facts.reflections if r.dod_status == "met"}
+        acceptance = [{"productId": c.product, "accepted": True, "versionId": c.version} for c in facts.candidates
+                      if c.verdict == "approved" and not c.blocking and (c.version in written_now or c.product in met)]
+        return {"reasoning": f"The last round: {len(acceptance)} version(s) passed inspection without blocking "
+                             "feedback, so I accept them.", "acceptance": acceptance}
 
     # ------------------------------------------------------------------- Operatives
 

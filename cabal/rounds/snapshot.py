@@ -8,7 +8,9 @@ What the round protocols write (the fields read here), one node type per mechani
   parent_id, status (open, accepted, removed), round
 - version: product_id, number, title, content, change_summary, author, round
 - collab: type, product_id, version_id, importance, comment, summary, author, round
-- reflection: ..., addressed (the collab ids its feedback responses answer)
+- reflection: ..., addressed (the collab ids its feedback responses answer), responses (JSON)
+- response: collab_id, product_id, action (accept, defer, reject), rationale, planned_change, author,
+  round, step (an operative's answer to a collab at Write)
 - remark: type, recipients, content, is_blocker, author, round, step
 - assignment: product_id, assignee, round; directive: assignment_id, objective, dod, why,
   context, importance, attached (JSON)
@@ -23,7 +25,9 @@ What the round protocols write (the fields read here), one node type per mechani
 - moment type "turn": round, step, agent, outcome, usage (the marker of a committed turn)
 
 Lifespans are derived from facts, never kept as status fields that could disagree with them:
-a collab is open until a reflection addresses it; an assignment is active while it is the
+a collab is open until a reflection's feedback response or a Write's response addresses it
+(accept, defer or reject alike: a deferred collab leaves the open feedback and is listed in
+``deferred``); an assignment is active while it is the
 latest for its product and the product is neither accepted nor removed.
 
 Operatives in one step act in parallel on the same snapshot, so none sees another's writes of
@@ -79,7 +83,8 @@ class Snapshot:
     halts: list[dict]
     messages: list[dict]
     turns: list[dict]
-    addressed: set[str] = field(default_factory=set)  # collab ids answered by a reflection
+    addressed: set[str] = field(default_factory=set)  # collab ids answered (Reflect's or Write's responses)
+    deferred: set[str] = field(default_factory=set)  # those of them answered "defer"
     sources: list[dict] = field(default_factory=list)  # every version of every source (metadata only)
     _latest: dict[str, dict] = field(default_factory=dict, repr=False)
     # The content of each product's latest version, once committed by this process or read:
@@ -125,8 +130,11 @@ class Snapshot:
                 for assignment in self.assignments:
                     if assignment["id"] == node.get("assignment_id"):
                         assignment.update({k: v for k, v in node.items() if k not in ("id", "node_type", "type")})
+            elif kind == "response":
+                self._answered([{"collabId": node.get("collab_id"), "action": node.get("action")}])
             elif kind == "reflection":
                 self.addressed |= set(node.get("addressed") or [])
+                self._answered(_responses_of(node))
                 if node.get("round") == self.round:
                     self.reflections.append(dict(node))
                     touched.add("reflections")
@@ -155,6 +163,13 @@ class Snapshot:
         if "versions" in touched:
             self._latest.clear()
             self.__post_init__()
+
+    def _answered(self, responses: Iterable[Mapping[str, Any]]) -> None:
+        for response in responses:
+            if response.get("collabId"):
+                self.addressed.add(str(response["collabId"]))
+                if response.get("action") == "defer":
+                    self.deferred.add(str(response["collabId"]))
 
     def contents(self, version_ids: list[str], read: Callable[[list[str]], dict[str, str]]) -> dict[str, str]:
         """The content of each version: kept ones from memory, the others through ``read`` (one
@@ -227,6 +242,11 @@ class Snapshot:
         return [c for c in self.collabs if c["id"] not in self.addressed
                 and (product_id is None or c.get("product_id") == product_id)]
 
+    def deferred_collabs(self, product_id: str | None = None) -> list[dict]:
+        """Collabs their owner deferred: out of the open feedback, kept in view for a later version."""
+        return [c for c in self.collabs if c["id"] in self.deferred
+                and (product_id is None or c.get("product_id") == product_id)]
+
     def blocking_collabs(self, product_id: str) -> list[dict]:
         return [c for c in self.open_collabs(product_id) if int(c.get("importance", 0)) >= BLOCKING_IMPORTANCE]
 
@@ -244,8 +264,10 @@ class Snapshot:
         now = _place(self.round, step)
         before = [_place(t.get("round"), t.get("step")) for t in self.turns if t.get("agent") == agent_id]
         last = max((place for place in before if place < now), default=(-1, -1))
+        # ``<=``: a remark written in a step the agent also took was not in that step's view
+        # (its turns run side by side), so it is the agent's to read now.
         return [r for r in self.remarks if self.is_recipient(r, agent_id)
-                and last < _place(r.get("round"), r.get("step")) < now]
+                and last <= _place(r.get("round"), r.get("step")) < now]
 
     def remarks_to_users(self) -> list[dict]:
         """This round's remarks addressed to users (``u:all``, ``u:<id>``), for the Envoy."""
@@ -374,7 +396,8 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         "mission": reads.node_by_id(mission_id),
         "directives": reads.find("directive"),
         "assignments": reads.find("assignment"),
-        "addressed": reads.find("reflection", fields=["addressed"]),
+        "addressed": reads.find("reflection", fields=["addressed", "responses"]),
+        "responses": reads.find("response", fields=["collab_id", "action"]),
         "agents": reads.find("agent"),
         "products": reads.find("product"),
         "versions": reads.find("version", fields=VERSION_META),
@@ -393,6 +416,8 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
     if step is not None:
         read = _as_of_start(read, step_prefix(round_number, step), round_number)
     directives = {d["assignment_id"]: d for d in read["directives"]}
+    answers = [answer for r in read["addressed"] for answer in _responses_of(r)]
+    answers += [{"collabId": r.get("collab_id"), "action": r.get("action")} for r in read["responses"]]
     assignments = [{**{k: v for k, v in directives.get(a["id"], {}).items() if k not in ("id", "node_type", "type")}, **a}
                    for a in read["assignments"]]
     return Snapshot(
@@ -412,9 +437,22 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         halts=read["halts"],
         messages=read["messages"],
         turns=read["turns"],
-        addressed={collab for r in read["addressed"] for collab in r.get("addressed") or []},
+        addressed={collab for r in read["addressed"] for collab in r.get("addressed") or []}
+        | {str(a["collabId"]) for a in answers if a.get("collabId")},
+        deferred={str(a["collabId"]) for a in answers if a.get("collabId") and a.get("action") == "defer"},
         sources=read["sources"],
     )
+
+
+def _responses_of(reflection: Mapping[str, Any]) -> list[dict]:
+    """A reflection's feedback responses (kept as JSON on the node; a list in a cluster not yet read back)."""
+    responses = reflection.get("responses")
+    if isinstance(responses, str):
+        try:
+            responses = json.loads(responses)
+        except ValueError:
+            return []
+    return [r for r in responses if isinstance(r, dict)] if isinstance(responses, list) else []
 
 
 def _as_of_start(read: dict[str, list[dict]], written: str, round_number: int) -> dict[str, list[dict]]:

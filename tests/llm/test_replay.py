@@ -25,7 +25,7 @@ RESEARCH = ROOT / "examples" / "research" / "research.mission.yaml"
 LAUNCH = ROOT / "examples" / "launch" / "launch.mission.yaml"
 QUESTION = ROOT / "tests" / "rounds" / "data" / "question.mission.yaml"
 CABAL = Path(sys.executable).with_name("cabal")
-RESEARCH_CALLS = 47  # the research example's script: 44 turns, two of them retried or asking for context
+RESEARCH_CALLS = 39  # the research example's script: 36 turns, three calls of them asking for context
 # Fields that name how a mission was started, not what its team did: the model spec (a script, or a
 # cassette to replay), the mission file as stored (a replay stores the answers it was given), and
 # the clock.
@@ -282,7 +282,7 @@ def test_a_line_cut_by_a_kill_is_dropped_before_the_cassette_goes_on(tmp_path: P
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-@pytest.mark.parametrize("seed", [2, 5])
+@pytest.mark.parametrize("seed", [2, 6])  # seeds whose missions draw replies without a readable tool call
 def test_a_bad_models_mission_replays_strictly_with_every_bad_reply(home: Path, seed: int) -> None:
     """The chaos model's replies (text, unreadable arguments, unknown tools, cut-off answers,
     content blocks, NULs and lone surrogates) are recorded whole and given back the same."""

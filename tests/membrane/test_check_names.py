@@ -52,7 +52,7 @@ def test_every_problem_in_one_pass(tmp_path, capsys):
         "update, set, each, complete, read_file, move_file",
         "F:11 step 'second' field 'expects.node_type': unknown node_type 'gadget'; known: acceptance, actor, agent, "
         "assignment, chunk, collab, directive, finding, halt, inspection, message, mission, moment, narrative, "
-        "product, reflection, remark, review, session, source, space, thing, user, version",
+        "product, reflection, remark, response, review, session, source, space, thing, user, version",
         "F:7 step 'first' field 'next': next points to 'nowhere', which is not a step of this protocol",
         "F:12 step 'second' field 'next': next points to 'also_nowhere', which is not a step of this protocol",
         "F:13 step 'circle': no path from this step to $complete",

@@ -121,7 +121,7 @@ def test_status_json_has_the_exact_product_tree(launch, home: str) -> None:
     assert (status["mission"], status["state"], status["stop_reason"], status["round"]) == (
         mission_id, "done", "concluded", 4)
     assert status["pending_halt"] is None
-    assert status["usage"]["calls"] == 28 and status["usage"]["cost_usd"] == 0  # 28 turns of one call each
+    assert status["usage"]["calls"] == 24 and status["usage"]["cost_usd"] == 0  # 24 turns of one call each
     assert [(p["depth"], p["name"], p["type"], p["status"], p["owner"], p["version"]) for p in status["products"]] == [
         (0, "Launch brief", "Content", "accepted", "operative-1", 1),
         (0, "Pricing decision", "Decision", "accepted", "operative-2", 2),
@@ -156,7 +156,7 @@ def test_the_research_example_runs_every_turn_first_time(home: str) -> None:
         mission = graph.get(mission_id)
         chair_versions = graph.find("version", {"author": "chair-1"}, fields=["product_id", "number"])
     assert [(v["product_id"], v["number"]) for v in chair_versions] == [("r0.bootstrap.chair-1.add_product0", 2)]
-    assert len(turns) == 44 and {t["attempts"] for t in turns} == {1}
+    assert len(turns) == 36 and {t["attempts"] for t in turns} == {1}
     assert {t["outcome"] for t in turns} == {"final", "halt"}
     notes, recommendation = "r0.bootstrap.chair-1.add_product2", "r0.bootstrap.chair-1.add_product4"
     assert tree == {
@@ -243,7 +243,7 @@ def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> 
         ("user.r0.note0", "user_independent", note, 0)]
     plan_prompt = (tmp_path / "r1.plan.chair-1.txt").read_text()
     assert f"The user wrote: {note}" in plan_prompt
-    assert f"The user wrote: {note}" in (tmp_path / "r1.reflect.operative-1.txt").read_text()
+    assert not (tmp_path / "r1.reflect.operative-1.txt").exists()  # round 1 has nothing to reflect on
     assert "The user answered: People installing it." in (tmp_path / "r0.bootstrap.chair-1.txt").read_text()
 
 

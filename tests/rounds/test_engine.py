@@ -35,20 +35,23 @@ PRICING_V2 = "r2.write.operative-2.write_version0"
 
 ROUND_STEPS = {  # (step, agents) of each round of the launch mission, in order
     0: [("bootstrap", ["chair-1", "chair-1"])],  # asked the user, then answered
-    1: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("write", ["operative-1", "operative-2"]),
+    # No product has a version in round 1, and every one is accepted by round 4: no Reflect then.
+    1: [("plan", ["chair-1"]), ("write", ["operative-1", "operative-2"]),
         ("peer_review", ["operative-1", "operative-2"]), ("inspect", ["watchdog-1"]), ("presentation", ["envoy-1"])],
     2: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("write", ["operative-1", "operative-2"]),
         ("peer_review", ["operative-1", "operative-2"]), ("inspect", ["watchdog-1"]), ("presentation", ["envoy-1"])],
     3: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("presentation", ["envoy-1"])],
-    4: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("presentation", ["envoy-1"])],
+    4: [("plan", ["chair-1"]), ("presentation", ["envoy-1"])],
 }
 LAUNCH_TURNS = sorted(
     {f"r{r}.{step}.{agent}" for r, steps in ROUND_STEPS.items() for step, agents in steps for agent in agents}
     | {"r0.bootstrap.chair-1.after1"}
 )
 DONE_MESSAGE = "The launch plan is complete: brief, pricing and launch-day checklist are all accepted."
-REMARK_TO_OPERATIVE_2 = "- from operative-1 [question]: Can the student price be quoted as a monthly figure in the brief?"
-SELF_REMARK = "- from operative-1 [note]: The checklist needs the final price, so it comes after the pricing decision."
+REMARK_TO_OPERATIVE_2 = ("- from operative-1 [question] in round 1's Write: Can the student price be quoted as a monthly "
+                         "figure in the brief?")
+SELF_REMARK = ("- from operative-1 [note] in round 1's Write: The checklist needs the final price, so it comes after the "
+               "pricing decision.")
 
 
 @pytest.fixture(scope="session")
@@ -150,7 +153,7 @@ def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
         # One turn moment per agent per step (the Chair's bootstrap twice: before and after its question).
         moments = turns(graph)
         assert sorted(moments) == LAUNCH_TURNS
-        assert Counter(t["round"] for t in moments.values()) == {0: 2, 1: 9, 2: 9, 3: 4, 4: 4}
+        assert Counter(t["round"] for t in moments.values()) == {0: 2, 1: 7, 2: 9, 3: 4, 4: 2}
         assert {key: t["outcome"] for key, t in moments.items() if t["outcome"] != "final"} == {
             "r0.bootstrap.chair-1": "halt", "r4.plan.chair-1": "halt"}
         assert {t["attempts"] for t in moments.values()} == {1}
@@ -298,30 +301,27 @@ def test_context_request_is_served_then_the_final_answer_accepted(deviated: Devi
         assert (moment["outcome"], moment["attempts"]) == ("final", 1)  # serving context costs no attempt
         assert graph.get(PRICING_V2)["number"] == 2
     assert isinstance(answer.last, ToolMessage) and answer.last.status == "success"
-    assert tool_feedback(answer.last) == f"REQUESTED CONTEXT\n\n### full_content of p2 Pricing decision\n{content_v1}"
+    assert tool_feedback(answer.last) == ("REQUESTED CONTEXT\n\n### full_content of p2 Pricing decision\n"
+                                          f"v1 (p2's version 1, by operative-2 in round 1)\n{content_v1}")
     assert answer.messages[:2] == ask.messages[:2]  # the same prompt, then the request and what it got
 
 
-def test_remark_to_another_agent_is_read_the_next_round_only(deviated: Deviated) -> None:
+def test_a_remark_to_another_agent_is_read_once_in_its_next_step(deviated: Deviated) -> None:
+    # Written at round 1's Write; operative-2's next step is round 1's Peer Review, and only that one shows it.
     player = deviated.player
-    assert set(player.prompts_of("operative-2", 1)) == {"reflect", "write", "peer_review"}
-    assert [step for step, prompt in player.prompts_of("operative-2", 1).items() if REMARK_TO_OPERATIVE_2 in prompt] == []
-    round_2 = player.prompts_of("operative-2", 2)
-    assert set(round_2) == {"reflect", "write", "peer_review"}
-    assert all(f"## Remarks to you\n{REMARK_TO_OPERATIVE_2}" in prompt for prompt in round_2.values())
-    assert list(player.prompts_of("operative-2", 3)) == ["reflect"]
-    assert REMARK_TO_OPERATIVE_2 not in player.prompts_of("operative-2", 3)["reflect"]
-    others = [c.key for c in player.calls if c.key[2] != "operative-2" and REMARK_TO_OPERATIVE_2 in c.prompt]
-    assert others == []
+    readers = sorted({c.key for c in player.calls if REMARK_TO_OPERATIVE_2 in c.prompt})
+    assert readers == [(1, "peer_review", "operative-2")]
+    assert (f"## Remarks to you (new since your last step)\n{REMARK_TO_OPERATIVE_2}"
+            in player.prompts_of("operative-2", 1)["peer_review"])
 
 
-def test_remark_to_self_is_read_within_its_round_only(deviated: Deviated) -> None:
+def test_a_remark_to_self_is_read_once_in_the_next_step(deviated: Deviated) -> None:
     player = deviated.player
     round_1 = player.prompts_of("operative-1", 1)
     assert {step: SELF_REMARK in prompt for step, prompt in round_1.items()} == {
-        "reflect": False, "write": True, "peer_review": True}  # written at reflect, read by the later steps
+        "write": False, "peer_review": True}  # written at write, read at the agent's next step
     readers = sorted({c.key for c in player.calls if SELF_REMARK in c.prompt})
-    assert readers == [(1, "peer_review", "operative-1"), (1, "write", "operative-1")]
+    assert readers == [(1, "peer_review", "operative-1")]
 
 
 # --------------------------------------------------------------- 3. the retry budget runs out
@@ -375,7 +375,7 @@ def _worst_call(home: Path, mission_id: str) -> int:
         return max(max(t.get("call_input_tokens") or [0]) for t in turns(graph).values()) + 8192
 
 
-ROUND_1_ORDER = ["r1.reflect.operative-1", "r1.reflect.operative-2", "r1.plan.chair-1", "r1.write.operative-1",
+ROUND_1_ORDER = ["r1.plan.chair-1", "r1.write.operative-1",
                  "r1.write.operative-2", "r1.peer_review.operative-1", "r1.peer_review.operative-2",
                  "r1.inspect.watchdog-1", "r1.presentation.envoy-1"]  # parallel pairs in id order
 
@@ -406,22 +406,22 @@ def test_spent_budget_pauses_before_the_next_call_and_stop_ends_the_mission(home
 
 
 def test_continue_doubles_the_budget_and_a_number_below_the_spend_asks_again(home: Path) -> None:
-    paused = run_mission(launch_with_budget(6000), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
+    paused = run_mission(launch_with_budget(4000), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
     mission = paused.mission_id
 
-    again = resume_mission(mission, answer="continue", home=home)  # 12,000 tokens
+    again = resume_mission(mission, answer="continue", home=home)  # 8,000 tokens
 
     spent = _spent(home, mission)
     assert (again.state, again.pending_halt["id"]) == ("halted", "r1.budget2")
-    assert again.pending_halt["message"] == _budget_question(12000, spent)
-    assert 12000 <= spent < 12000 + _worst_call(home, mission)
+    assert again.pending_halt["message"] == _budget_question(8000, spent)
+    assert 8000 <= spent < 8000 + _worst_call(home, mission)
     with open_graph(home, mission) as graph:
-        assert graph.get(mission)["budget_tokens"] == 12000
+        assert graph.get(mission)["budget_tokens"] == 8000
 
     # A budget still below the spend is asked about again (it must not replay the answer forever).
-    still_short = resume_mission(mission, answer="7000", home=home)
+    still_short = resume_mission(mission, answer="5000", home=home)
     assert (still_short.state, still_short.pending_halt["id"]) == ("halted", "r1.budget3")
-    assert still_short.pending_halt["message"] == _budget_question(7000, spent)
+    assert still_short.pending_halt["message"] == _budget_question(5000, spent)
 
     done = resume_mission(mission, answer="100000 tokens", home=home)
     assert (done.state, done.stop_reason, done.round) == ("done", "concluded", 4)
@@ -485,7 +485,7 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
 
     plan_2 = player.prompts_of("chair-1", 2)["plan"]
     assert "## From the user\n" in plan_2 and f"\nThe user wrote: {note}" in plan_2
-    assert f"- c1 on the mission [user_independent, importance 6] by user: {note}" in plan_2
+    assert f"- c1 on the mission [user_independent, importance 6] by user (round 1): {note}" in plan_2
     for operative in ("operative-1", "operative-2"):
         assert f"## From the user\nThe user wrote: {note}" in player.prompts_of(operative, 2)["reflect"]
     assert [c.key for c in player.calls if note in c.prompt and c.key[0] == 1] == []
@@ -497,9 +497,19 @@ def test_a_mission_out_of_rounds_or_stopped_goes_on_to_the_end_of_a_whole_run(ho
 
     short = run_mission(LAUNCH_MISSION, home=home, rounds=2)
     assert (short.state, short.stop_reason, short.round) == ("done", "noMoreRounds", 2)
+    with open_graph(home, short.mission_id) as graph:  # its last round ends with the Chair's closing decisions
+        assert sorted(turns(graph)) == sorted([t for t in LAUNCH_TURNS if t.startswith(("r0.", "r1.", "r2."))]
+                                              + ["r2.close.chair-1"])
+        assert {p["name"]: (p["status"], p.get("accepted_round")) for p in graph.find("product")} == {
+            "Launch brief": ("accepted", 2), "Pricing decision": ("accepted", 2),
+            "Launch-day checklist": ("accepted", 2)}
     with pytest.raises(MissionError, match="--rounds 2 is not more than the 2 round"):
         resume_mission(short.mission_id, rounds=2, home=home)
-    longer = resume_mission(short.mission_id, rounds=4, home=home)
+    # Everything is accepted: round 3 has nothing to reflect on, and its Plan ends the mission.
+    player = ScriptPlayer(inject={(3, "plan", "chair-1"): [{"tool": "halt", "args": script_args(4, "plan", "chair-1")}]})
+    longer = resume_mission(short.mission_id, rounds=4, model=player.model(), home=home)
+    assert (longer.state, longer.stop_reason, longer.round, longer.detail) == ("done", "concluded", 3, DONE_MESSAGE)
+    assert [call.key for call in player.calls] == [(3, "plan", "chair-1"), (3, "presentation", "envoy-1")]
 
     def stop_after_round_2(event: MissionEvent) -> None:
         if isinstance(event, TurnDone) and event.step == "presentation" and event.round == 2:
@@ -509,11 +519,12 @@ def test_a_mission_out_of_rounds_or_stopped_goes_on_to_the_end_of_a_whole_run(ho
     assert (stopped.state, stopped.stop_reason, stopped.round) == ("done", "userHalt", 2)
     went_on = resume_mission(stopped.mission_id, home=home)  # the mission file's limit: 4 rounds
 
+    assert (went_on.state, went_on.stop_reason, went_on.round, went_on.detail) == ("done", "concluded", 4, DONE_MESSAGE)
+    assert (went_on.usage, went_on.turns) == (whole.usage, whole.turns)
     for result in (longer, went_on):
-        assert (result.state, result.stop_reason, result.round, result.detail) == ("done", "concluded", 4, DONE_MESSAGE)
-        assert (result.usage, result.turns) == (whole.usage, whole.turns)
         with open_graph(home, result.mission_id) as graph:
-            assert sorted(turns(graph)) == LAUNCH_TURNS
+            if result is went_on:
+                assert sorted(turns(graph)) == LAUNCH_TURNS
             assert {p["name"]: p["status"] for p in graph.find("product")} == {
                 "Launch brief": "accepted", "Pricing decision": "accepted", "Launch-day checklist": "accepted"}
 
@@ -534,7 +545,7 @@ def test_an_answer_to_an_ended_mission_and_a_graph_that_is_no_mission_are_refuse
 
 TINY = {"name": "welcome-note", "request": "Write a short welcome note for new Margin users.",
         "team": {"operatives": 1}, "rounds": 1}
-TINY_ANSWERS = [  # (tool, input) in call order: bootstrap, reflect, plan, write, inspect, presentation
+TINY_ANSWERS = [  # (tool, input) in call order: bootstrap, plan, write, inspect, close, presentation
     ("final_output", {
         "thinking": {"interpretation": "A welcome note for new users.", "scopeDecisions": "One note, nothing else."},
         "mission": "Write the welcome note new Margin users read first.",
@@ -543,9 +554,6 @@ TINY_ANSWERS = [  # (tool, input) in call order: bootstrap, reflect, plan, write
         "operativeDomains": {"operative-1": {"responsibility": "The welcome note", "area": "copy"}},
         "initialProducts": [{"name": "Welcome note", "type": "Content", "owner": "operative-1",
                              "dod": "Says what Margin does and how to take a first note."}]}),
-    ("final_output", {"reasoning": "Nothing is written yet.",
-                      "reflections": [{"refersToProduct": "p1", "dodStatus": "not_met", "feedbackResponses": [],
-                                       "nextVersionDelta": "Write the first note."}]}),
     ("final_output", {
         "thinking": {"roundStrategy": "Write the note.", "acceptanceRationale": "Nothing to accept yet."},
         "treeOperations": [], "acceptance": [],
@@ -560,14 +568,16 @@ TINY_ANSWERS = [  # (tool, input) in call order: bootstrap, reflect, plan, write
         "changeSummary": "First version."}}]}),
     ("final_output", {"reasoning": "It meets its definition of done.",
                       "inspections": [{"productId": "p1", "versionId": "v1", "assessment": "approved", "findings": []}]}),
+    ("final_output", {"reasoning": "The note passed inspection and says both things its DoD asks for.",
+                      "acceptance": [{"productId": "p1", "accepted": True, "versionId": "v1"}]}),
     ("final_output", {"reasoning": "One thing happened: the note.",
                       "messages": [{"asAgent": "operative-1", "content": "The welcome note is written and passed inspection."}]}),
 ]
-TINY_TURNS = ["r0.bootstrap.chair-1", "r1.reflect.operative-1", "r1.plan.chair-1", "r1.write.operative-1",
-              "r1.inspect.watchdog-1", "r1.presentation.envoy-1"]
-TINY_TOOLS = [["final_output", "halt"], ["final_output", "request_context"],
-              ["final_output", "request_context", "halt"], ["final_output", "request_context"],
-              ["final_output", "request_context"], ["final_output", "request_context"]]
+TINY_TURNS = ["r0.bootstrap.chair-1", "r1.plan.chair-1", "r1.write.operative-1", "r1.inspect.watchdog-1",
+              "r1.close.chair-1", "r1.presentation.envoy-1"]  # one round: the last, so it closes
+TINY_TOOLS = [["final_output", "halt"], ["final_output", "request_context", "halt"],
+              ["final_output", "request_context"], ["final_output", "request_context"],
+              ["final_output", "request_context", "halt"], ["final_output", "request_context"]]
 DUMMY_API_KEY = "sk-ant-test-rounds-0123456789"
 
 
@@ -596,7 +606,7 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
         assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}] * 2
         assert [m["role"] for m in body["messages"]] == ["user"]
     assert "Bootstrap (round 0)" in claude.requests[0].body["system"][0]["text"]
-    charter, now = claude.requests[3].body["messages"][0]["content"]  # two blocks, the charter cached
+    charter, now = claude.requests[2].body["messages"][0]["content"]  # two blocks, the charter cached
     assert charter["cache_control"] == {"type": "ephemeral"} and charter["text"].startswith("## Mission\n")
     assert "## Your assignments this round\n### p1 Welcome note [Content]" in now["text"]
     with open_graph(home, result.mission_id) as graph:
@@ -608,7 +618,9 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
         assert usage == [(1100 * n, 10 * n, 100 * n) for n in range(1, 7)]
         version = graph.get("r1.write.operative-1.write_version0")
         assert (version["number"], version["title"], version["content"]) == (
-            1, "Welcome to Margin", TINY_ANSWERS[3][1]["versions"][0]["newVersion"]["content"])
+            1, "Welcome to Margin", TINY_ANSWERS[2][1]["versions"][0]["newVersion"]["content"])
+        assert (graph.get(graph.find("product")[0]["id"])["status"], graph.find("product")[0]["accepted_round"]) == (
+            "accepted", 1)  # written, inspected and accepted in the mission's one round
         assert spoken(graph) == [(1, "operative-1", "The welcome note is written and passed inspection.")]
     assert result.usage.input_tokens == sum(1100 * n for n in range(1, 7))
     # Sonnet: $3 per million uncached input tokens, a tenth of that when read from cache, $15 per million output.
@@ -690,7 +702,7 @@ def test_an_answer_nested_900_levels_deep_is_a_rejected_attempt_and_the_mission_
 
 
 def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(deviated: Deviated) -> None:
-    reflect = deviated.player.calls_of(1, "reflect", "operative-1")[0]
+    reflect = deviated.player.calls_of(2, "reflect", "operative-1")[0]
     # The Chair's bootstrap wrote them (the launch script); the role card's persona is replaced.
     # The agent's own block of the system prompt (the role's block before it is the same for all).
     assert reflect.messages[0].content[-1]["text"] == (
@@ -706,7 +718,7 @@ def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(devia
 def test_each_turn_moment_keeps_the_agents_reasoning(deviated: Deviated) -> None:
     with deviated.graph() as graph:
         moments = {m["id"]: m for m in graph.find("moment", {"type": "turn"}, fields=["reasoning"])}
-    assert moments["r1.reflect.operative-1"]["reasoning"] == script_args(1, "reflect", "operative-1")["reasoning"]
+    assert moments["r2.reflect.operative-1"]["reasoning"] == script_args(2, "reflect", "operative-1")["reasoning"]
     assert moments["r1.inspect.watchdog-1"]["reasoning"] == script_args(1, "inspect", "watchdog-1")["reasoning"]
     # The Chair's thinking is its reasoning; a halt's message is the reasoning of a halting turn.
     plan = script_args(1, "plan", "chair-1")["thinking"]

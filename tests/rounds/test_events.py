@@ -60,19 +60,19 @@ def test_the_research_examples_event_stream_accounts_for_every_turn_and_token(ho
     turns = [e for e in events if e["kind"] == "turn_done"]
     summary = re.search(r"^usage: ([\d,]+) in, ([\d,]+) out, ([\d,]+) cached", result.stdout, re.MULTILINE)
     reported = [int(group.replace(",", "")) for group in summary.groups()]
-    assert reported == [74879, 9953, 0]
+    assert reported == [67099, 9344, 0]
     assert [sum(t[key] for t in turns) for key in ("input_tokens", "output_tokens", "cache_read_tokens")] == reported
     # Each turn's tokens are its model calls', and every turn the graph holds is in the stream.
     calls = [e for e in events if e["kind"] == "model_call"]
     assert sum(c["input_tokens"] for c in calls) == reported[0] and len(calls) == sum(t["calls"] for t in turns)
     with ContextGraph.open(name=mission_id, home=home) as graph:
         moments = graph.find("moment", {"type": "turn"}, fields=["round", "step", "agent"])
-    assert len(turns) == len(moments) == 44
+    assert len(turns) == len(moments) == 36
     assert sorted((t["round"], t["step"], t["agent"]) for t in turns) == sorted(
         (m["round"], m["step"], m["agent"]) for m in moments)
     assert events[0]["kind"] == "mission_start" and events[0]["mission"] == mission_id
     assert events[-1] == {**events[-1], "kind": "run_end", "state": "done", "stop_reason": "concluded", "round": 5,
-                          "turns": 44, "input_tokens": 74879, "output_tokens": 9953, "question": None}
+                          "turns": 36, "input_tokens": 67099, "output_tokens": 9344, "question": None}
     assert [e["kind"] for e in events].count("round_start") == 5
     assert [(e["kind"], e.get("source")) for e in events if e["kind"] in ("halt", "answer")] == [
         ("halt", None), ("answer", "mission file")]
@@ -84,7 +84,7 @@ def test_events_dash_writes_json_lines_to_stdout_and_peoples_lines_to_stderr(hom
 
     assert result.returncode == 0, result.stderr
     kinds = [json.loads(line)["kind"] for line in result.stdout.splitlines()]
-    assert kinds[0] == "mission_start" and kinds[-1] == "run_end" and kinds.count("turn_done") == 28
+    assert kinds[0] == "mission_start" and kinds[-1] == "run_end" and kinds.count("turn_done") == 24
     assert "round 1 · plan · chair-1 · " in result.stderr and "state: done (concluded), round 4" in result.stderr
 
 
@@ -126,7 +126,7 @@ def test_on_event_gets_typed_events_in_order_with_the_envoys_lines(home: str) ->
     ended = events[-1]
     assert isinstance(ended, RunEnded)
     assert (ended.turns, ended.input_tokens, ended.output_tokens) == (
-        28, result.usage.input_tokens, result.usage.output_tokens)
+        24, result.usage.input_tokens, result.usage.output_tokens)
 
 
 def test_a_failed_turn_says_why_in_its_event(home: str) -> None:
@@ -169,7 +169,7 @@ def test_stream_mission_yields_what_on_event_gets_and_raises_the_runs_error(home
 
     streamed = list(stream)
 
-    assert streamed == heard and len(streamed) == 117
+    assert streamed == heard and len(streamed) == 103
     assert stream.result.state == "done" and stream.result.mission_id == streamed[0].mission
     with pytest.raises(ConfigError, match="mission file no-such.mission.yaml: cannot read"):
         list(stream_mission("no-such.mission.yaml", home=home))

@@ -85,12 +85,13 @@ def test_outages_pause_the_mission_and_resume_finishes_it_as_if_nothing_happened
     calm = run_mission(launch(), model="claude-sonnet-4-6", home=home, model_settings=MODEL)
     assert (calm.state, calm.stop_reason) == ("done", "concluded")
 
-    # Before the 5th answer (round 1's plan) three rate limits and overloads; before the 14th
-    # (round 2's plan) a hang past the timeout, a dropped connection and a body that is no message.
+    # Before the 3rd answer (round 1's plan: round 1 has nothing to reflect on) three rate limits
+    # and overloads; before the 12th (round 2's plan) a hang past the timeout, a dropped connection
+    # and a body that is no message.
     api.respond_with(Outages({
-        5: [overloaded(429, "rate_limit_error"), overloaded(529, "overloaded_error"),
+        3: [overloaded(429, "rate_limit_error"), overloaded(529, "overloaded_error"),
             overloaded(500, "api_error", retry_after=None)],
-        14: [Hang(seconds=1.5), Disconnect("before_response"), CannedResponse(200, b"<html>502 Bad Gateway</html>")],
+        12: [Hang(seconds=1.5), Disconnect("before_response"), CannedResponse(200, b"<html>502 Bad Gateway</html>")],
     }))
     events: list = []
 

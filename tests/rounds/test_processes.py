@@ -178,7 +178,7 @@ def test_kill_9_mid_round_then_resume_leaves_the_graph_of_a_clean_run(home: str,
         # One turn per (round, step, agent); the Chair's bootstrap has two: the question, then
         # the charter it wrote after the answer (r0.bootstrap.chair-1 and ...chair-1.after1).
         assert turns.pop((0, "bootstrap", "chair-1")) == 2
-        assert set(turns.values()) == {1} and len(turns) == 26
+        assert set(turns.values()) == {1} and len(turns) == 22
         duplicated = graph.read_cypher("MATCH (n) WITH n.id AS id, count(*) AS copies WHERE copies > 1 RETURN id")
         assert duplicated == []
         for node_type in ("product", "version", "inspection", "acceptance", "message", "collab", "review",

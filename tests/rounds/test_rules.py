@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from cabal.entities import (
-    Acceptance, AddProduct, Assignment, BootstrapOutput, Inspection, InspectOutput, Message, MoveProduct,
+    Acceptance, AddProduct, Assignment, BootstrapOutput, FeedbackResponse, Inspection, InspectOutput, Message, MoveProduct,
     PeerReviewOutput, PlanOutput, PresentationOutput, Reflection, ReflectOutput, RemoveProduct, UpdateProduct,
     VersionWrite, WriteOutput,
 )
@@ -104,6 +104,47 @@ def test_an_addressed_blocking_collab_no_longer_blocks():
     blocking = {"id": "c1", "product_id": "doc", "importance": 9, "summary": "s"}
     assert check("acceptable_version", ACCEPT, products=dict(TREE), versions=[VERSION], inspections=[PASSED],
                  reflections=[MET], collabs=[blocking], addressed={"c1"}) == []
+
+
+# The last round's closing decisions: v3 was written this round (2), after its owner's Reflect.
+WRITTEN_NOW = {"id": "v3", "product_id": "doc", "number": 3, "round": 2, "author": "operative-1"}
+PASSED_NOW = dict(PASSED, id="i2", version_id="v3", round=2)
+NOT_MET = dict(MET, dod_status="not_met")  # the owner's word on v2, before it wrote v3
+ACCEPT_NOW = Acceptance(productId="doc", accepted=True, versionId="v3")
+
+
+def test_a_version_written_this_round_is_accepted_on_its_inspection_without_a_reflection():
+    given = {"products": dict(TREE), "versions": [VERSION, WRITTEN_NOW], "inspections": [PASSED, PASSED_NOW]}
+    assert check("acceptable_version", ACCEPT_NOW, **given, reflections=[NOT_MET]) == []
+    assert check("acceptable_version", ACCEPT_NOW, **given, reflections=[]) == []
+    # The other conditions hold as at Plan: a passed inspection, no blocking collab.
+    assert check("acceptable_version", ACCEPT_NOW, **dict(given, inspections=[PASSED])) == [
+        "v3 of 'Brief' has not been inspected yet"]
+    assert check("acceptable_version", ACCEPT_NOW, **given, collabs=[
+        {"id": "c1", "product_id": "doc", "importance": 8, "summary": "data loss"}]) == [
+        "1 open collab(s) of importance >= 8 block acceptance: data loss"]
+
+
+COLLABS = [{"id": "c1", "product_id": "doc", "importance": 6, "summary": "s"},
+           {"id": "c2", "product_id": "lib", "importance": 4, "summary": "s"},
+           {"id": "c3", "product_id": "doc", "importance": 3, "summary": "s"}]
+
+
+def test_write_answers_only_open_feedback_on_what_the_operative_owns_or_was_assigned():
+    ctx = RuleContext(snapshot(products=dict(TREE), collabs=COLLABS, addressed={"c3"},
+                               assignments=[{"id": "a", "product_id": "lib", "assignee": "operative-2", "round": 2}]),
+                      TEAM, "operative-2")
+    answers = [FeedbackResponse(collabId=c, action="defer", rationale="r") for c in ("c2", "c2", "c1", "c3", "c9")]
+    assert [ABOUT_RULES["answerable_collab"](answer, ctx) for answer in answers] == [
+        [],  # on the Library, assigned to operative-2 this round
+        ["this collab is answered twice in this answer; answer it once"],
+        ["this collab is on 'Brief', which you neither own nor were assigned this round; answer only feedback on "
+         "your own work"],
+        ["this collab is already answered; it is no longer open feedback"],
+        ["this collab does not exist"],
+    ]
+    owner = RuleContext(snapshot(products=dict(TREE), collabs=COLLABS), TEAM, "operative-1")  # owns the Brief
+    assert ABOUT_RULES["answerable_collab"](answers[2], owner) == []
 
 
 def test_only_assigned_products_get_versions():

@@ -16,7 +16,7 @@ from cabal.rounds.api import run_mission
 from cabal.rounds.rules import ABOUT_RULES, RuleContext
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.team import Team, load_role_cards
-from cabal.vocabulary import AGENT_ID, Role, is_agent_id, role_of
+from cabal.vocabulary import AGENT_ID, Role, Step, is_agent_id, role_of
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM_EXAMPLE = ROOT / "examples" / "team" / "team.mission.yaml"
@@ -190,3 +190,14 @@ def test_the_web_pages_team_example_finds_its_cards_next_to_it():
     launch = example_launch("team", answer_myself=False)
     assert launch.mission["team"]["cards"] == str(TEAM_EXAMPLE.parent / "cards")
     assert launch.model == f"scripted:{TEAM_EXAMPLE.parent / 'team.script.yaml'}"
+
+
+def test_the_envoys_persona_is_a_reporters_and_the_chair_acts_at_close() -> None:
+    cards = load_role_cards()
+    assert cards[Role.ENVOY].persona.startswith(
+        "You are the team's voice to the user: you report, you never review or judge the work yourself.")
+    assert "usability" not in cards[Role.ENVOY].persona
+    assert [(w.field, w.protocol, w.about) for w in cards[Role.CHAIR].steps[Step.CLOSE]] == [
+        ("acceptance", "decide_acceptance", "acceptable_version"), ("remarks", "add_remark", "known_recipients")]
+    assert ("feedbackResponses", "answer_feedback", "answerable_collab") in [
+        (w.field, w.protocol, w.about) for w in cards[Role.OPERATIVE].steps[Step.WRITE]]

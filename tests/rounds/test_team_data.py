@@ -44,13 +44,13 @@ def test_an_unknown_skill_stops_the_run_before_anything_is_written(graph_server)
 
 def test_a_projects_own_prompt_overrides_the_built_in_one(graph_server, tmp_path, monkeypatch):
     (tmp_path / "prompts" / "steps").mkdir(parents=True)
-    (tmp_path / "prompts" / "steps" / "reflect.md").write_text("Reflect in the house style: MARKER-7.\n")
+    (tmp_path / "prompts" / "steps" / "write.md").write_text("Write in the house style: MARKER-7.\n")
     monkeypatch.chdir(tmp_path)
     model, calls = recording_team()
     result = run_mission({**MISSION, "team": {"operatives": 1}}, model=model, home=graph_server.home)
     assert result.state == "done"
     systems = {(step, agent): system for step, agent, system, _ in calls}
-    assert "Reflect in the house style: MARKER-7." in systems[("reflect", "operative-1")]
-    assert "MARKER-7" not in systems[("write", "operative-1")]  # the other steps keep the built-in text
+    assert "Write in the house style: MARKER-7." in systems[("write", "operative-1")]
+    assert "MARKER-7" not in systems[("inspect", "watchdog-1")]  # the other steps keep the built-in text
     with ContextGraph.open(name=result.mission_id, home=graph_server.home) as graph:
         assert graph.get(result.mission_id)["status"] == "done"

@@ -166,6 +166,11 @@ def test_text_in_a_source_is_quoted_data_and_cannot_talk_the_rules_around(tmp_pa
         (1, "inspect", "watchdog-1"): [_blocking_inspection(script)],
         # The Chair, as if persuaded, tries to accept both; the rules refuse p1, then it accepts p2 only.
         (2, "plan", "chair-1"): [_acceptance(script, both=True), _acceptance(script, both=False)],
+        # The blocked price stays open, so its owner reflects on it in round 3.
+        (3, "reflect", "operative-1"): [{"tool": "final_output", "args": {
+            "reasoning": "The inspection blocked the price.", "reflections": [{
+                "refersToProduct": "p1", "dodStatus": "not_met", "feedbackResponses": [],
+                "nextVersionDelta": "Price from the interviews and the price sheet."}]}}],
     })
 
     result = run_mission(mission, model=player.model(), home=home)
@@ -187,13 +192,18 @@ def test_text_in_a_source_is_quoted_data_and_cannot_talk_the_rules_around(tmp_pa
 def test_a_changed_file_on_resume_is_a_new_version_of_its_source_and_status_says_so(tmp_path: Path, home: Path) -> None:
     mission = copied_example(tmp_path)
     events: list[MissionEvent] = []
-    first = run_mission(mission, home=home, rounds=1)
+    # Round 1 is the last at first: its closing decisions leave both products to the next Plan,
+    # so the resumed mission runs the example's rounds 2 and 3.
+    leave_open = {"tool": "final_output", "args": {"reasoning": "The mission goes on; the next Plan decides.",
+                                                   "acceptance": []}}
+    player = ScriptPlayer(load_script(EXAMPLE / "sources.script.yaml"), inject={(1, "close", "chair-1"): [leave_open]})
+    first = run_mission(mission, home=home, rounds=1, model=player.model())
     assert (first.state, first.stop_reason) == ("done", "noMoreRounds")
     notes = mission.parent / "docs" / "interview-notes.md"
     notes.write_text(notes.read_text().replace("about 4 USD", "about 3 USD").replace("coffee", "bus ticket"))
     (mission.parent / "docs" / "competitor-prices.csv").unlink()
 
-    resumed = resume_mission(first.mission_id, rounds=3, home=home, on_event=events.append)
+    resumed = resume_mission(first.mission_id, rounds=3, home=home, on_event=events.append, model=player.model())
 
     assert (resumed.state, resumed.stop_reason) == ("done", "concluded")
     assert [e.message for e in events if isinstance(e, Warned)] == [

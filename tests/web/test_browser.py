@@ -123,8 +123,8 @@ def test_an_example_started_in_the_page_asks_and_the_answer_brings_its_rounds_in
         "you: Students first: university students who take lecture notes. Teachers come later.")
     assert page.locator("#product-1 .content").inner_text().strip() == BRIEF_TEXT
     assert page.locator("#part-products section.product > .head .badge").all_text_contents() == ["accepted"] * 3
-    assert page.locator("ul.tree .node").count() == 3 and page.locator("svg.timeline circle").count() == 28
-    assert mission_report(mission_id).usage.total.turns == 28
+    assert page.locator("ul.tree .node").count() == 3 and page.locator("svg.timeline circle").count() == 24
+    assert mission_report(mission_id).usage.total.turns == 24
     shoot(page, "done-laptop")
     shoot(page, "done-laptop-full", full=True)
     page.set_viewport_size(PHONE)
