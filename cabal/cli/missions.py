@@ -217,8 +217,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_continue(args: argparse.Namespace) -> int:
     return _driven(args, lambda watch: rounds.continue_mission(
-        args.mission_id, " ".join(args.direction), rounds=args.rounds, model=args.model, home=args.home,
-        url=args.url, model_settings=_settings(args), on_event=watch.listener()), args.mission_id)
+        args.mission_id, " ".join(args.direction), rounds=args.rounds, model=replay_model_spec(args.model, args),
+        home=args.home,
+        url=args.url, model_settings=_settings(args), on_event=watch.listener(), record=not args.no_record),
+        args.mission_id)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:

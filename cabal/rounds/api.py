@@ -42,6 +42,7 @@ from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
+from cabal.rounds.replays import continue_session
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
@@ -145,7 +146,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
                 call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
-                sources: list[str | Wanted] | None = None, record: bool = True,
+                sources: list[str | Wanted] | Collected | None = None, record: bool = True,
                 workspace: Workspace | None = None) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
 
@@ -161,14 +162,19 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``budget_usd``: the mission's cost budget in dollars, or ``"none"`` for no budget at all,
     over the mission file's; without either, ``CABAL_BUDGET_USD``, else $2.
     ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
-    relative to the current folder, or entries already made (``cabal.sources.folder_wanted``).
+    relative to the current folder, or entries already made (``cabal.sources.folder_wanted``);
+    or files already read (a ``Collected``: what a replay gives, the sources as the recorded
+    mission read them).
     ``record``: keep every model call in the mission's cassette (``llm/cassette.py``).
     ``workspace``: the workspace already resolved (a batch's worker keeps one for all its
     missions), instead of ``home`` and ``url``.
     """
     spec, base = _loaded(mission)
-    wanted = spec.wanted_sources(base) + typed_wanted(list(sources or []))
+    read = sources if isinstance(sources, Collected) else None
+    wanted = spec.wanted_sources(base) + ([] if read is not None else typed_wanted(list(sources or [])))
     collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
+    if read is not None and read.files:
+        collected = Collected((collected.files if collected else ()) + read.files)
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     starting = spec.starting_budget(budget_usd)
@@ -269,18 +275,19 @@ def continue_mission(mission_id: str, direction: str, *, rounds: int | None = No
                      home: str | Path | None = None, url: str | None = None,
                      model_settings: dict[str, Any] | None = None,
                      on_event: Callable[[MissionEvent], None] | None = None,
-                     call_limiter: CallLimiter | None = None) -> MissionResult:
+                     call_limiter: CallLimiter | None = None, record: bool = True) -> MissionResult:
     """Take a mission that ended (concluded, out of rounds or budget, stopped) further with a new
     direction: it reopens, the Chair reads ``direction`` at the next Plan and may add, change or
     reopen products, and the team goes on for ``rounds`` more rounds (default: the mission
-    file's ``rounds``). Versions go on from the old numbers; the report shows both parts."""
+    file's ``rounds``). Versions go on from the old numbers; the report shows both parts.
+    ``record``: as ``run_mission`` takes it."""
     if rounds is not None and rounds < 1:
         raise MissionError(f"--rounds {rounds}: continue for at least one more round")
     problems = answer_problems(direction) if direction.strip() else ["it is empty"]
     if problems:
         raise MissionError("the direction cannot be used: " + "; ".join(map(str, problems)))
     return _resume(mission_id, model=model, rounds=rounds, home=home, url=url, model_settings=model_settings,
-                   on_event=on_event, call_limiter=call_limiter, direction=direction.strip())
+                   on_event=on_event, call_limiter=call_limiter, direction=direction.strip(), record=record)
 
 
 def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, rounds: int | None = None,
@@ -348,7 +355,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
             run.emit(MissionContinued(mission_id, round=status.round, direction=direction, rounds=extend))
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
-                      {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
+                      {}, session_id=continue_session(mission_id, status.round, extend))
             return _drive(workspace, run, None, reopen=True, record=record)
         return _drive(workspace, run, Command(resume=answer) if answer is not None else None, record=record)
     finally:

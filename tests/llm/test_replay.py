@@ -345,3 +345,32 @@ def test_a_changed_tool_schema_is_named_with_its_diff(tmp_path: Path) -> None:
     assert '-    "type": "string"' in caught.value.diff and '+    "type": "integer"' in caught.value.diff
     with pytest.raises(ReplayMismatch, match=r"at round 2, step 'write', agent 'operative-1', call 1, no call was recorded there$"):
         call_model(replay, messages, [tool], metadata=call_metadata(round=2, step="write", agent="operative-1"))
+
+
+def test_a_continued_mission_replays_whole_strict_and_lenient(home: Path) -> None:
+    # The replay starts with the round limit the mission started with (a prompt says "Round 1 of
+    # 2"), then continues at round 2 with the user's direction, as the recorded mission did.
+    from cabal.rounds.api import continue_mission
+
+    first = run_mission(LAUNCH, home=home, model="simulated", rounds=2)
+    continued = continue_mission(first.mission_id, "Add a budget line to the launch brief.", rounds=1, home=home)
+    assert (continued.state, continued.round) == ("done", 3), continued.detail
+    for mode in ("strict", "lenient"):
+        replay = replay_mission(first.mission_id, mode=mode, home=home)
+        assert (replay.state, replay.stop_reason, replay.round) == ("done", "noMoreRounds", 3), replay.detail
+        assert graph_dump(home, replay.mission_id) == graph_dump(home, first.mission_id)
+        assert replay.usage == continued.usage
+
+
+def test_a_replay_reads_the_sources_the_mission_read_a_source_option_included(home: Path, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Pricing notes\n\nStudents pay 3 dollars a month.\n")
+    recorded = run_mission(LAUNCH, home=home, model="simulated", rounds=1, sources=[str(notes)])
+    assert recorded.state == "done", recorded.detail
+    notes.write_text("# Pricing notes\n\nEveryone pays 9 dollars a month.\n")  # changed since: the replay reads what was read
+    replay = replay_mission(recorded.mission_id, home=home)
+    assert replay.state == "done", replay.detail
+    dump = graph_dump(home, replay.mission_id)
+    assert dump == graph_dump(home, recorded.mission_id)
+    chunks = [json.loads(row) for row in dump if '"node_type": "chunk"' in row]
+    assert [chunk["text"] for chunk in chunks] == ["# Pricing notes\n\nStudents pay 3 dollars a month."]
