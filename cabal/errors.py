@@ -243,6 +243,16 @@ class MissionError(CabalError):
     """A mission cannot be started, resumed or answered in its current state."""
 
 
+class MissionBusy(MissionError, ConfigError):
+    """What was asked of a mission (removing it) is refused while another process runs it:
+    nothing was done, and the command exits 2 like any argument that cannot be used as it stands."""
+
+    def __init__(self, mission_id: str, doing: str) -> None:
+        self.mission_id = mission_id
+        super().__init__(f"cannot {doing} mission {mission_id}: it is running",
+                         hint=f"stop it first (cabal stop {mission_id}), or wait for it to end")
+
+
 class ToolServerUnavailable(ConfigError):
     """A tool server the mission file marks ``required`` cannot be reached: the mission refuses
     to start (or resume), before round 1 and before anything is written."""

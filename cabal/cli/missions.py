@@ -93,12 +93,13 @@ def print_conversation(mission_id: str, home: str | None, url: str | None, strea
 
 
 def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,
-           url: str | None = None) -> None:
-    """The outcome of a run: state, usage, what was accepted and how to read it, what to do next."""
+           url: str | None = None, removed: str | None = None) -> None:
+    """The outcome of a run: state, usage, what was accepted and how to read it, what to do next.
+    ``removed``: the mission is gone after this report (a failed replay), said instead of how to read it."""
     out = stream or sys.stdout
     print(f"\nmission: {result.mission_id}", file=out)
     print(f"state: {outcome(result)}", file=out)
-    for line in next_steps(result):
+    for line in next_steps(result) if removed is None else []:
         print(line, file=out)
     explanation = mismatch_of(result.error_log) if result.state == "failed" else None
     if explanation:  # a strict replay that missed: where, and what changed
@@ -106,6 +107,9 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
         print(f"hint: {ReplayMismatch.hint}", file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
+    if removed is not None:
+        print(removed, file=out)
+        return
     try:
         accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
                     if p.status == "accepted"]
@@ -330,6 +334,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_missions(args: argparse.Namespace) -> int:
     from cabal.rounds.workspace import Workspace
 
+    if args.missions_command == "rm":
+        return _remove_missions(args)
     workspace = Workspace.at(args.home, args.url, reading=True)
     for mission_id in workspace.missions():
         try:
@@ -337,6 +343,23 @@ def cmd_missions(args: argparse.Namespace) -> int:
         except ResourceNotFound:  # a graph named like a mission that holds none
             continue
         print(f"{mission_id}: {outcome(result)}")
+    return 0
+
+
+def _remove_missions(args: argparse.Namespace) -> int:
+    """``cabal missions rm ID...``: every id is checked first (known, not running), so a wrong
+    one removes nothing; then each is removed under its lock."""
+    from cabal.errors import MissionBusy
+    from cabal.rounds.workspace import Workspace
+
+    workspace = Workspace.at(args.home, args.url, reading=True)
+    for mission_id in args.mission_ids:
+        rounds.mission_status(mission_id, home=args.home, url=args.url)  # an unknown id: the closest ones
+        if workspace.is_driven(mission_id):
+            raise MissionBusy(mission_id, "remove")
+    for mission_id in dict.fromkeys(args.mission_ids):
+        rounds.remove_mission(mission_id, home=args.home, url=args.url)
+        print(f"removed {mission_id} (its graph, checkpoints, cassette and transcript)")
     return 0
 
 
@@ -443,8 +466,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     stop.add_argument("mission_id")
     stop.set_defaults(func=cmd_stop)
 
-    missions = common(commands.add_parser("missions", help="list the missions of the workspace"))
-    missions.set_defaults(func=cmd_missions)
+    missions = common(commands.add_parser("missions", help="list the missions of the workspace; "
+                                                           "rm ID...: remove missions"))
+    missions.set_defaults(func=cmd_missions, missions_command=None)
+    remove = common(missions.add_subparsers(dest="missions_command", title="commands", metavar="{rm}").add_parser(
+        "rm", help="remove missions: each one's graph, checkpoints, cassette, transcript and logs (a running "
+                   "mission is refused)"))
+    remove.add_argument("mission_ids", nargs="+", metavar="ID")
 
     schema = commands.add_parser("schema", help="print a JSON Schema: of a mission file (default), of a batch "
                                                 "file, of `cabal export --format json`, or of the --events lines")

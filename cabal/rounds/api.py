@@ -170,8 +170,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     missions), instead of ``home`` and ``url``.
     """
     spec, base = _loaded(mission)
-    read = sources if isinstance(sources, Collected) else None
-    wanted = spec.wanted_sources(base) + ([] if read is not None else typed_wanted(list(sources or [])))
+    read, typed = (sources, []) if isinstance(sources, Collected) else (None, list(sources or []))
+    wanted = spec.wanted_sources(base) + typed_wanted(typed)
     collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
     if read is not None and read.files:
         collected = Collected((collected.files if collected else ()) + read.files)

@@ -1,6 +1,6 @@
 """What a user asks of a mission outside a run: where it is (``mission_status``; with all of it,
-``mission_overview``), what was said (``transcript``), a message for the team (``say``) and a
-request to stop (``stop_mission``).
+``mission_overview``), what was said (``transcript``), a message for the team (``say``), a
+request to stop (``stop_mission``) and its removal (``remove_mission``).
 
 These read or write the mission's graph only, never the round engine: ``cabal status`` and
 its siblings start without importing LangGraph or a model client.
@@ -146,6 +146,15 @@ def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | 
 
         Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
                             session_id=f"{mission_id}.stop")
+
+
+def remove_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:
+    """Remove a mission and everything the workspace holds for it: its graph, checkpoints,
+    cassette, transcript and logs. An unknown id is ``ResourceNotFound`` (the closest ids
+    listed); a mission a live process runs is refused with ``MissionBusy``, nothing removed."""
+    workspace = Workspace.at(home, url, reading=True)
+    _mission_graph(workspace, mission_id).close()  # a mission of this workspace, else the closest ids
+    workspace.remove(mission_id)
 
 
 def transcript(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> str:

@@ -171,6 +171,16 @@ def test_a_changed_prompt_line_stops_a_strict_replay_naming_the_message(home: Pa
             "hint: replay with --replay lenient to match calls by place only, or record the mission again\n"
             ) in result.stdout
     assert "Traceback" not in result.stderr and "During task" not in result.stdout
+    # The replay that missed is removed once the miss is told; --keep keeps it (to read with cabal show).
+    replay_id = result.stdout.split("mission: ", 1)[1].split("\n", 1)[0]
+    assert result.stdout.endswith(f"usage: 0 in, 0 out, 0 cached, $0.0000\n"
+                                  f"the failed replay {replay_id} is removed (keep it with --keep)\n")
+    assert not (home / "missions" / replay_id).exists()
+    assert replay_id not in cabal("missions", "--home", str(home)).stdout
+    kept = cabal("replay", recorded, "--home", str(home), "--quiet", "--keep", cwd=tmp_path)
+    kept_id = kept.stdout.split("mission: ", 1)[1].split("\n", 1)[0]
+    assert kept.returncode == 1 and "is removed" not in kept.stdout
+    assert f"{kept_id}: failed (error), round 0: replay of " in cabal("missions", "--home", str(home)).stdout
     # The same project replays fine from the repository's own prompts.
     assert cabal("replay", recorded, "--home", str(home), "--quiet").returncode == 0
 
