@@ -123,8 +123,9 @@ class ProtocolProblem:
         return f"{where}: {self.message}"
 
 
-class ProtocolLoadError(CabalError):
-    """A protocol (or procedure) file is malformed. Lists every problem found."""
+class ProtocolLoadError(ConfigError):
+    """A protocol (or procedure, role card, skill, script) file is malformed. Lists every problem
+    found. A file is wrong and nothing ran: a usage error (exit 2), like any unusable setting."""
 
     def __init__(self, problems: list[ProtocolProblem]) -> None:
         self.problems = list(problems)
@@ -199,6 +200,15 @@ class UnknownModel(ModelError, ConfigError):
     """A model spec that names no model Cabal can build (an unknown provider, a mistyped Claude
     name, a bare name of another provider's): the user's argument is wrong and nothing ran, so
     the command exits as for any unusable setting (2), not as for a provider that failed."""
+
+
+class MissingKey(ModelError, ConfigError):
+    """A model's provider needs a key and its variable is not set: the user's environment is
+    wrong and nothing ran, so the command exits as for any unusable setting (2)."""
+
+    def __init__(self, model: str, label: str, variable: str, *, provider: str) -> None:
+        self.variable = variable
+        super().__init__(f"model {model!r} needs {label}: set {variable}", provider=provider)
 
 
 class CallRefused(ModelError):

@@ -368,3 +368,25 @@ def test_missions_rm_removes_all_a_mission_leaves_and_refuses_a_running_one(grap
     assert gone not in listed and kept in listed and busy in listed
     again = cabal("missions", "rm", gone, "--home", home)
     assert again.returncode == 1 and again.stderr.startswith(f"cabal: mission not found: '{gone}' (known: ")
+
+
+def test_a_missing_key_or_a_card_of_an_unknown_kind_is_a_usage_error_and_starts_nothing(graph_server,
+                                                                                         tmp_path: Path) -> None:
+    home = str(graph_server.home)
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "x.yaml").write_text("role: astrologer\n")
+    mission = tmp_path / "cards.mission.yaml"
+    mission.write_text("request: Plan the launch.\nteam: {cards: cards}\nmodel: simulated\n")
+    before = Workspace.at(home).missions()
+    no_key = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+
+    keyless, astrologer = cabal_all([["run", str(LAUNCH), "--home", home, "--model", "openai:gpt-4.1-mini"],
+                                     ["run", str(mission), "--home", home]], env=no_key)
+
+    assert [(r.returncode, r.stdout, r.stderr) for r in (keyless, astrologer)] == [
+        (2, "", "cabal: model 'gpt-4.1-mini' needs an OpenAI API key: set OPENAI_API_KEY\n"),
+        (2, "", f"cabal: {cards / 'x.yaml'}:1 field 'role': unknown kind 'astrologer' (closest: watchdog, "
+                "operative, chair)\n"),
+    ]
+    assert Workspace.at(home).missions() == before
