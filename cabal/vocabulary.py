@@ -92,6 +92,10 @@ class Role(StrEnum):
     ENVOY = "envoy"
 
 
+ROLE_WORDS: dict[str, Role] = {word: role for role in Role for word in (role.value, f"{role.value}s")}
+"""The words a file names a role by, singular or plural (``watchdog``, ``watchdogs``): every
+agent of that role. The one map of role names (tool permissions, whom a card speaks as)."""
+
 CHAIR_ID = "chair-1"
 WATCHDOG_ID = "watchdog-1"
 ENVOY_ID = "envoy-1"

@@ -17,7 +17,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
-from cabal.cli.options import add_graph_options, add_record_option, add_replay_options, replay_model_spec
+from cabal.cli.options import (add_graph_options, add_model_option, add_record_option, add_replay_options,
+                               replay_model_spec)
 from cabal.errors import ConfigError, GraphUnavailable, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
@@ -392,10 +393,7 @@ def common(parser: argparse.ArgumentParser, *, model: bool = False, runs: bool =
     """The options a mission command shares: the graph's; the model's (``model``); a run's (``runs``)."""
     add_graph_options(parser)
     if model:
-        parser.add_argument("--model", help="a model: PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b), "
-                                            "claude-..., simulated, scripted:PATH, py:MODULE:FACTORY or "
-                                            "replay:ID_OR_PATH (a recorded mission's calls); cabal models lists "
-                                            "the providers")
+        add_model_option(parser)
         add_replay_options(parser)
         parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one model call may take")
         parser.add_argument("--max-retries", type=int, metavar="N",
