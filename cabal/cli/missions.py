@@ -327,7 +327,10 @@ def cmd_transcript(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    rounds.stop_mission(args.mission_id, home=args.home, url=args.url)
+    result = rounds.stop_mission(args.mission_id, home=args.home, url=args.url)
+    if result.state == "done":  # nothing ran it: it stopped now
+        print(f"{args.mission_id} stopped at round {result.round}; go on later with: cabal resume {args.mission_id}")
+        return 0
     print(f"{args.mission_id} will stop at the start of its next round (userHalt)")
     return 0
 

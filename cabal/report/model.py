@@ -260,7 +260,7 @@ class Question(_Value):
     asker: str
     message: str
     options: tuple[str, ...] = ()
-    status: str = Field(description="pending or answered")
+    status: str = Field(description="pending, answered, or withdrawn (the user stopped the mission instead)")
     answer: str | None = None
     answered_round: int | None = None
 

@@ -247,23 +247,38 @@ def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> 
     assert "The user answered: People installing it." in (tmp_path / "r0.bootstrap.chair-1.txt").read_text()
 
 
-def test_stop_ends_the_mission_at_its_next_round(home: str) -> None:
+def test_stop_of_a_mission_waiting_for_an_answer_ends_it_now_and_withdraws_the_question(home: str) -> None:
     mission_id = start_question(home)
 
     stopped = cabal("stop", mission_id, "--home", home)
-    resumed = cabal("resume", mission_id, "--answer", "People installing it.", "--home", home)
+    again = cabal("stop", mission_id, "--home", home)
 
-    assert stopped.returncode == 0, stopped.stderr
-    assert f"{mission_id} will stop at the start of its next round (userHalt)" in stopped.stdout
-    assert resumed.returncode == 0, resumed.stderr
-    assert "stopped: userHalt" in resumed.stdout
-    assert "state: done (userHalt), round 0" in resumed.stdout
+    assert (stopped.returncode, stopped.stderr) == (0, "")
+    assert stopped.stdout == f"{mission_id} stopped at round 0; go on later with: cabal resume {mission_id}\n"
+    assert again.returncode == 1 and again.stderr == f"cabal: mission {mission_id} has already ended (done, userHalt)\n"
+    assert f"{mission_id}: done (userHalt), round 0" in cabal("status", mission_id, "--home", home).stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         mission = graph.get(mission_id)
+        halts = graph.find("halt", fields=["status", "answer"])
         turns = graph.find("moment", {"type": "turn"}, fields=["round", "step"])
-    assert (mission["status"], mission["stop_reason"]) == ("done", "userHalt")
-    # The answered bootstrap ran (the charter exists) but no round started.
-    assert sorted((t["round"], t["step"]) for t in turns) == [(0, "bootstrap"), (0, "bootstrap")]
+    assert (mission["status"], mission["stop_reason"], mission["halt_requested"]) == ("done", "userHalt", True)
+    assert halts == [{"id": "r0.bootstrap.halt", "status": "withdrawn", "answer": None}]  # not answered: withdrawn
+    assert [(t["round"], t["step"]) for t in turns] == [(0, "bootstrap")]  # nothing ran after the question
+
+
+def test_stop_of_a_running_mission_ends_it_at_its_next_round(home: str) -> None:
+    from cabal.rounds import run_mission, stop_mission
+
+    stopped = []
+
+    def stop_at_round_one(event) -> None:
+        if event.kind == "round_start" and event.round == 1 and not stopped:
+            stopped.append(stop_mission(event.mission, home=home))
+
+    result = run_mission(LAUNCH, home=home, model="simulated", on_event=stop_at_round_one)
+
+    assert [(s.state, s.stop_reason) for s in stopped] == [("running", None)]
+    assert (result.state, result.stop_reason, result.round) == ("done", "userHalt", 1)
 
 
 # ----------------------------------------------------------------------------- bad input
