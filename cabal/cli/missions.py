@@ -233,9 +233,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
         print_conversation(args.mission_id, args.home, args.url, watch.stream)
         result = rounds.mission_status(args.mission_id, home=args.home, url=args.url)
         while result.pending_halt is not None:
-            if not sys.stdin.isatty() and args.answer is None:
-                print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'", file=watch.stream)
-                return exits.HALTED
+            if args.answer is None and not sys.stdin.isatty():  # piped: each line answers the next question
+                line = sys.stdin.readline()
+                if not line:  # nothing (more) on standard input: the question keeps
+                    print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'",
+                          file=watch.stream)
+                    return exits.HALTED
+                args.answer = line.strip()
             if args.answer is None:  # the prompt goes where people's lines go (stdout may carry --events -)
                 print("\nyou> ", end="", file=watch.stream, flush=True)
             try:

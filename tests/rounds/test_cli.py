@@ -224,6 +224,18 @@ def test_chat_answers_the_pending_question(home: str) -> None:
     assert "state: done (concluded), round 3" in answered.stdout
 
 
+def test_chat_takes_the_answer_piped_on_standard_input(home: str) -> None:
+    mission_id = start_question(home)
+
+    piped = subprocess.run([str(CABAL), "chat", mission_id, "--home", home], input="\nContributors first.\n",
+                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+    assert piped.returncode == 0, piped.stderr
+    assert_plain(piped)
+    assert "you: Contributors first." in piped.stdout
+    assert "state: done (concluded), round 3" in piped.stdout
+
+
 def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> None:
     # The recording model writes each prompt it is shown to CABAL_TEST_PROMPTS, in any process.
     env = {"CABAL_TEST_PROMPTS": str(tmp_path)}
