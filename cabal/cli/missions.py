@@ -22,6 +22,7 @@ from cabal.cli.options import (add_graph_options, add_model_option, add_record_o
 from cabal.errors import ConfigError, GraphUnavailable, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
+from cabal.vocabulary import BUDGET_HALT, StopReason
 
 if TYPE_CHECKING:
     from cabal.cli.progress import Progress
@@ -58,6 +59,32 @@ def next_steps(result: MissionResult) -> list[str]:
     if result.state == "interrupted":
         return [f"resume with: cabal resume {result.mission_id}"]
     return [f"traceback: {result.error_log}"] if result.error_log else []
+
+
+def what_to_run_next(result: MissionResult) -> list[str]:
+    """What ``cabal status`` says to run next, for every state a mission can be in."""
+    mission = result.mission_id
+    if result.state == "running":
+        return [f"it is running: leave the team a message with: cabal say {mission} \"...\"   "
+                f"(stop it with: cabal stop {mission})"]
+    if result.state == "halted" and result.pending_halt is not None:
+        if BUDGET_HALT.fullmatch(str(result.pending_halt.get("id"))):
+            return [f"raise the budget with: cabal resume {mission} --answer continue   (doubles it; --answer N: "
+                    f"a budget of N tokens; --answer stop: end here)"]
+        return [f"answer with: cabal chat {mission}   (or: cabal resume {mission} --answer '...')"]
+    if result.state == "done":
+        go_on = {
+            StopReason.NO_MORE_ROUNDS: f"more rounds: cabal resume {mission} --rounds N   (N above {result.round}; "
+                                       f"or with a new direction: cabal continue {mission} \"...\" --rounds N)",
+            StopReason.USER_HALT: f"go on with: cabal resume {mission}   (or with a new direction: "
+                                  f"cabal continue {mission} \"...\")",
+            # An ended mission's budget cannot be raised (a budget question can: see halted above).
+            StopReason.BUDGET: "the budget is spent: run the mission again with a larger one (cabal run FILE "
+                               "--budget-usd USD, or budget: in the mission file)",
+        }.get(StopReason(result.stop_reason) if result.stop_reason else StopReason.CONCLUDED,
+              f"take it further with: cabal continue {mission} \"a new direction\"")
+        return [go_on, f"the whole of it: cabal export {mission} --format html -o report.html"]
+    return next_steps(result)  # interrupted: resume; failed: its traceback
 
 
 def mismatch_of(error_log: str | Path | None) -> str | None:
@@ -291,7 +318,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     print(f"{result.mission_id}: {outcome(result)}")
-    for line in next_steps(result):
+    for line in what_to_run_next(result):
         print(line)
     if result.pending_halt:
         print(printable(f"waiting for you: {result.pending_halt.get('message')}"))

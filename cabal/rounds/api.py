@@ -38,7 +38,7 @@ from cabal.private import write_private
 from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, leave_note, status_of
-from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build_graph
+from cabal.rounds.engine import ANSWER_FROM_FILE, RoundGraph, build_graph
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
@@ -54,7 +54,7 @@ from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace, missio
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
 from cabal.tools.host import ToolHost
-from cabal.vocabulary import USER_ID, MissionState, Role, StopReason
+from cabal.vocabulary import BUDGET_HALT, USER_ID, MissionState, Role, StopReason
 
 
 

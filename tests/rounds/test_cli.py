@@ -357,3 +357,38 @@ def test_reading_commands_load_no_engine_and_no_model_client(launch, home: str) 
         result = subprocess.run([sys.executable, "-c", probe, json.dumps(args), json.dumps(unwanted)],
                                 capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert json.loads(result.stderr.strip().splitlines()[-1]) == [], (command, result.stderr)
+
+
+def test_status_says_what_to_run_next_in_every_state(home: str, launch) -> None:
+    from cabal.rounds import run_mission, stop_mission
+
+    def simulated(**mission) -> str:
+        spec = {"name": "next", "request": "Write a short guide to brewing tea.", "rounds": 1, **mission}
+        return run_mission(spec, home=home, model="simulated").mission_id
+
+    concluded = launch[1]
+    out_of_rounds = simulated()
+    asking = start_question(home)
+    stopped = start_question(home)
+    stop_mission(stopped, home=home)
+    budget_question = simulated(budget={"tokens": 3000})
+    budget_spent = simulated(budget={"tokens": 3000, "when_spent": "stop"})
+    ids = (concluded, out_of_rounds, asking, stopped, budget_question, budget_spent)
+
+    shown = [result.stdout.splitlines()[1:3] for result in cabal_all([["status", i, "--home", home] for i in ids])]
+
+    assert [lines[0] for lines in shown] == [
+        f"take it further with: cabal continue {concluded} \"a new direction\"",
+        f"more rounds: cabal resume {out_of_rounds} --rounds N   (N above 1; or with a new direction: cabal "
+        f"continue {out_of_rounds} \"...\" --rounds N)",
+        f"answer with: cabal chat {asking}   (or: cabal resume {asking} --answer '...')",
+        f"go on with: cabal resume {stopped}   (or with a new direction: cabal continue {stopped} \"...\")",
+        f"raise the budget with: cabal resume {budget_question} --answer continue   (doubles it; --answer N: a "
+        "budget of N tokens; --answer stop: end here)",
+        "the budget is spent: run the mission again with a larger one (cabal run FILE --budget-usd USD, or budget: "
+        "in the mission file)",
+    ]
+    assert [lines[1] for lines in shown] == [
+        f"the whole of it: cabal export {i} --format html -o report.html" if i not in (asking, budget_question)
+        else "waiting for you: " + (QUESTION_TEXT if i == asking else shown[4][1].removeprefix("waiting for you: "))
+        for i in ids]
