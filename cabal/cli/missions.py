@@ -476,7 +476,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     chat = common(commands.add_parser("chat", help="the team's conversation; answer a pending question"),
                   model=True, runs=True)
     chat.add_argument("mission_id")
-    chat.add_argument("--answer", help="answer without a prompt")
+    chat.add_argument("--answer", help="answer without a prompt (a line piped on standard input answers too)")
     chat.set_defaults(func=cmd_chat)
 
     say = common(commands.add_parser("say", help="leave the team a message between rounds"))
@@ -494,7 +494,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     transcript.add_argument("mission_id")
     transcript.set_defaults(func=cmd_transcript)
 
-    stop = common(commands.add_parser("stop", help="ask a mission to stop at its next round"))
+    stop = common(commands.add_parser("stop", help="stop a mission: a running one at its next round, one waiting "
+                                                   "for an answer or paused now"))
     stop.add_argument("mission_id")
     stop.set_defaults(func=cmd_stop)
 
