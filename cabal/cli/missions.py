@@ -505,7 +505,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     remove = common(missions.add_subparsers(dest="missions_command", title="commands", metavar="{rm}").add_parser(
         "rm", help="remove missions: each one's graph, checkpoints, cassette, transcript and logs (a running "
                    "mission is refused)"))
-    remove.add_argument("mission_ids", nargs="+", metavar="ID")
+    remove.add_argument("mission_ids", nargs="+", metavar="ID", help="the missions to remove (cabal missions lists them)")
 
     schema = commands.add_parser("schema", help="print a JSON Schema: of a mission file (default), of a batch "
                                                 "file, of `cabal export --format json`, or of the --events lines")

@@ -99,21 +99,42 @@ def replay_mission(mission_id: str, *, mode: str = "strict", fallback: str | Non
                    home: str | Path | None = None, url: str | None = None, record: bool = True,
                    on_event: Callable[[MissionEvent], None] | None = None) -> MissionResult:
     """Run mission ``mission_id`` again from its cassette, as a new mission: its first part, then
-    each continuation where the recorded one was continued (a part that does not end where the
-    recorded one did is where the replay stops)."""
+    each continuation where the recorded one was continued. A part the user stopped before its
+    round limit is stopped where it was (a part that does not end where the recorded one did is
+    where the replay stops)."""
     from cabal.rounds.api import continue_mission, resume_mission, run_mission
+    from cabal.rounds.control import stop_mission
+    from cabal.rounds.events import fan_out
 
     recorded = recorded_mission(mission_id, home=home, url=url)
     cassette = Workspace.at(home, url, reading=True).mission_dir(mission_id) / CASSETTE_FILE
+    limit = int(recorded.spec.get("rounds") or 1)
+    ends = [step.after_round for step in recorded.continuations]
+
+    def stopping_at(limit: int, part: int) -> Callable[[MissionEvent], None] | None:
+        """A listener that stops the replay where the user stopped this part of the recorded mission."""
+        end = ends[part] if part < len(ends) else None
+        if end is None or end >= limit or end == 0:
+            return on_event
+
+        def stop(event: MissionEvent) -> None:
+            if event.kind == "round_start" and getattr(event, "round", None) == end:
+                stop_mission(event.mission, home=home, url=url)  # as the user did: it ends at the next round
+
+        return fan_out(on_event, stop)
+
     result = run_mission(recorded.spec, model=replay_spec(str(cassette), mode, fallback), home=home, url=url,
-                         on_event=on_event, record=record, sources=recorded.sources)
-    for step in recorded.continuations:
+                         on_event=stopping_at(limit, 0), record=record, sources=recorded.sources)
+    for part, step in enumerate(recorded.continuations, start=1):
+        if result.state == MissionState.HALTED and result.round == step.after_round:
+            result = stop_mission(result.mission_id, home=home, url=url)  # stopped instead of answered
         if result.state != MissionState.DONE or result.round != step.after_round:
             break
+        listener = stopping_at(step.rounds, part)
         if step.direction is not None:
             result = continue_mission(result.mission_id, step.direction, rounds=step.rounds - step.after_round,
-                                      home=home, url=url, on_event=on_event, record=record)
+                                      home=home, url=url, on_event=listener, record=record)
         else:
-            result = resume_mission(result.mission_id, rounds=step.rounds, home=home, url=url, on_event=on_event,
+            result = resume_mission(result.mission_id, rounds=step.rounds, home=home, url=url, on_event=listener,
                                     record=record)
     return result

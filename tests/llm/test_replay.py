@@ -372,6 +372,22 @@ def test_a_continued_mission_replays_whole_strict_and_lenient(home: Path) -> Non
         assert replay.usage == continued.usage
 
 
+def test_a_mission_stopped_and_resumed_replays_whole(home: Path) -> None:
+    from cabal.rounds import stop_mission
+
+    def stop_in_round_one(event) -> None:
+        if event.kind == "round_start" and event.round == 1:
+            stop_mission(event.mission, home=home)
+
+    first = run_mission(LAUNCH, home=home, model="simulated", rounds=3, on_event=stop_in_round_one)
+    assert (first.state, first.stop_reason, first.round) == ("done", "userHalt", 1)
+    resumed = resume_mission(first.mission_id, home=home)
+    assert (resumed.state, resumed.round) == ("done", 3), resumed.detail
+    replay = replay_mission(first.mission_id, home=home)
+    assert (replay.state, replay.stop_reason, replay.round) == ("done", "concluded", 3), replay.detail
+    assert graph_dump(home, replay.mission_id) == graph_dump(home, first.mission_id)
+
+
 def test_a_replay_reads_the_sources_the_mission_read_a_source_option_included(home: Path, tmp_path: Path) -> None:
     notes = tmp_path / "notes.md"
     notes.write_text("# Pricing notes\n\nStudents pay 3 dollars a month.\n")
