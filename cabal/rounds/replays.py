@@ -45,6 +45,7 @@ class RecordedMission:
     spec: dict  # the mission file as started: its round limit then, every answer its Chair was given, no sources
     sources: Collected  # the files it read at its start, as its graph holds them
     continuations: tuple[Continuation, ...]
+    withdrawn: frozenset[int] = frozenset()  # the rounds where the user stopped it instead of answering its question
 
 
 def continue_session(mission_id: str, after_round: int, rounds: int) -> str:
@@ -58,7 +59,9 @@ def recorded_mission(mission_id: str, *, home: str | Path | None = None, url: st
     workspace = Workspace.at(home, url, reading=True)
     with mission_graph(workspace, mission_id) as graph:
         node = mission_node(graph, mission_id)
-        halts = [h for h in graph.find("halt") if h.get("status") == "answered" and h.get("answer") is not None]
+        every_halt = graph.find("halt")
+        halts = [h for h in every_halt if h.get("status") == "answered" and h.get("answer") is not None]
+        withdrawn = frozenset(int(h.get("withdrawn_round") or 0) for h in every_halt if h.get("status") == "withdrawn")
         sources = _sources_read_at_start(graph)
         continuations = _continuations(graph, mission_id)
     spec = json.loads(node["spec"])
@@ -66,7 +69,7 @@ def recorded_mission(mission_id: str, *, home: str | Path | None = None, url: st
     spec["answers"] = [str(h["answer"]) for h in halts]
     spec.pop("model", None)
     spec.pop("sources", None)  # read from the graph instead: the files may have changed or gone since
-    return RecordedMission(spec, sources, continuations)
+    return RecordedMission(spec, sources, continuations, withdrawn)
 
 
 def _sources_read_at_start(graph: ContextGraph) -> Collected:
@@ -126,7 +129,8 @@ def replay_mission(mission_id: str, *, mode: str = "strict", fallback: str | Non
     result = run_mission(recorded.spec, model=replay_spec(str(cassette), mode, fallback), home=home, url=url,
                          on_event=stopping_at(limit, 0), record=record, sources=recorded.sources)
     for part, step in enumerate(recorded.continuations, start=1):
-        if result.state == MissionState.HALTED and result.round == step.after_round:
+        if result.state == MissionState.HALTED and result.round == step.after_round \
+                and step.after_round in recorded.withdrawn:
             result = stop_mission(result.mission_id, home=home, url=url)  # stopped instead of answered
         if result.state != MissionState.DONE or result.round != step.after_round:
             break
