@@ -3,7 +3,7 @@
 The public surface (``cabal.rounds``, imported on first use so ``import cabal.graph`` stays
 light): ``run_mission``, ``resume_mission``, ``continue_mission``, ``fork_mission`` and their ``MissionResult``; ``stream_mission``,
 ``stream_resume``, ``arun_mission``, ``aresume_mission`` (the same runs as events, or awaited);
-``mission_status``, ``mission_report``, ``transcript``, ``say``, ``stop_mission``. The events are
+``mission_status``, ``mission_report``, ``transcript``, ``say``, ``stop_mission``, ``remove_mission``. The events are
 ``cabal.rounds.events``; the context graph is ``cabal.graph.ContextGraph``; the membrane is
 ``cabal.membrane.Membrane``.
 """
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
     from cabal.rounds import (
         MissionResult, aresume_mission, arun_mission, continue_mission, fork_mission, mission_report, mission_status,
-        resume_mission, run_mission, say, stop_mission, stream_mission, stream_resume, transcript,
+        remove_mission, resume_mission, run_mission, say, stop_mission, stream_mission, stream_resume, transcript,
     )
 
 from cabal.vocabulary import CABAL_VERSION as __version__  # written once, where every layer can read it
 
 __all__ = ["MissionResult", "aresume_mission", "arun_mission", "continue_mission", "fork_mission", "mission_report",
-           "mission_status", "resume_mission", "run_mission", "say", "stop_mission", "stream_mission", "stream_resume",
-           "transcript"]
+           "mission_status", "remove_mission", "resume_mission", "run_mission", "say", "stop_mission", "stream_mission",
+           "stream_resume", "transcript"]
 
 
 def __getattr__(name: str) -> Any:

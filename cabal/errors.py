@@ -123,8 +123,9 @@ class ProtocolProblem:
         return f"{where}: {self.message}"
 
 
-class ProtocolLoadError(CabalError):
-    """A protocol (or procedure) file is malformed. Lists every problem found."""
+class ProtocolLoadError(ConfigError):
+    """A protocol (or procedure, role card, skill, script) file is malformed. Lists every problem
+    found. A file is wrong and nothing ran: a usage error (exit 2), like any unusable setting."""
 
     def __init__(self, problems: list[ProtocolProblem]) -> None:
         self.problems = list(problems)
@@ -201,6 +202,15 @@ class UnknownModel(ModelError, ConfigError):
     the command exits as for any unusable setting (2), not as for a provider that failed."""
 
 
+class MissingKey(ModelError, ConfigError):
+    """A model's provider needs a key and its variable is not set: the user's environment is
+    wrong and nothing ran, so the command exits as for any unusable setting (2)."""
+
+    def __init__(self, model: str, label: str, variable: str, *, provider: str) -> None:
+        self.variable = variable
+        super().__init__(f"model {model!r} needs {label}: set {variable}", provider=provider)
+
+
 class CallRefused(ModelError):
     """A limit shared beyond one mission (a batch's budget) refuses further model calls.
 
@@ -241,6 +251,16 @@ class StepFailed(CabalError):
 
 class MissionError(CabalError):
     """A mission cannot be started, resumed or answered in its current state."""
+
+
+class MissionBusy(MissionError, ConfigError):
+    """What was asked of a mission (removing it) is refused while another process runs it:
+    nothing was done, and the command exits 2 like any argument that cannot be used as it stands."""
+
+    def __init__(self, mission_id: str, doing: str) -> None:
+        self.mission_id = mission_id
+        super().__init__(f"cannot {doing} mission {mission_id}: it is running",
+                         hint=f"stop it first (cabal stop {mission_id}), or wait for it to end")
 
 
 class ToolServerUnavailable(ConfigError):

@@ -130,6 +130,14 @@ class Role(StrEnum):
     ENVOY = "envoy"
 
 
+BUDGET_HALT = re.compile(r"r\d+\.budget\d*")
+"""The ids of the questions a spent budget raises (``r3.budget``, ``r3.budget2``): the engine asks
+them, not the Chair, and their answer raises the budget or stops the mission."""
+
+ROLE_WORDS: dict[str, Role] = {word: role for role in Role for word in (role.value, f"{role.value}s")}
+"""The words a file names a role by, singular or plural (``watchdog``, ``watchdogs``): every
+agent of that role. The one map of role names (tool permissions, whom a card speaks as)."""
+
 CHAIR_ID = "chair-1"
 WATCHDOG_ID = "watchdog-1"
 ENVOY_ID = "envoy-1"

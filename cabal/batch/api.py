@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cabal.batch.plan import BatchPlan, BatchSpec, load_plan, plan_of_spec
 from cabal.batch.report import BatchReport, collect
 from cabal.batch.store import BatchStore, batch_ids
+from cabal.errors import ConfigError
 
 if TYPE_CHECKING:
     from cabal.batch.runner import BatchResult
@@ -30,7 +31,8 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
               max_concurrent: int | None = None, max_tokens: int | None = None, max_cost_usd: float | None = None,
               repeat: int | None = None, retries: int = 2, answers: Mapping[str, str] | None = None,
               home: str | Path | None = None, url: str | None = None,
-              on_event: Callable[[Any], None] | None = None, record: bool = True) -> BatchResult:
+              on_event: Callable[[Any], None] | None = None, record: bool = True,
+              model: str | None = None) -> BatchResult:
     """Run every mission of ``plan`` that is not finished, and return where each one is.
 
     ``plan``: a folder of mission files, a glob, a mission file or a batch file (see
@@ -42,6 +44,8 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
     ``answers``: mission id -> answer to its pending question. ``on_event``: every event of
     the batch (``cabal.batch.events``) and of its missions (``cabal.rounds.events``, each naming its mission).
     ``record``: keep each mission's model calls in its cassette (``--no-record`` turns it off).
+    ``model``: every mission's model, over its file's (``--model``; a plan given as a
+    ``BatchPlan`` is already planned and refuses it).
 
     Local workers are processes started by a fork server, which imports the calling script
     as ``__mp_main__``: a script that calls this at module level needs the usual
@@ -54,9 +58,11 @@ def run_batch(plan: str | Path | BatchSpec | BatchPlan, *, workers: int | None =
     if dask is not None:
         check_address(dask)  # before anything is planned or written
     if isinstance(plan, BatchSpec):
-        plan = plan_of_spec(plan, repeat=repeat)
+        plan = plan_of_spec(plan, repeat=repeat, model=model)
     elif not isinstance(plan, BatchPlan):
-        plan = load_plan(plan, repeat=repeat)
+        plan = load_plan(plan, repeat=repeat, model=model)
+    elif model is not None:
+        raise ConfigError("model= applies to a plan still to be made (a file or a BatchSpec), not to a BatchPlan")
     plan = _with_budget(plan, max_tokens, max_cost_usd)
     options = RunOptions(workers, dask, max_concurrent, retries, dict(answers or {}), record)
     return execute(plan, options, home=home, url=url, on_event=on_event)

@@ -217,8 +217,10 @@ class BatchPlan:
 # ------------------------------------------------------------------------------- planning
 
 
-def load_plan(target: str | Path, *, repeat: int | None = None) -> BatchPlan:
-    """The plan ``target`` names (see the module docstring); ``repeat`` overrides its count.
+def load_plan(target: str | Path, *, repeat: int | None = None, model: str | None = None) -> BatchPlan:
+    """The plan ``target`` names (see the module docstring); ``repeat`` overrides its count;
+    ``model`` (``--model``) every mission's model, as ``cabal run --model`` does one's (a batch
+    file that compares models refuses it).
 
     A mission file that is broken stays in the plan with its located error, so the others run
     and the report says what is wrong with it; a broken batch file is a ``ConfigError``."""
@@ -230,20 +232,21 @@ def load_plan(target: str | Path, *, repeat: int | None = None) -> BatchPlan:
         if not files:
             raise ConfigError(f"{path}: no mission files ({' or '.join(MISSION_GLOBS)}) in this folder"
                               + (f"; skipped: {'; '.join(f'{name} ({why})' for name, why in skipped)}" if skipped else ""))
-        plan = _plan_of_files(files, path.resolve(), str(path.resolve()), path.resolve().name, repeat)
+        plan = _plan_of_files(files, path.resolve(), str(path.resolve()), path.resolve().name, repeat, model)
         return dataclasses.replace(plan, skipped=skipped)
     if path.is_file() and path.name.endswith(BATCH_SUFFIXES):
-        return _plan_of_batch_file(path, repeat)
+        return _plan_of_batch_file(path, repeat, model)
     if path.is_file():
         return _plan_of_files([path], path.resolve().parent, str(path.resolve()),
-                              path.name.removesuffix(".yaml").removesuffix(".yml").removesuffix(".mission"), repeat)
+                              path.name.removesuffix(".yaml").removesuffix(".yml").removesuffix(".mission"), repeat,
+                              model)
     if glob.has_magic(text):
         files = sorted(Path(f) for f in glob.glob(str(path), recursive=True) if Path(f).is_file())
         if not files:
             raise ConfigError(f"{text}: no file matches this pattern")
         pattern = str(Path(text).expanduser().absolute())
         root = Path(os.path.commonpath([str(f.resolve().parent) for f in files]))
-        return _plan_of_files(files, root, pattern, _pattern_name(text), repeat)
+        return _plan_of_files(files, root, pattern, _pattern_name(text), repeat, model)
     raise ConfigError(f"{text}: no such file or folder",
                       hint="PLAN is a folder of *.mission.yaml files, a glob, a mission file or a *.batch.yaml file")
 
@@ -256,11 +259,15 @@ def parse_batch(data: dict, *, source: str = "<batch>") -> BatchSpec:
 
 
 def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | None = None,
-                 repeat: int | None = None) -> BatchPlan:
+                 repeat: int | None = None, model: str | None = None) -> BatchPlan:
     """The plan of a batch file's content; ``base`` resolves its relative paths (default: the
-    current folder); ``source`` names it (default: ``inline:NAME``, which needs a name)."""
+    current folder); ``source`` names it (default: ``inline:NAME``, which needs a name);
+    ``model``: every mission's model (``--model``)."""
     if source is None and not spec.name:
         raise ConfigError("a batch given as data needs a name: its id comes from it")
+    if model is not None and spec.matrix is not None and (spec.matrix.model or spec.matrix.models):
+        raise ConfigError(f"--model {model}: {source or 'the batch'} compares models (matrix.model or "
+                          "matrix.models); change the matrix instead")
     base = (base or Path.cwd()).resolve()
     source = source or f"inline:{spec.name}"
     name = spec.name or "batch"
@@ -276,13 +283,13 @@ def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | Non
     if count > MAX_MISSIONS:
         raise ConfigError(f"{source}: the batch would have {count:,} missions (at most {MAX_MISSIONS:,})")
     missions = []
-    for (r, item), (m, model), (roles_key, roles), (o, operatives), (n, rounds) in product(
+    for (r, item), (m, variant), (roles_key, roles), (o, operatives), (n, rounds) in product(
             enumerate(requests, 1), enumerate(models, 1), role_models, enumerate(teams, 1), enumerate(limits, 1)):
         data = {**template, "request": item.request, "name": item.name or f"{name}-{r}"}
         if item.answers is not None:
             data["answers"] = item.answers
-        if model is not None:
-            data["model"] = model.model_dump() if isinstance(model, ModelSettings) else model
+        if variant is not None:
+            data["model"] = variant.model_dump() if isinstance(variant, ModelSettings) else variant
         if roles:
             data["models"] = {**data.get("models", {}), **{
                 key: entry.model_dump(include=entry.model_fields_set) if isinstance(entry, ModelSettings) else entry
@@ -295,7 +302,8 @@ def plan_of_spec(spec: BatchSpec, *, base: Path | None = None, source: str | Non
             + (f"-o{operatives}" if len(teams) > 1 else "") + (f"-n{rounds}" if len(limits) > 1 else "")
         where = f"{source} (request {r})"
         mission = _anchored(parse_mission(data, source=where), base)
-        missions += _repeated(batch_id, key, where, mission, None, repeat or spec.repeat)
+        missions += _repeated(batch_id, key, where, mission.with_model(model) if model else mission, None,
+                              repeat or spec.repeat)
     return BatchPlan(batch_id, name, source, tuple(missions), spec.budget)
 
 
@@ -307,14 +315,15 @@ def _skipped(folder: Path, missions: list[Path]) -> tuple[tuple[str, str], ...]:
                  for f in others)
 
 
-def _plan_of_batch_file(path: Path, repeat: int | None) -> BatchPlan:
+def _plan_of_batch_file(path: Path, repeat: int | None, model: str | None) -> BatchPlan:
     data = read_settings_file(path, "batch file", "requests")
     data.setdefault("name", path.name.removesuffix(".yaml").removesuffix(".yml").removesuffix(".batch"))
     spec = parse_batch(data, source=str(path))
-    return plan_of_spec(spec, base=path.resolve().parent, source=str(path.resolve()), repeat=repeat)
+    return plan_of_spec(spec, base=path.resolve().parent, source=str(path.resolve()), repeat=repeat, model=model)
 
 
-def _plan_of_files(files: list[Path], root: Path, source: str, name: str, repeat: int | None) -> BatchPlan:
+def _plan_of_files(files: list[Path], root: Path, source: str, name: str, repeat: int | None,
+                   model: str | None = None) -> BatchPlan:
     batch_id = _batch_id(name, source)
     missions = []
     for file in files:
@@ -322,7 +331,7 @@ def _plan_of_files(files: list[Path], root: Path, source: str, name: str, repeat
         key = str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(resolved)
         try:
             spec, base = load_mission(resolved)
-            spec, error = _anchored(spec, base), None
+            spec, error = _anchored(spec.with_model(model) if model else spec, base), None
         except CabalError as broken:
             spec, error = None, " ".join(str(broken).split())
         missions += _repeated(batch_id, key, str(resolved), spec, error, repeat or 1)

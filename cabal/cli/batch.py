@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from cabal.cli import exits
-from cabal.cli.options import add_graph_options, add_record_option
+from cabal.cli.options import add_graph_options, add_model_option, add_record_option
 from cabal.errors import ConfigError
 from cabal.exports import names as export_names
 
 ACTIONS = ("resume", "status", "report")
 RUN_ONLY = ("workers", "dask", "max_concurrent", "max_tokens", "max_cost", "retries", "events", "verbose", "quiet")
 # Every option's default, to tell which ones a command line set.
-DEFAULTS: dict[str, Any] = {name: None for name in RUN_ONLY + ("repeat", "answer", "format", "output")} | {
+DEFAULTS: dict[str, Any] = {name: None for name in RUN_ONLY + ("repeat", "model", "answer", "format", "output")} | {
     "retries": 2, "verbose": False, "quiet": False, "json": False}
 
 
@@ -37,7 +37,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     if args.batch_id is not None:
         raise ConfigError(f"cabal batch {args.target} {args.batch_id}: one PLAN at a time",
                           hint="quote a glob so the shell does not expand it: cabal batch 'missions/*.yaml'")
-    _refuse_options(args, allowed=RUN_ONLY + ("repeat",))
+    _refuse_options(args, allowed=RUN_ONLY + ("repeat", "model"))
     return _run(args)
 
 
@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     from cabal.batch.api import run_batch
     from cabal.batch.plan import load_plan
 
-    plan = load_plan(args.target, repeat=args.repeat)
+    plan = load_plan(args.target, repeat=args.repeat, model=args.model)  # planned here to say what it skips
     for name, why in plan.skipped:  # said before anything runs: a file the user meant may be among them
         print(f"skipped {name}: {why}")
     with _watching(args) as watch:
@@ -250,6 +250,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--max-tokens", type=_positive, help="the batch's token budget (on top of each mission's)")
     run.add_argument("--max-cost", type=_cost, metavar="USD", help="the batch's cost budget in US dollars")
     run.add_argument("--repeat", type=_positive, help="PLAN: run each mission N times")
+    add_model_option(run)  # PLAN: every mission's model, over its file's
     run.add_argument("--retries", type=_whole(0), default=2, help="local: new processes for a mission whose process died")
     run.add_argument("--answer", action="append", metavar="MISSION_ID=TEXT", help="resume: answer a pending question")
     run.add_argument("--events", metavar="FILE", help="append every event (JSON lines) to FILE")

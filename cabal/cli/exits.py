@@ -2,7 +2,7 @@
 
 DONE = 0            # the command did what was asked; a mission ended done
 FAILED = 1          # a command could not do what was asked; a mission failed
-USAGE = 2           # the arguments or files are wrong (nothing ran)
+USAGE = 2           # the arguments, a file or the environment are wrong, or a running mission refuses (nothing ran)
 HALTED = 3          # the mission waits for an answer: `cabal chat ID` or `cabal resume ID --answer`
 FAILED_TURNS = 4    # the mission ended done, but some turns failed (their problems are in the report)
 INTERRUPTED = 5     # the mission paused (provider outage, stop, kill): `cabal resume ID` continues it

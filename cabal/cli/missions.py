@@ -17,11 +17,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
-from cabal.cli.options import add_graph_options, add_record_option, add_replay_options, replay_model_spec
+from cabal.cli.options import (add_graph_options, add_model_option, add_record_option, add_replay_options,
+                               replay_model_spec)
 from cabal.errors import ConfigError, GraphUnavailable, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
-from cabal.vocabulary import state_phrase
+from cabal.vocabulary import BUDGET_HALT, StopReason, state_phrase
 
 if TYPE_CHECKING:
     from cabal.cli.progress import Progress
@@ -60,6 +61,32 @@ def next_steps(result: MissionResult) -> list[str]:
     return [f"traceback: {result.error_log}"] if result.error_log else []
 
 
+def what_to_run_next(result: MissionResult) -> list[str]:
+    """What ``cabal status`` says to run next, for every state a mission can be in."""
+    mission = result.mission_id
+    if result.state == "running":
+        return [f"it is running: leave the team a message with: cabal say {mission} \"...\"   "
+                f"(stop it with: cabal stop {mission})"]
+    if result.state == "halted" and result.pending_halt is not None:
+        if BUDGET_HALT.fullmatch(str(result.pending_halt.get("id"))):
+            return [f"raise the budget with: cabal resume {mission} --answer continue   (doubles it; --answer N: "
+                    f"a budget of N tokens; --answer stop: end here)"]
+        return [f"answer with: cabal chat {mission}   (or: cabal resume {mission} --answer '...')"]
+    if result.state == "done":
+        go_on = {
+            StopReason.NO_MORE_ROUNDS: f"more rounds: cabal resume {mission} --rounds N   (N above {result.round}; "
+                                       f"or with a new direction: cabal continue {mission} \"...\" --rounds N)",
+            StopReason.USER_HALT: f"go on with: cabal resume {mission}   (or with a new direction: "
+                                  f"cabal continue {mission} \"...\")",
+            # An ended mission's budget cannot be raised (a budget question can: see halted above).
+            StopReason.BUDGET: "the budget is spent: run the mission again with a larger one (cabal run FILE "
+                               "--budget-usd USD, or budget: in the mission file)",
+        }.get(StopReason(result.stop_reason) if result.stop_reason else StopReason.CONCLUDED,
+              f"take it further with: cabal continue {mission} \"a new direction\"")
+        return [go_on, f"the whole of it: cabal export {mission} --format html -o report.html"]
+    return next_steps(result)  # interrupted: resume; failed: its traceback
+
+
 def mismatch_of(error_log: str | Path | None) -> str | None:
     """A replay mismatch's whole explanation (its diff spans lines the mission's one-line detail
     cannot hold), from the error log the failed mission kept."""
@@ -94,12 +121,13 @@ def print_conversation(mission_id: str, home: str | None, url: str | None, strea
 
 
 def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,
-           url: str | None = None) -> None:
-    """The outcome of a run: state, usage, what was accepted and how to read it, what to do next."""
+           url: str | None = None, removed: str | None = None) -> None:
+    """The outcome of a run: state, usage, what was accepted and how to read it, what to do next.
+    ``removed``: the mission is gone after this report (a failed replay), said instead of how to read it."""
     out = stream or sys.stdout
     print(f"\nmission: {result.mission_id}", file=out)
     print(f"state: {outcome(result)}", file=out)
-    for line in next_steps(result):
+    for line in next_steps(result) if removed is None else []:
         print(line, file=out)
     explanation = mismatch_of(result.error_log) if result.state == "failed" else None
     if explanation:  # a strict replay that missed: where, and what changed
@@ -107,6 +135,9 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
         print(f"hint: {ReplayMismatch.hint}", file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
+    if removed is not None:
+        print(removed, file=out)
+        return
     try:
         accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
                     if p.status == "accepted"]
@@ -218,8 +249,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_continue(args: argparse.Namespace) -> int:
     return _driven(args, lambda watch: rounds.continue_mission(
-        args.mission_id, " ".join(args.direction), rounds=args.rounds, model=args.model, home=args.home,
-        url=args.url, model_settings=_settings(args), on_event=watch.listener()), args.mission_id)
+        args.mission_id, " ".join(args.direction), rounds=args.rounds, model=replay_model_spec(args.model, args),
+        home=args.home,
+        url=args.url, model_settings=_settings(args), on_event=watch.listener(), record=not args.no_record),
+        args.mission_id)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -227,9 +260,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
         print_conversation(args.mission_id, args.home, args.url, watch.stream)
         result = rounds.mission_status(args.mission_id, home=args.home, url=args.url)
         while result.pending_halt is not None:
-            if not sys.stdin.isatty() and args.answer is None:
-                print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'", file=watch.stream)
-                return exits.HALTED
+            if args.answer is None and not sys.stdin.isatty():  # piped: each line answers the next question
+                line = sys.stdin.readline()
+                if not line:  # nothing (more) on standard input: the question keeps
+                    print(f"\nwaiting for your answer: cabal resume {args.mission_id} --answer '...'",
+                          file=watch.stream)
+                    return exits.HALTED
+                args.answer = line.strip()
             if args.answer is None:  # the prompt goes where people's lines go (stdout may carry --events -)
                 print("\nyou> ", end="", file=watch.stream, flush=True)
             try:
@@ -283,7 +320,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"{result.mission_id}: {outcome(result)}")
     if result.lineage:
         print(result.lineage)
-    for line in next_steps(result):
+    for line in what_to_run_next(result):
         print(line)
     if result.pending_halt:
         print(printable(f"waiting for you: {result.pending_halt.get('message')}"))
@@ -323,7 +360,10 @@ def cmd_transcript(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    rounds.stop_mission(args.mission_id, home=args.home, url=args.url)
+    result = rounds.stop_mission(args.mission_id, home=args.home, url=args.url)
+    if result.state == "done":  # nothing ran it: it stopped now
+        print(f"{args.mission_id} stopped at round {result.round}; go on later with: cabal resume {args.mission_id}")
+        return 0
     print(f"{args.mission_id} will stop at the start of its next round (userHalt)")
     return 0
 
@@ -331,6 +371,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_missions(args: argparse.Namespace) -> int:
     from cabal.rounds.workspace import Workspace
 
+    if args.missions_command == "rm":
+        return _remove_missions(args)
     workspace = Workspace.at(args.home, args.url, reading=True)
     for mission_id in workspace.missions():
         try:
@@ -338,6 +380,23 @@ def cmd_missions(args: argparse.Namespace) -> int:
         except ResourceNotFound:  # a graph named like a mission that holds none
             continue
         print(f"{mission_id}: {outcome(result)}" + (f" · {result.lineage}" if result.lineage else ""))
+    return 0
+
+
+def _remove_missions(args: argparse.Namespace) -> int:
+    """``cabal missions rm ID...``: every id is checked first (known, not running), so a wrong
+    one removes nothing; then each is removed under its lock."""
+    from cabal.errors import MissionBusy
+    from cabal.rounds.workspace import Workspace
+
+    workspace = Workspace.at(args.home, args.url, reading=True)
+    for mission_id in args.mission_ids:
+        rounds.mission_status(mission_id, home=args.home, url=args.url)  # an unknown id: the closest ones
+        if workspace.is_driven(mission_id):
+            raise MissionBusy(mission_id, "remove")
+    for mission_id in dict.fromkeys(args.mission_ids):
+        rounds.remove_mission(mission_id, home=args.home, url=args.url)
+        print(f"removed {mission_id} (its graph, checkpoints, cassette and transcript)")
     return 0
 
 
@@ -370,10 +429,7 @@ def common(parser: argparse.ArgumentParser, *, model: bool = False, runs: bool =
     """The options a mission command shares: the graph's; the model's (``model``); a run's (``runs``)."""
     add_graph_options(parser)
     if model:
-        parser.add_argument("--model", help="a model: PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b), "
-                                            "claude-..., simulated, scripted:PATH, py:MODULE:FACTORY or "
-                                            "replay:ID_OR_PATH (a recorded mission's calls); cabal models lists "
-                                            "the providers")
+        add_model_option(parser)
         add_replay_options(parser)
         parser.add_argument("--timeout", type=float, metavar="SECONDS", help="how long one model call may take")
         parser.add_argument("--max-retries", type=int, metavar="N",
@@ -426,7 +482,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     chat = common(commands.add_parser("chat", help="the team's conversation; answer a pending question"),
                   model=True, runs=True)
     chat.add_argument("mission_id")
-    chat.add_argument("--answer", help="answer without a prompt")
+    chat.add_argument("--answer", help="answer without a prompt (a line piped on standard input answers too)")
     chat.set_defaults(func=cmd_chat)
 
     say = common(commands.add_parser("say", help="leave the team a message between rounds"))
@@ -444,12 +500,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     transcript.add_argument("mission_id")
     transcript.set_defaults(func=cmd_transcript)
 
-    stop = common(commands.add_parser("stop", help="ask a mission to stop at its next round"))
+    stop = common(commands.add_parser("stop", help="stop a mission: a running one at its next round, one waiting "
+                                                   "for an answer or paused now"))
     stop.add_argument("mission_id")
     stop.set_defaults(func=cmd_stop)
 
-    missions = common(commands.add_parser("missions", help="list the missions of the workspace"))
-    missions.set_defaults(func=cmd_missions)
+    missions = common(commands.add_parser("missions", help="list the missions of the workspace; "
+                                                           "rm ID...: remove missions"))
+    missions.set_defaults(func=cmd_missions, missions_command=None)
+    remove = common(missions.add_subparsers(dest="missions_command", title="commands", metavar="{rm}").add_parser(
+        "rm", help="remove missions: each one's graph, checkpoints, cassette, transcript and logs (a running "
+                   "mission is refused)"))
+    remove.add_argument("mission_ids", nargs="+", metavar="ID", help="the missions to remove (cabal missions lists them)")
 
     schema = commands.add_parser("schema", help="print a JSON Schema: of a mission file (default), of a batch "
                                                 "file, of `cabal export --format json`, or of the --events lines")

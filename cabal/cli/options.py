@@ -15,6 +15,14 @@ def add_graph_options(parser: argparse.ArgumentParser, *, url: bool = True) -> a
     return parser
 
 
+def add_model_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--model: the model of every agent, over the mission file's (run, resume, batch, ...)."""
+    parser.add_argument("--model", help="a model: PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:qwen3:8b), "
+                                        "claude-..., simulated, scripted:PATH, py:MODULE:FACTORY or "
+                                        "replay:ID_OR_PATH (a recorded mission's calls); cabal models lists "
+                                        "the providers")
+
+
 def add_record_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """--no-record: the commands that run missions keep every model call unless told not to."""
     parser.add_argument("--no-record", action="store_true",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from cabal import rounds
-from cabal.cli.missions import exit_status, report, watching
+from cabal.cli.missions import exit_status, mismatch_of, report, watching
 from cabal.cli.options import add_graph_options, add_record_option, add_replay_options
 from cabal.errors import ConfigError
 
@@ -22,7 +22,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with watching(args) as watch:
         result = replay_mission(args.mission_id, mode=args.replay or "strict", fallback=args.fallback_model,
                                 home=args.home, url=args.url, record=not args.no_record, on_event=watch.listener())
-    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
+    # A replay that missed the recording holds nothing the recording does not: once the miss is
+    # told (where, and the diff), it is removed rather than left in `cabal missions` as a failed
+    # mission. Any other failure keeps it, for its traceback; --keep keeps it anyway.
+    missed = result.state == "failed" and mismatch_of(result.error_log) is not None and not args.keep
+    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url,
+           removed=f"the failed replay {result.mission_id} is removed (keep it with --keep)" if missed else None)
+    if missed:
+        rounds.remove_mission(result.mission_id, home=args.home, url=args.url)
     return exit_status(result)
 
 
@@ -60,6 +67,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     replay.add_argument("mission_id", help="the recorded mission")
     replay.add_argument("--quiet", action="store_true", help="no live progress: only the outcome at the end")
     replay.add_argument("--events", metavar="FILE", help="append every event of the run to FILE as JSON lines")
+    replay.add_argument("--keep", action="store_true",
+                        help="keep a replay that missed the recording (by default it is removed once the miss is "
+                             "told)")
     replay.set_defaults(func=cmd_replay)
 
     script = add_graph_options(commands.add_parser(

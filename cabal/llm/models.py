@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from cabal.errors import ConfigError, ModelError, UnknownModel
+from cabal.errors import ConfigError, MissingKey, ModelError, UnknownModel
 from cabal.llm.providers import PROVIDERS, Provider, closest_providers, inferred_provider, provider_of
 from cabal.llm.providers.failures import redact
 from cabal.llm.settings import DEFAULT_MODEL, ModelSettings
@@ -49,7 +49,7 @@ def make_model(spec: str = DEFAULT_MODEL, settings: ModelSettings | None = None,
         family.check_name(name)
     needs_key = family.needs_key(chosen, settings) if hasattr(family, "needs_key") else chosen.key_required
     if needs_key and chosen.key_variables and not chosen.key():
-        raise ModelError(f"model {name!r} needs {chosen.label}: set {chosen.key_variables[0]}", provider=chosen.name)
+        raise MissingKey(name, chosen.label, chosen.key_variables[0], provider=chosen.name)
     try:
         model = family.build(chosen, name, settings, options)
     except (ValueError, TypeError) as error:

@@ -261,7 +261,7 @@ class Question(_Value):
     asker: str
     message: str
     options: tuple[str, ...] = ()
-    status: str = Field(description="pending or answered")
+    status: str = Field(description="pending, answered, or withdrawn (the user stopped the mission instead)")
     answer: str | None = None
     answered_round: int | None = None
     gate: str | None = Field(None, description="the engine's gate that asks it: plan (the plan's sign-off) or tool (a "

@@ -5,8 +5,8 @@ The public API, imported on first use so ``import cabal.rounds.mission`` stays l
 
 - ``run_mission``, ``resume_mission``, ``continue_mission``, ``fork_mission`` (``api``): a run of the
   round engine;
-- ``mission_status``, ``mission_overview``, ``say``, ``stop_mission``, ``transcript`` and
-  ``MissionResult`` (``control``): a mission's state and requests between runs, without the engine;
+- ``mission_status``, ``mission_overview``, ``say``, ``stop_mission``, ``remove_mission``,
+  ``transcript`` and ``MissionResult`` (``control``): a mission's state and requests between runs, without the engine;
 - ``stream_mission``, ``stream_resume``, ``arun_mission``, ``aresume_mission`` (``streams``):
   the same runs as an iterator of events, or awaited;
 - ``mission_report`` (``workspace``): everything about a mission, read from its graph;
@@ -29,7 +29,7 @@ from cabal.lazy import lazy_names
 if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads on first use
     from cabal.rounds.api import continue_mission, fork_mission, resume_mission, run_mission
     from cabal.rounds.control import (
-        MissionResult, mission_status, mission_overview, say, stop_mission, transcript,
+        MissionResult, mission_status, mission_overview, remove_mission, say, stop_mission, transcript,
     )
     from cabal.rounds.workspace import mission_report
     from cabal.rounds.streams import stream_mission, stream_resume, arun_mission, aresume_mission
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the same names, typed for checkers; at run time each loads 
 _EXPORTS = {
     "run_mission": "api", "resume_mission": "api", "continue_mission": "api", "fork_mission": "api",
     "MissionResult": "control", "mission_status": "control", "mission_overview": "control", "say": "control",
-    "stop_mission": "control", "transcript": "control", "mission_report": "workspace",
+    "stop_mission": "control", "remove_mission": "control", "transcript": "control", "mission_report": "workspace",
     "stream_mission": "streams", "stream_resume": "streams", "arun_mission": "streams", "aresume_mission": "streams",
     "MissionSpec": "mission", "load_mission": "mission",
     "simulated_team": "simulated",

@@ -38,11 +38,12 @@ from cabal.private import write_private
 from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.context import PromptLibrary
 from cabal.rounds.control import MissionResult, leave_note, status_of
-from cabal.rounds.engine import ANSWER_FROM_FILE, BUDGET_HALT, RoundGraph, build_graph
+from cabal.rounds.engine import ANSWER_FROM_FILE, RoundGraph, build_graph
 from cabal.rounds.gates import GATE_NAMES
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
+from cabal.rounds.replays import continue_session
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
@@ -54,7 +55,7 @@ from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace, missio
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
 from cabal.tools.host import ToolHost
-from cabal.vocabulary import USER_ID, MissionState, Role, StopReason, stop_phrase
+from cabal.vocabulary import BUDGET_HALT, USER_ID, MissionState, Role, StopReason, stop_phrase
 
 
 
@@ -146,7 +147,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
                 url: str | None = None, rounds: int | None = None, model_settings: dict[str, Any] | None = None,
                 on_event: Callable[[MissionEvent], None] | None = None, mission_id: str | None = None,
                 call_limiter: CallLimiter | None = None, budget_usd: float | str | None = None,
-                sources: list[str | Wanted] | None = None, record: bool = True,
+                sources: list[str | Wanted] | Collected | None = None, record: bool = True,
                 workspace: Workspace | None = None, request: str | None = None,
                 gates: Sequence[str] = ()) -> MissionResult:
     """Start a mission and run it until it ends or pauses.
@@ -163,7 +164,9 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     ``budget_usd``: the mission's cost budget in dollars, or ``"none"`` for no budget at all,
     over the mission file's; without either, ``CABAL_BUDGET_USD``, else $2.
     ``sources``: files or folders to read beside the mission file's ``sources:`` (``--source``),
-    relative to the current folder, or entries already made (``cabal.sources.folder_wanted``).
+    relative to the current folder, or entries already made (``cabal.sources.folder_wanted``);
+    or files already read (a ``Collected``: what a replay gives, the sources as the recorded
+    mission read them).
     ``record``: keep every model call in the mission's cassette (``llm/cassette.py``).
     ``workspace``: the workspace already resolved (a batch's worker keeps one for all its
     missions), instead of ``home`` and ``url``.
@@ -175,8 +178,11 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     spec, base = _loaded(mission)
     if request is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "request": request}, source="the request")
-    wanted = spec.wanted_sources(base) + typed_wanted(list(sources or []))
+    read, typed = (sources, []) if isinstance(sources, Collected) else (None, list(sources or []))
+    wanted = spec.wanted_sources(base) + typed_wanted(typed)
     collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
+    if read is not None and read.files:
+        collected = Collected((collected.files if collected else ()) + read.files)
     if rounds is not None:
         spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
     if gates:
@@ -287,18 +293,19 @@ def continue_mission(mission_id: str, direction: str, *, rounds: int | None = No
                      home: str | Path | None = None, url: str | None = None,
                      model_settings: dict[str, Any] | None = None,
                      on_event: Callable[[MissionEvent], None] | None = None,
-                     call_limiter: CallLimiter | None = None) -> MissionResult:
+                     call_limiter: CallLimiter | None = None, record: bool = True) -> MissionResult:
     """Take a mission that ended (concluded, out of rounds or budget, stopped) further with a new
     direction: it reopens, the Chair reads ``direction`` at the next Plan and may add, change or
     reopen products, and the team goes on for ``rounds`` more rounds (default: the mission
-    file's ``rounds``). Versions go on from the old numbers; the report shows both parts."""
+    file's ``rounds``). Versions go on from the old numbers; the report shows both parts.
+    ``record``: as ``run_mission`` takes it."""
     if rounds is not None and rounds < 1:
         raise MissionError(f"--rounds {rounds}: continue for at least one more round")
     problems = answer_problems(direction) if direction.strip() else ["it is empty"]
     if problems:
         raise MissionError("the direction cannot be used: " + "; ".join(map(str, problems)))
     return _resume(mission_id, model=model, rounds=rounds, home=home, url=url, model_settings=model_settings,
-                   on_event=on_event, call_limiter=call_limiter, direction=direction.strip())
+                   on_event=on_event, call_limiter=call_limiter, direction=direction.strip(), record=record)
 
 
 def fork_mission(mission_id: str, *, round: int, direction: str | None = None, model: Any = None,
@@ -457,7 +464,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
             run.emit(MissionContinued(mission_id, round=status.round, direction=direction, rounds=extend))
         if extend is not None:
             run.write("continue_mission", {"mission_id": mission_id, "actor_id": USER_ID, "rounds": extend},
-                      {}, session_id=f"{mission_id}.continue.r{status.round}.{extend}")
+                      {}, session_id=continue_session(mission_id, status.round, extend))
             return _drive(workspace, run, None, reopen=True, record=record)
         return _drive(workspace, run, Command(resume=answer) if answer is not None else None, record=record)
     finally:

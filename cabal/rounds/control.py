@@ -1,6 +1,6 @@
 """What a user asks of a mission outside a run: where it is (``mission_status``; with all of it,
-``mission_overview``), what was said (``transcript``), a message for the team (``say``) and a
-request to stop (``stop_mission``).
+``mission_overview``), what was said (``transcript``), a message for the team (``say``), a
+request to stop (``stop_mission``) and its removal (``remove_mission``).
 
 These read or write the mission's graph only, never the round engine: ``cabal status`` and
 its siblings start without importing LangGraph or a model client.
@@ -27,6 +27,7 @@ from cabal.vocabulary import (
 )
 
 if TYPE_CHECKING:
+    from cabal.membrane import Membrane
     from cabal.report import MissionReport
 
 
@@ -144,8 +145,11 @@ def leave_note(graph: ContextGraph, mission_id: str, text: str, *, product: str 
     return note_id
 
 
-def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:
-    """Ask the team to stop at the next round (stop reason userHalt)."""
+def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> MissionResult:
+    """Stop the team (stop reason userHalt), and return where the mission is after. A mission a
+    process runs stops at the start of its next round; one that no process runs (waiting for an
+    answer, or paused) stops now: it ends ``done``, and a question it waited on is withdrawn,
+    unanswered. Either way ``resume`` (or ``continue``) takes it further later."""
     workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
         status = status_of(workspace, graph, mission_id)
@@ -154,8 +158,44 @@ def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | 
                                + (f", {status.stop_reason}" if status.stop_reason else "") + ")")
         from cabal.membrane import Membrane
 
-        Membrane(graph).run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
-                            session_id=f"{mission_id}.stop")
+        membrane = Membrane(graph)
+        membrane.run("request_stop", {"mission_id": mission_id, "actor_id": USER_ID}, {},
+                     session_id=f"{mission_id}.stop")
+        if status.state != MissionState.RUNNING:
+            try:
+                with workspace.driving(mission_id):  # no run may start while it is ended here
+                    _end_stopped(membrane, graph, workspace, mission_id)
+            except MissionError:
+                pass  # a run started meanwhile: it reads the request at its next round, as any run does
+        return status_of(workspace, graph, mission_id)
+
+
+def _end_stopped(membrane: Membrane, graph: ContextGraph, workspace: Workspace, mission_id: str) -> None:
+    """End a mission no process runs, as the engine ends one the user stopped: one commit of its
+    state and its withdrawn question."""
+    status = status_of(workspace, graph, mission_id)
+    if status.state not in (MissionState.HALTED, MissionState.INTERRUPTED):
+        return
+    node = mission_node(graph, mission_id)
+    clusters = [membrane.prepare("mission_status", {
+        "mission_id": mission_id, "actor_id": USER_ID, "status": MissionState.DONE, "round": status.round,
+        "stop_reason": StopReason.USER_HALT, "detail": "the user asked the team to stop",
+        "budget_tokens": node.get("budget_tokens"), "budget_cost_usd": node.get("budget_cost_usd"),
+    }, {}, session_id=f"{mission_id}.stopped.r{status.round}")]
+    if status.pending_halt is not None:
+        clusters.append(membrane.prepare("withdraw_halt", {
+            "halt_id": status.pending_halt["id"], "actor_id": USER_ID, "round": status.round}, {},
+            session_id=f"{mission_id}.withdraw.{status.pending_halt['id']}"))
+    membrane.commit(clusters)
+
+
+def remove_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:
+    """Remove a mission and everything the workspace holds for it: its graph, checkpoints,
+    cassette, transcript and logs. An unknown id is ``ResourceNotFound`` (the closest ids
+    listed); a mission a live process runs is refused with ``MissionBusy``, nothing removed."""
+    workspace = Workspace.at(home, url, reading=True)
+    _mission_graph(workspace, mission_id).close()  # a mission of this workspace, else the closest ids
+    workspace.remove(mission_id)
 
 
 def transcript(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> str:

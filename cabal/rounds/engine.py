@@ -22,7 +22,6 @@ step (a thread each, one model call each). A Chair ``question`` pauses the missi
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import Any, Final, Protocol, TypedDict
 
@@ -44,10 +43,9 @@ from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.tooluse import APPROVE, TOOL_GATE, ApprovalPending
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.entities import Halt
-from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step, StopReason, TurnOutcome
+from cabal.vocabulary import BUDGET_HALT, CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step, StopReason, TurnOutcome
 
 ANSWER_FROM_FILE: Final = "mission file"  # where an unattended answer came from (answer_source on the halt)
-BUDGET_HALT = re.compile(r"r\d+\.budget\d*")  # ids of the questions a spent budget raises
 
 
 class RoundState(TypedDict, total=False):

@@ -318,6 +318,15 @@ class MissionSpec(BaseModel):
         models = {key: anchor(entry) for key, entry in self.models.items()} if self.models else self.models
         return self.model_copy(update={"model": anchor(self.model), "models": models})
 
+    def with_model(self, name: str) -> MissionSpec:
+        """This spec with ``name`` as the model of every agent (``--model`` of a batch): the
+        default's, and every entry of ``models``, which keeps its other settings."""
+        def named(entry: str | ModelSettings) -> str | ModelSettings:
+            return name if isinstance(entry, str) else entry.model_copy(update={"name": name})
+
+        models = {key: named(entry) for key, entry in self.models.items()} if self.models else self.models
+        return self.model_copy(update={"model": name, "models": models})
+
     def wanted_sources(self, base: Path | None) -> list[Wanted]:
         """The ``sources:`` entries to collect, relative to the mission file's folder (``base``)
         and located by its lines."""

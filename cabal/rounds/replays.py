@@ -1,48 +1,146 @@
-"""Replaying a recorded mission: the same request, team and answers, with a model that answers
-from the recording's cassette (``llm/replay.py``). ``cabal replay ID`` is this module.
+"""Replaying a recorded mission: the same request, sources, team and answers, and the same
+continuations, with a model that answers from the recording's cassette (``llm/replay.py``).
+``cabal replay ID`` is this module.
 
-The replay is a new mission (its own id, graph and cassette) on the current project: a strict
-replay on an unchanged project reproduces the recorded mission's graph; a change to a prompt, a
-role card or a protocol that alters what a model is asked stops it where the call differs.
+The replay is a new mission (its own id, graph and cassette) on the current project, rebuilt
+as the recorded one was run: its mission file with the round limit it started with, the sources
+as its graph holds them (a ``--source`` included, and the text it read then, whatever the
+files hold now), the answers the user gave its Chair, then each ``cabal continue`` (or
+``cabal resume --rounds``) at the round it was given. A strict replay on an unchanged project
+reproduces the recorded mission's graph; a change to a prompt, a role card or a protocol that
+alters what a model is asked stops it where the call differs.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from cabal.graph import ContextGraph
 from cabal.llm.cassette import CASSETTE_FILE
 from cabal.llm.replay import replay_spec
 from cabal.rounds.control import MissionResult
 from cabal.rounds.events import MissionEvent
 from cabal.rounds.workspace import Workspace, mission_graph, mission_node
+from cabal.sources import Chunk, Collected, SourceText
+from cabal.vocabulary import USER_DIRECTION_TYPE, MissionState
 
 
-def recorded_request(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> dict:
-    """The mission file of a recorded mission, as run: its spec, its round limit as last set, and
-    every answer the user or the file gave its Chair, in the order they were given."""
+@dataclass(frozen=True)
+class Continuation:
+    """A mission that ended taken further: after round ``after_round``, up to round ``rounds``,
+    with the user's new direction (``cabal continue``) or without (``cabal resume --rounds``)."""
+
+    after_round: int
+    rounds: int
+    direction: str | None
+
+
+@dataclass(frozen=True)
+class RecordedMission:
+    """How a recorded mission was run: what a replay runs again."""
+
+    spec: dict  # the mission file as started: its round limit then, every answer its Chair was given, no sources
+    sources: Collected  # the files it read at its start, as its graph holds them
+    continuations: tuple[Continuation, ...]
+    withdrawn: frozenset[int] = frozenset()  # the rounds where the user stopped it instead of answering its question
+
+
+def continue_session(mission_id: str, after_round: int, rounds: int) -> str:
+    """The session of the ``continue_mission`` write that takes a mission further (its moment
+    keeps it, and ``recorded_mission`` reads the round and the limit back from it)."""
+    return f"{mission_id}.continue.r{after_round}.{rounds}"
+
+
+def recorded_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> RecordedMission:
+    """How mission ``mission_id`` was run, read from its graph."""
     workspace = Workspace.at(home, url, reading=True)
     with mission_graph(workspace, mission_id) as graph:
         node = mission_node(graph, mission_id)
+        every_halt = graph.find("halt")
         # A gate's answer (a plan signed off, a tool call decided) is asked again of whoever replays.
-        halts = [h for h in graph.find("halt") if h.get("status") == "answered" and h.get("answer") is not None
+        halts = [h for h in every_halt if h.get("status") == "answered" and h.get("answer") is not None
                  and not h.get("gate")]
+        withdrawn = frozenset(int(h.get("withdrawn_round") or 0) for h in every_halt if h.get("status") == "withdrawn")
+        sources = _sources_read_at_start(graph)
+        continuations = _continuations(graph, mission_id)
     spec = json.loads(node["spec"])
     halts.sort(key=lambda h: (int(h.get("answered_round") or 0), str(h["id"])))
     spec["answers"] = [str(h["answer"]) for h in halts]
-    spec["rounds"] = int(node.get("rounds") or spec.get("rounds") or 1)
     spec.pop("model", None)
-    return spec
+    spec.pop("sources", None)  # read from the graph instead: the files may have changed or gone since
+    return RecordedMission(spec, sources, continuations, withdrawn)
+
+
+def _sources_read_at_start(graph: ContextGraph) -> Collected:
+    """The first versions of the sources a mission read at its start, in ingest order, with their text."""
+    first = sorted((s for s in graph.find("source") if int(s.get("version") or 1) == 1 and not s.get("round")),
+                   key=lambda s: int(str(s["source_id"])[1:]))
+    files = []
+    for source in first:
+        chunks = sorted(graph.find("chunk", {"source_id": source["id"]}), key=lambda c: int(c["position"]))
+        files.append(SourceText(
+            path=str(source["path"]), name=str(source["name"]), note=source.get("note") or None,
+            size=int(source["size"]), sha256=str(source["sha256"]), format=str(source["type"]),
+            chunks=tuple(Chunk(int(c["position"]), str(c.get("heading") or ""), str(c["text"])) for c in chunks)))
+    return Collected(tuple(files))
+
+
+def _continuations(graph: ContextGraph, mission_id: str) -> tuple[Continuation, ...]:
+    directions = {int(note.get("round") or 0): str(note["comment"])
+                  for note in graph.find("collab", {"type": USER_DIRECTION_TYPE})}
+    prefix = continue_session(mission_id, 0, 0).removesuffix("0.0")
+    found = []
+    for moment in graph.find("moment", {"type": "user_continue"}):
+        after_round, _, rounds = str(moment.get("session") or "").removeprefix(prefix).partition(".")
+        if after_round.isdigit() and rounds.isdigit():
+            found.append(Continuation(int(after_round), int(rounds), directions.get(int(after_round))))
+    return tuple(sorted(found, key=lambda c: (c.after_round, c.rounds)))
 
 
 def replay_mission(mission_id: str, *, mode: str = "strict", fallback: str | None = None,
                    home: str | Path | None = None, url: str | None = None, record: bool = True,
                    on_event: Callable[[MissionEvent], None] | None = None) -> MissionResult:
-    """Run mission ``mission_id`` again from its cassette, as a new mission."""
-    from cabal.rounds.api import run_mission
+    """Run mission ``mission_id`` again from its cassette, as a new mission: its first part, then
+    each continuation where the recorded one was continued. A part the user stopped before its
+    round limit is stopped where it was (a part that does not end where the recorded one did is
+    where the replay stops)."""
+    from cabal.rounds.api import continue_mission, resume_mission, run_mission
+    from cabal.rounds.control import stop_mission
+    from cabal.rounds.events import fan_out
 
-    spec = recorded_request(mission_id, home=home, url=url)
+    recorded = recorded_mission(mission_id, home=home, url=url)
     cassette = Workspace.at(home, url, reading=True).mission_dir(mission_id) / CASSETTE_FILE
-    return run_mission(spec, model=replay_spec(str(cassette), mode, fallback), home=home, url=url,
-                       on_event=on_event, record=record)
+    limit = int(recorded.spec.get("rounds") or 1)
+    ends = [step.after_round for step in recorded.continuations]
+
+    def stopping_at(limit: int, part: int) -> Callable[[MissionEvent], None] | None:
+        """A listener that stops the replay where the user stopped this part of the recorded mission."""
+        end = ends[part] if part < len(ends) else None
+        if end is None or end >= limit or end == 0:
+            return on_event
+
+        def stop(event: MissionEvent) -> None:
+            if event.kind == "round_start" and getattr(event, "round", None) == end:
+                stop_mission(event.mission, home=home, url=url)  # as the user did: it ends at the next round
+
+        return fan_out(on_event, stop)
+
+    result = run_mission(recorded.spec, model=replay_spec(str(cassette), mode, fallback), home=home, url=url,
+                         on_event=stopping_at(limit, 0), record=record, sources=recorded.sources)
+    for part, step in enumerate(recorded.continuations, start=1):
+        if result.state == MissionState.HALTED and result.round == step.after_round \
+                and step.after_round in recorded.withdrawn:
+            result = stop_mission(result.mission_id, home=home, url=url)  # stopped instead of answered
+        if result.state != MissionState.DONE or result.round != step.after_round:
+            break
+        listener = stopping_at(step.rounds, part)
+        if step.direction is not None:
+            result = continue_mission(result.mission_id, step.direction, rounds=step.rounds - step.after_round,
+                                      home=home, url=url, on_event=listener, record=record)
+        else:
+            result = resume_mission(result.mission_id, rounds=step.rounds, home=home, url=url, on_event=listener,
+                                    record=record)
+    return result

@@ -21,7 +21,8 @@ from cabal.errors import ConfigError, ProtocolLoadError, ProtocolProblem, Resour
 from cabal.limits import unprintable
 from cabal.resources import parsed_once, search_path
 from cabal.rounds.rules import ABOUT_RULES
-from cabal.vocabulary import AGENT_ID_CHARS, DEFAULT_OPERATIVES, FIXED_IDS, Role, Step, role_ids, role_of
+from cabal.vocabulary import (AGENT_ID_CHARS, DEFAULT_OPERATIVES, FIXED_IDS, ROLE_WORDS, Role, Step, role_ids,
+                              role_of)
 from cabal.yaml_reader import Problems, read_text_file, read_yaml
 
 MAX_OPERATIVES = 12
@@ -175,12 +176,12 @@ def _parse_card(path: Path, problems: Problems) -> RoleCard | None:
 
 
 def _speakers(data: dict, problems: Problems) -> tuple[str, ...]:
-    """Whom the role may speak as: agent ids, or ``operatives`` for every operative."""
+    """Whom the role may speak as: agent ids, or a role (``operatives``: every operative)."""
     speakers = tuple(str(entry) for entry in _listed(data, "speaks_as", problems))
     for entry in speakers:
-        if entry != "operatives" and role_of(entry) is None:
+        if entry not in ROLE_WORDS and role_of(entry) is None:
             problems.add(f"speaks_as names {entry!r}: an agent id ({AGENT_ID_CHARS} characters at most) or "
-                         "`operatives`", at=data, field="speaks_as")
+                         "a role (`operatives`)", at=data, field="speaks_as")
     return speakers
 
 
@@ -324,9 +325,9 @@ class Team:
         return self.cards[agent.role].steps.get(step, ()) if agent else ()
 
     def speakers(self, agent_id: str) -> list[str]:
-        """Whom an agent may speak as: ``operatives`` in a card stands for every operative."""
+        """Whom an agent may speak as: a role in a card (``operatives``) stands for its every agent."""
         agent = self.get(agent_id)
         allowed: list[str] = []
         for entry in self.cards[agent.role].speaks_as if agent else ():
-            allowed += self.ids(Role.OPERATIVE) if entry == "operatives" else [entry]
+            allowed += self.ids(ROLE_WORDS[entry]) if entry in ROLE_WORDS else [entry]
         return allowed

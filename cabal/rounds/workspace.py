@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cabal.config import DEFAULT_HOME, ServerAddress, existing_home, resolve_home, resolve_server
-from cabal.errors import ConfigError, MissionError, ResourceNotFound
+from cabal.errors import ConfigError, MissionBusy, MissionError, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.locks import exclusive, is_held
 from cabal.rounds.checkpoints import CheckpointStore
@@ -135,6 +135,23 @@ class Workspace:
     def is_driven(self, mission_id: str) -> bool:
         """Whether a live process drives the mission now (it holds the mission's lock)."""
         return is_held(self._lock_path(mission_id))
+
+    def remove(self, mission_id: str) -> None:
+        """Remove everything the workspace holds for a mission: its checkpoints, its folder
+        (cassette, transcript, error log, tool logs, report) and its graph, the graph last (so a
+        removal cut short is found by ``cabal missions`` and done again). Held under the
+        mission's lock: a mission that a live process runs is refused (``MissionBusy``)."""
+        import shutil
+
+        with exclusive(self._lock_path(mission_id), lambda: MissionBusy(mission_id, "remove")):
+            with self.checkpointer() as saver:
+                saver.delete_thread(mission_id)
+            shutil.rmtree(self.mission_dir(mission_id), ignore_errors=True)
+            graph = self.graph(mission_id)
+            try:
+                graph.delete_graph()
+            finally:
+                graph.close()
 
     def transcript_path(self, mission_id: str) -> Path:
         return self.mission_dir(mission_id) / "transcript.md"

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from cabal.config import is_loopback
 from cabal.errors import closest
 from cabal.limits import unprintable
-from cabal.vocabulary import Role, Step, is_agent_id
+from cabal.vocabulary import ROLE_WORDS, Role, Step, is_agent_id
 
 SEPARATOR = "__"
 """Between a server's name and its tool's: ``prices__lookup``. A model's tool name may hold
@@ -38,8 +38,6 @@ letters, digits, ``_`` and ``-`` (at most 64), so the server's name is kept to t
 
 OFFERED_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,23}")
-ROLE_WORDS = {"operatives": Role.OPERATIVE, "operative": Role.OPERATIVE, "chair": Role.CHAIR,
-              "watchdog": Role.WATCHDOG, "envoy": Role.ENVOY}
 DEFAULT_ALLOW = ("operatives",)
 DEFAULT_STEPS = (Step.WRITE, Step.REFLECT)
 TOOL_STEPS = tuple(step for step in Step if step != Step.BOOTSTRAP)  # bootstrap runs before any server is asked
@@ -66,8 +64,9 @@ class ToolServerSpec(BaseModel):
     cwd: str | None = Field(None, description="stdio: the folder the server runs in; default: the mission file's")
     url: str | None = Field(None, description="streamable HTTP: the server's MCP endpoint")
     allow_remote: bool = Field(False, description="let url name a host that is not this machine")
-    allow: tuple[str, ...] = Field(DEFAULT_ALLOW, description="roles (operatives, chair, watchdog, envoy) or "
-                                                              "agent ids that may call the tools")
+    allow: tuple[str, ...] = Field(DEFAULT_ALLOW, description="roles, singular or plural (operatives, "
+                                                              "chair, watchdogs, envoy), or agent ids that may call "
+                                                              "the tools")
     steps: tuple[Step, ...] = Field(DEFAULT_STEPS, description="the steps in which the tools are offered")
     required: bool = Field(False, description="refuse to start (or resume) the mission when the server cannot "
                                               "be reached")

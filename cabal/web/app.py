@@ -362,8 +362,11 @@ async def leave_message(request: Request, form: FormData) -> Response:
 @state_changing
 async def stop(request: Request, form: FormData) -> Response:
     room, mission_id = _room(request), await _known(request)
-    await run_in_threadpool(lambda: stop_mission(mission_id, home=room.workspace.home, url=room.workspace.url))
+    result = await run_in_threadpool(lambda: stop_mission(mission_id, home=room.workspace.home,
+                                                          url=room.workspace.url))
     room.hub.changed(mission_id)
+    if result.state == "done":  # nothing ran it (a question waited, or it was paused): it ended now
+        return _done(request, mission_id, "Stopped: the mission ends here; resume it to go on.")
     return _done(request, mission_id, "Stop requested: the team stops at the start of its next round.")
 
 

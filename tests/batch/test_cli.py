@@ -220,3 +220,23 @@ def test_the_live_counter_counts_a_mission_that_did_not_load() -> None:
                       {"m-a": "pending", "m-b": "pending", "m-bad": "invalid"}, {}))
 
     assert view.status_line() == "0/3 done · 0 running · 0 halted · 1 failed · 0 tokens · $0.0000"
+
+
+def test_batch_takes_model_like_run_and_it_becomes_every_missions_model(home: str, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from cabal.batch.api import batch_status
+
+    plan = str(batch_file(tmp_path, "simulated", ["Write a short guide to brewing tea."]))  # the file's: a script
+
+    status, out, err = cli(capsys, "batch", plan, "--repeat", "2", "--model", "simulated", "--quiet", "--workers", "1",
+                           "--home", home)
+
+    assert status == exits.DONE, out + err
+    rows = batch_status(out.split("batch ", 1)[1].split(":", 1)[0], home=home).rows
+    assert [(row.key, row.model, row.state) for row in rows] == [("r1-x1", "simulated", "done"),
+                                                                  ("r1-x2", "simulated", "done")]
+    refused = cli(capsys, "batch", str(batch_file(tmp_path, "compare", ["A request."],
+                                                  matrix={"model": ["simulated", "simulated"]})),
+                  "--model", "simulated", "--home", home)
+    assert refused[0] == exits.USAGE and refused[2].startswith("cabal: --model simulated: ")
+    assert "compares models (matrix.model or matrix.models); change the matrix instead" in refused[2]

@@ -84,6 +84,21 @@ def test_a_missing_key_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> No
 
     with pytest.raises(ModelError, match=r"^model 'gpt-4o' needs an OpenAI API key: set OPENAI_API_KEY$"):
         make_model("openai:gpt-4o")
+    with pytest.raises(ConfigError):  # the user's environment is wrong, nothing ran: a usage error (exit 2)
+        make_model("openai:gpt-4o")
+
+
+def test_a_401_from_a_server_of_ones_own_sent_no_key_names_the_variable_to_set(
+        openai_api: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")  # OPENAI_BASE_URL names the server: it is sent no key of the user's
+    openai_api.reply_bad_key()
+
+    with pytest.raises(ModelError) as caught:
+        ask("openai:gpt-4.1-mini")
+
+    assert (str(caught.value), caught.value.status, caught.value.transient) == (
+        "openai returned 401: Incorrect API key provided. (the server wants a key and none is set: set "
+        "OPENAI_API_KEY)", 401, False)
 
 
 def test_a_missing_package_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:

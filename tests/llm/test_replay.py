@@ -177,6 +177,16 @@ def test_a_changed_prompt_line_stops_a_strict_replay_naming_the_message(home: Pa
             "hint: replay with --replay lenient to match calls by place only, or record the mission again\n"
             ) in result.stdout
     assert "Traceback" not in result.stderr and "During task" not in result.stdout
+    # The replay that missed is removed once the miss is told; --keep keeps it (to read with cabal show).
+    replay_id = result.stdout.split("mission: ", 1)[1].split("\n", 1)[0]
+    assert result.stdout.endswith(f"usage: 0 in, 0 out, 0 cached, $0.0000\n"
+                                  f"the failed replay {replay_id} is removed (keep it with --keep)\n")
+    assert not (home / "missions" / replay_id).exists()
+    assert replay_id not in cabal("missions", "--home", str(home)).stdout
+    kept = cabal("replay", recorded, "--home", str(home), "--quiet", "--keep", cwd=tmp_path)
+    kept_id = kept.stdout.split("mission: ", 1)[1].split("\n", 1)[0]
+    assert kept.returncode == 1 and "is removed" not in kept.stdout
+    assert f"{kept_id}: failed (error), round 0: replay of " in cabal("missions", "--home", str(home)).stdout
     # The same project replays fine from the repository's own prompts.
     assert cabal("replay", recorded, "--home", str(home), "--quiet").returncode == 0
 
@@ -351,3 +361,48 @@ def test_a_changed_tool_schema_is_named_with_its_diff(tmp_path: Path) -> None:
     assert '-    "type": "string"' in caught.value.diff and '+    "type": "integer"' in caught.value.diff
     with pytest.raises(ReplayMismatch, match=r"at round 2, step 'write', agent 'operative-1', call 1, no call was recorded there$"):
         call_model(replay, messages, [tool], metadata=call_metadata(round=2, step="write", agent="operative-1"))
+
+
+def test_a_continued_mission_replays_whole_strict_and_lenient(home: Path) -> None:
+    # The replay starts with the round limit the mission started with (a prompt says "Round 1 of
+    # 2"), then continues at round 2 with the user's direction, as the recorded mission did.
+    from cabal.rounds.api import continue_mission
+
+    first = run_mission(LAUNCH, home=home, model="simulated", rounds=2)
+    continued = continue_mission(first.mission_id, "Add a budget line to the launch brief.", rounds=1, home=home)
+    assert (continued.state, continued.round) == ("done", 3), continued.detail
+    for mode in ("strict", "lenient"):
+        replay = replay_mission(first.mission_id, mode=mode, home=home)
+        assert (replay.state, replay.stop_reason, replay.round) == ("done", "noMoreRounds", 3), replay.detail
+        assert graph_dump(home, replay.mission_id) == graph_dump(home, first.mission_id)
+        assert replay.usage == continued.usage
+
+
+def test_a_mission_stopped_and_resumed_replays_whole(home: Path) -> None:
+    from cabal.rounds import stop_mission
+
+    def stop_in_round_one(event) -> None:
+        if event.kind == "round_start" and event.round == 1:
+            stop_mission(event.mission, home=home)
+
+    first = run_mission(LAUNCH, home=home, model="simulated", rounds=3, on_event=stop_in_round_one)
+    assert (first.state, first.stop_reason, first.round) == ("done", "userHalt", 1)
+    resumed = resume_mission(first.mission_id, home=home)
+    assert (resumed.state, resumed.round) == ("done", 3), resumed.detail
+    replay = replay_mission(first.mission_id, home=home)
+    assert (replay.state, replay.stop_reason, replay.round) == ("done", "concluded", 3), replay.detail
+    assert graph_dump(home, replay.mission_id) == graph_dump(home, first.mission_id)
+
+
+def test_a_replay_reads_the_sources_the_mission_read_a_source_option_included(home: Path, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Pricing notes\n\nStudents pay 3 dollars a month.\n")
+    recorded = run_mission(LAUNCH, home=home, model="simulated", rounds=1, sources=[str(notes)])
+    assert recorded.state == "done", recorded.detail
+    notes.write_text("# Pricing notes\n\nEveryone pays 9 dollars a month.\n")  # changed since: the replay reads what was read
+    replay = replay_mission(recorded.mission_id, home=home)
+    assert replay.state == "done", replay.detail
+    dump = graph_dump(home, replay.mission_id)
+    assert dump == graph_dump(home, recorded.mission_id)
+    chunks = [json.loads(row) for row in dump if '"node_type": "chunk"' in row]
+    assert [chunk["text"] for chunk in chunks] == ["# Pricing notes\n\nStudents pay 3 dollars a month."]

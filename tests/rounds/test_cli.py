@@ -224,6 +224,18 @@ def test_chat_answers_the_pending_question(home: str) -> None:
     assert "state: done (concluded), round 3" in answered.stdout
 
 
+def test_chat_takes_the_answer_piped_on_standard_input(home: str) -> None:
+    mission_id = start_question(home)
+
+    piped = subprocess.run([str(CABAL), "chat", mission_id, "--home", home], input="\nContributors first.\n",
+                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+    assert piped.returncode == 0, piped.stderr
+    assert_plain(piped)
+    assert "you: Contributors first." in piped.stdout
+    assert "state: done (concluded), round 3" in piped.stdout
+
+
 def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> None:
     # The recording model writes each prompt it is shown to CABAL_TEST_PROMPTS, in any process.
     env = {"CABAL_TEST_PROMPTS": str(tmp_path)}
@@ -247,23 +259,38 @@ def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> 
     assert "The user answered: People installing it." in (tmp_path / "r0.bootstrap.chair-1.txt").read_text()
 
 
-def test_stop_ends_the_mission_at_its_next_round(home: str) -> None:
+def test_stop_of_a_mission_waiting_for_an_answer_ends_it_now_and_withdraws_the_question(home: str) -> None:
     mission_id = start_question(home)
 
     stopped = cabal("stop", mission_id, "--home", home)
-    resumed = cabal("resume", mission_id, "--answer", "People installing it.", "--home", home)
+    again = cabal("stop", mission_id, "--home", home)
 
-    assert stopped.returncode == 0, stopped.stderr
-    assert f"{mission_id} will stop at the start of its next round (userHalt)" in stopped.stdout
-    assert resumed.returncode == 0, resumed.stderr
-    assert "ended: stopped at your request (the user asked the team to stop)" in resumed.stdout
-    assert "state: done (stopped at your request), round 0" in resumed.stdout
+    assert (stopped.returncode, stopped.stderr) == (0, "")
+    assert stopped.stdout == f"{mission_id} stopped at round 0; go on later with: cabal resume {mission_id}\n"
+    assert again.returncode == 1 and again.stderr == f"cabal: mission {mission_id} has already ended (done, userHalt)\n"
+    assert f"{mission_id}: done (userHalt), round 0" in cabal("status", mission_id, "--home", home).stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         mission = graph.get(mission_id)
+        halts = graph.find("halt", fields=["status", "answer"])
         turns = graph.find("moment", {"type": "turn"}, fields=["round", "step"])
-    assert (mission["status"], mission["stop_reason"]) == ("done", "userHalt")
-    # The answered bootstrap ran (the charter exists) but no round started.
-    assert sorted((t["round"], t["step"]) for t in turns) == [(0, "bootstrap"), (0, "bootstrap")]
+    assert (mission["status"], mission["stop_reason"], mission["halt_requested"]) == ("done", "userHalt", True)
+    assert halts == [{"id": "r0.bootstrap.halt", "status": "withdrawn", "answer": None}]  # not answered: withdrawn
+    assert [(t["round"], t["step"]) for t in turns] == [(0, "bootstrap")]  # nothing ran after the question
+
+
+def test_stop_of_a_running_mission_ends_it_at_its_next_round(home: str) -> None:
+    from cabal.rounds import run_mission, stop_mission
+
+    stopped = []
+
+    def stop_at_round_one(event) -> None:
+        if event.kind == "round_start" and event.round == 1 and not stopped:
+            stopped.append(stop_mission(event.mission, home=home))
+
+    result = run_mission(LAUNCH, home=home, model="simulated", on_event=stop_at_round_one)
+
+    assert [(s.state, s.stop_reason) for s in stopped] == [("running", None)]
+    assert (result.state, result.stop_reason, result.round) == ("done", "userHalt", 1)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -330,3 +357,38 @@ def test_reading_commands_load_no_engine_and_no_model_client(launch, home: str) 
         result = subprocess.run([sys.executable, "-c", probe, json.dumps(args), json.dumps(unwanted)],
                                 capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert json.loads(result.stderr.strip().splitlines()[-1]) == [], (command, result.stderr)
+
+
+def test_status_says_what_to_run_next_in_every_state(home: str, launch) -> None:
+    from cabal.rounds import run_mission, stop_mission
+
+    def simulated(**mission) -> str:
+        spec = {"name": "next", "request": "Write a short guide to brewing tea.", "rounds": 1, **mission}
+        return run_mission(spec, home=home, model="simulated").mission_id
+
+    concluded = launch[1]
+    out_of_rounds = simulated()
+    asking = start_question(home)
+    stopped = start_question(home)
+    stop_mission(stopped, home=home)
+    budget_question = simulated(budget={"tokens": 3000})
+    budget_spent = simulated(budget={"tokens": 3000, "when_spent": "stop"})
+    ids = (concluded, out_of_rounds, asking, stopped, budget_question, budget_spent)
+
+    shown = [result.stdout.splitlines()[1:3] for result in cabal_all([["status", i, "--home", home] for i in ids])]
+
+    assert [lines[0] for lines in shown] == [
+        f"take it further with: cabal continue {concluded} \"a new direction\"",
+        f"more rounds: cabal resume {out_of_rounds} --rounds N   (N above 1; or with a new direction: cabal "
+        f"continue {out_of_rounds} \"...\" --rounds N)",
+        f"answer with: cabal chat {asking}   (or: cabal resume {asking} --answer '...')",
+        f"go on with: cabal resume {stopped}   (or with a new direction: cabal continue {stopped} \"...\")",
+        f"raise the budget with: cabal resume {budget_question} --answer continue   (doubles it; --answer N: a "
+        "budget of N tokens; --answer stop: end here)",
+        "the budget is spent: run the mission again with a larger one (cabal run FILE --budget-usd USD, or budget: "
+        "in the mission file)",
+    ]
+    assert [lines[1] for lines in shown] == [
+        f"the whole of it: cabal export {i} --format html -o report.html" if i not in (asking, budget_question)
+        else "waiting for you: " + (QUESTION_TEXT if i == asking else shown[4][1].removeprefix("waiting for you: "))
+        for i in ids]

@@ -335,3 +335,58 @@ def _open_checkpoints(home: Path, gate) -> None:
     gate.wait(timeout=10)
     with Workspace.at(home).checkpointer() as saver:
         assert list(saver.list(None)) == []
+
+
+def test_missions_rm_removes_all_a_mission_leaves_and_refuses_a_running_one(graph_server) -> None:
+    from cabal.rounds import run_mission
+
+    home = str(graph_server.home)
+    workspace = Workspace.at(home)
+    gone, kept, busy = (run_mission(LAUNCH, home=home, model="simulated", rounds=1).mission_id for _ in range(3))
+    folder = workspace.mission_dir(gone)
+    assert {p.name for p in folder.iterdir()} >= {"cassette.jsonl", "transcript.md"}
+
+    def threads() -> set[str]:
+        with workspace.checkpointer() as saver:
+            return {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+
+    assert {gone, kept, busy} <= threads()
+    with workspace.driving(busy):  # a live run holds the mission's lock: removing it is refused, and nothing else
+        refused = cabal("missions", "rm", kept, busy, "--home", home)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [f"cabal: cannot remove mission {busy}: it is running",
+                                           f"hint: stop it first (cabal stop {busy}), or wait for it to end"]
+
+    removed = cabal("missions", "rm", gone, "--home", home)
+
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == f"removed {gone} (its graph, checkpoints, cassette and transcript)\n"
+    assert not folder.exists() and gone not in threads() and {kept, busy} <= threads()
+    with ContextGraph.open(name="cabal", home=home) as graph:
+        assert gone not in graph.list_graphs() and {kept, busy} <= set(graph.list_graphs())
+    listed = cabal("missions", "--home", home).stdout
+    assert gone not in listed and kept in listed and busy in listed
+    again = cabal("missions", "rm", gone, "--home", home)
+    assert again.returncode == 1 and again.stderr.startswith(f"cabal: mission not found: '{gone}' (known: ")
+
+
+def test_a_missing_key_or_a_card_of_an_unknown_kind_is_a_usage_error_and_starts_nothing(graph_server,
+                                                                                         tmp_path: Path) -> None:
+    home = str(graph_server.home)
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "x.yaml").write_text("role: astrologer\n")
+    mission = tmp_path / "cards.mission.yaml"
+    mission.write_text("request: Plan the launch.\nteam: {cards: cards}\nmodel: simulated\n")
+    before = Workspace.at(home).missions()
+    no_key = {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+
+    keyless, astrologer = cabal_all([["run", str(LAUNCH), "--home", home, "--model", "openai:gpt-4.1-mini"],
+                                     ["run", str(mission), "--home", home]], env=no_key)
+
+    assert [(r.returncode, r.stdout, r.stderr) for r in (keyless, astrologer)] == [
+        (2, "", "cabal: model 'gpt-4.1-mini' needs an OpenAI API key: set OPENAI_API_KEY\n"),
+        (2, "", f"cabal: {cards / 'x.yaml'}:1 field 'role': unknown kind 'astrologer' (closest: watchdog, "
+                "operative, chair)\n"),
+    ]
+    assert Workspace.at(home).missions() == before

@@ -170,7 +170,8 @@ def test_status_json_carries_each_products_content(launch: str, home: str) -> No
 def test_status_names_each_owner_as_the_team_named_it(launch: str, home: str) -> None:
     status = cabal("status", launch, "--home", home)
 
-    assert status.stdout.splitlines()[1:4] == ["- Launch brief [Content] accepted · v1 · Ada (operative-1)",
+    # The tree follows the outcome and the two lines of what to run next.
+    assert status.stdout.splitlines()[3:6] == ["- Launch brief [Content] accepted · v1 · Ada (operative-1)",
                                                "- Pricing decision [Decision] accepted · v2 · Brook (operative-2)",
                                                "- Launch-day checklist [Content] accepted · v1 · Ada (operative-1)"]
 

@@ -233,6 +233,19 @@ def test_an_optional_server_that_cannot_start_is_one_warning_and_the_mission_goe
     assert "prices__lookup" not in {name for call in model.calls for name in call.tools}
 
 
+def test_every_role_may_be_named_singular_or_plural() -> None:
+    every = ToolServerSpec(name="prices", command="python", steps=("inspect", "plan", "presentation"),
+                           allow=("watchdogs", "chairs", "envoys"))
+    one = ToolServerSpec(name="prices", command="python", steps=("inspect", "write"), allow=("watchdog", "operative"))
+
+    assert [every.allows(agent, role, step) for agent, role, step in (
+        ("watchdog-2", Role.WATCHDOG, Step.INSPECT), ("chair-1", Role.CHAIR, Step.PLAN),
+        ("envoy-1", Role.ENVOY, Step.PRESENTATION), ("operative-1", Role.OPERATIVE, Step.INSPECT))] == [
+        True, True, True, False]
+    assert [one.allows("watchdog-security", Role.WATCHDOG, Step.INSPECT),
+            one.allows("operative-3", Role.OPERATIVE, Step.WRITE)] == [True, True]
+
+
 @pytest.mark.parametrize(("entry", "message"), [
     ({"name": "prices", "comand": "python"}, "tools.0: Value error, unknown field 'comand' (closest: command"),
     ({"name": "prices", "url": "http://10.1.2.3:80/mcp"},

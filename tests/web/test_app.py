@@ -164,16 +164,17 @@ def test_an_answer_sent_by_a_plain_form_resumes_the_mission(client: TestClient, 
 
 def test_say_stop_and_answer_from_the_pages_script(client: TestClient, asking: str, security, graph_server) -> None:
     said = json_post(client, f"/missions/{asking}/say", security, text="Keep it under <b>80</b> words.")
-    stopped = json_post(client, f"/missions/{asking}/stop", security)
+    stopped = json_post(client, f"/missions/{asking}/stop", security)  # it waits for an answer: it ends now
     stopping = mission_report(asking, home=graph_server.home)
     answered = json_post(client, f"/missions/{asking}/answer", security, answer="People installing it.")
 
     assert said.json() == {"ok": True, "mission": asking,
                            "message": "Message left: the team reads it at the start of its next round."}
     assert stopped.json() == {"ok": True, "mission": asking,
-                              "message": "Stop requested: the team stops at the start of its next round."}
-    assert answered.json() == {"ok": True, "mission": asking, "message": "Answered: the team goes on."}
+                              "message": "Stopped: the mission ends here; resume it to go on."}
+    assert answered.status_code == 409  # its question was withdrawn with the stop
     assert stopping.mission.stop_requested is True
+    assert [q.status for q in stopping.questions] == ["withdrawn"]
     assert [(line.kind, line.speaker, line.text) for line in stopping.conversation if line.kind == "note"] == [
         ("note", "you", "Keep it under <b>80</b> words.")]
     ended = done(graph_server, asking)

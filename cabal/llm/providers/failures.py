@@ -33,10 +33,14 @@ def redact(text: str) -> str:
 
 
 def status_failure(provider: str, status: int, detail: str, headers: Mapping[str, str] | None = None, *,
-                   transient: bool | None = None) -> ModelError:
+                   transient: bool | None = None, unset_key: str | None = None) -> ModelError:
     """A reply with HTTP ``status``: transient or not by the status (unless the SDK said),
-    with the server's ``retry-after``, and ``detail`` (what the provider said) in one line."""
+    with the server's ``retry-after``, and ``detail`` (what the provider said) in one line.
+    ``unset_key``: the key's variable, when none was set (a server of one's own was sent no
+    key): a 401 then says to set it."""
     meaning = _WHAT_IT_MEANS.get(status)
+    if status == 401 and unset_key:
+        meaning = f"the server wants a key and none is set: set {unset_key}"
     said = " ".join(str(detail or "").split())[:300] or "no error message"
     message = f"{provider} returned {status}: {said}" + (f" ({meaning})" if meaning else "")
     return ModelError(redact(message), status=status, provider=provider,

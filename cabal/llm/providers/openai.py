@@ -62,7 +62,9 @@ def classify(provider: Provider, error: BaseException) -> ModelError | None:
     if openai is None:
         return None
     if isinstance(error, openai.APIStatusError):
-        return status_failure(provider.name, error.status_code, _said(error), error.response.headers)
+        unset = provider.key_variables[0] if provider.key_variables and not provider.key() else None
+        return status_failure(provider.name, error.status_code, _said(error), error.response.headers,
+                              unset_key=unset)
     if isinstance(error, openai.APITimeoutError):
         return timed_out(provider.name, str(error.request.url))
     if isinstance(error, openai.APIConnectionError):
