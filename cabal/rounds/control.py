@@ -23,7 +23,7 @@ from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
 from cabal.vocabulary import (
-    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason, stop_phrase,
+    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason, state_phrase, stop_phrase,
 )
 
 if TYPE_CHECKING:
@@ -154,8 +154,8 @@ def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | 
     with _mission_graph(workspace, mission_id) as graph:
         status = status_of(workspace, graph, mission_id)
         if not allows(Action.STOP, status.state):
-            raise MissionError(f"mission {mission_id} has already ended ({status.state}"
-                               + (f", {status.stop_reason}" if status.stop_reason else "") + ")")
+            raise MissionError(f"mission {mission_id} has already ended: "
+                               f"{state_phrase(status.state, status.stop_reason)}")
         from cabal.membrane import Membrane
 
         membrane = Membrane(graph)

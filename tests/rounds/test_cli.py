@@ -267,8 +267,9 @@ def test_stop_of_a_mission_waiting_for_an_answer_ends_it_now_and_withdraws_the_q
 
     assert (stopped.returncode, stopped.stderr) == (0, "")
     assert stopped.stdout == f"{mission_id} stopped at round 0; go on later with: cabal resume {mission_id}\n"
-    assert again.returncode == 1 and again.stderr == f"cabal: mission {mission_id} has already ended (done, userHalt)\n"
-    assert f"{mission_id}: done (userHalt), round 0" in cabal("status", mission_id, "--home", home).stdout
+    assert again.returncode == 1 and again.stderr == (f"cabal: mission {mission_id} has already ended: "
+                                                      "done (stopped at your request)\n")
+    assert f"{mission_id}: done (stopped at your request), round 0" in cabal("status", mission_id, "--home", home).stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         mission = graph.get(mission_id)
         halts = graph.find("halt", fields=["status", "answer"])

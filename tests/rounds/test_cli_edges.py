@@ -190,7 +190,7 @@ def test_stop_on_a_finished_mission_says_it_has_already_ended(graph_server) -> N
     stopped = cabal("stop", mission_id, "--home", home)
 
     assert (stopped.returncode, stopped.stdout) == (1, "")
-    assert stopped.stderr == f"cabal: mission {mission_id} has already ended (done, concluded)\n"
+    assert stopped.stderr == f"cabal: mission {mission_id} has already ended: done (concluded)\n"
 
 
 def test_a_model_factory_that_raises_is_a_one_line_error_and_starts_nothing(graph_server) -> None:

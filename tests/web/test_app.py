@@ -195,7 +195,7 @@ def test_what_cannot_be_done_now_is_a_409_with_the_reason(client: TestClient, as
     assert again.status_code == 409
     assert again.json() == {"ok": False, "error": f"mission {asking} has no pending question to answer"}
     assert stop.status_code == 409
-    assert stop.json()["error"] == f"mission {asking} has already ended (done, concluded)"
+    assert stop.json()["error"] == f"mission {asking} has already ended: done (concluded)"
 
 
 def test_bad_answers_and_messages_are_400s(client: TestClient, asking: str, security, graph_server) -> None:
