@@ -234,7 +234,8 @@ class ScriptedChatModel(_FakeChatModel):
             matching = [i for i, entry in enumerate(self._entries) if entry.matches(call.key)]
             self._skip_earlier_turns(matching, int(call.metadata.get(TURN_KEY) or 0))
             self._skip_answered(matching, int(call.metadata.get(TURN_KEY) or 0),
-                                sum(isinstance(m, AIMessage) for m in call.messages))
+                                [m.tool_calls[0]["name"] for m in call.messages
+                                 if isinstance(m, AIMessage) and m.tool_calls])
             available = [i for i in matching if self._entries[i].repeat or not self._used[i]]
             if available:
                 chosen = min(available, key=lambda i: (-self._entries[i].specificity, i))
@@ -251,13 +252,17 @@ class ScriptedChatModel(_FakeChatModel):
             provider="scripted",
         )
 
-    def _skip_answered(self, matching: list[int], turn: int, answered: int) -> None:
-        """Mark used the entries of the calls the turn already has in its conversation: a turn
-        that goes on where it stopped (a tool call the user approved), in a process with a fresh
-        cursor, gets the entry after them. Where they were used in this process, a no-op."""
+    def _skip_answered(self, matching: list[int], turn: int, said: list[str]) -> None:
+        """Mark used the entries of the calls the turn already has in its conversation (``said``:
+        the tool each of its replies called): a turn that goes on where it stopped (a tool call
+        the user approved), in a process with a fresh cursor, gets the entry after them. Only
+        replies that are the script's own count (the same tools, in order): a reply another model
+        wrote into the conversation (a test's injected answer) uses no entry."""
         ordered = self._in_order(matching)
         start = self._turn_start(ordered, turn)
-        for index in ordered[start:start + answered]:
+        for index, tool in zip(ordered[start:], said):
+            if self._entries[index].tool != tool:
+                return
             self._used[index] = True
 
     def _skip_earlier_turns(self, matching: list[int], turn: int) -> None:

@@ -70,9 +70,10 @@ def test_write_facts_name_the_assignments_shown_with_their_directives(seen) -> N
         for assignment in facts.assignments:
             product = assignment.product
             assert f"### {product.id} {product.name} [{product.type}]" in prompt
-            assert f"): {assignment.objective}" in prompt
+            assert f"\nObjective: {assignment.objective}\n" in prompt
             if product.latest:
-                assert f"{product.latest.id}: v{product.latest.number} of {product.id}" in prompt
+                assert (f"Latest version: {product.latest.id} ({product.id}'s version {product.latest.number}, by "
+                        f"{product.latest.author} in round ") in prompt
 
 
 def test_review_and_inspection_facts_are_the_version_heads_shown(seen) -> None:
@@ -81,7 +82,8 @@ def test_review_and_inspection_facts_are_the_version_heads_shown(seen) -> None:
     for prompt, facts in judged:
         assert facts.new_versions
         for version in facts.new_versions:
-            assert f"{version.id}: v{version.number} of {version.product} by {version.author}" in prompt
+            assert (f"\n{version.id} ({version.product}'s version {version.number}, by {version.author} in round "
+                    in prompt)
 
 
 def test_plan_facts_are_the_reflections_and_candidates_shown(seen) -> None:
@@ -89,10 +91,12 @@ def test_plan_facts_are_the_reflections_and_candidates_shown(seen) -> None:
     assert any(f.candidates for _, f in plans) and any(f.reflections for _, f in plans)
     for prompt, facts in plans:
         for reflection in facts.reflections:
-            assert f"- {reflection.author} on {reflection.product}: DoD {reflection.dod_status};" in prompt
+            assert f"- {reflection.author} on {reflection.product} " in prompt
+            assert f": DoD {reflection.dod_status}\n" in prompt
         for candidate in facts.candidates:
-            assert (f"- {candidate.product} {candidate.name}: latest {candidate.version} (v{candidate.number}), "
-                    f"inspection {candidate.verdict}") in prompt
+            assert (f"### {candidate.product} {candidate.name}: latest version {candidate.version} ({candidate.product}'s "
+                    f"version {candidate.number}, by ") in prompt
+            assert f"\nVerdict: {candidate.verdict}" in prompt
 
 
 def test_presentation_facts_are_the_event_lines_and_speakers_shown(seen) -> None:

@@ -114,11 +114,13 @@ def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
     report = mission_report(fork_id, home=home)
     said = [(line.round, line.kind, line.text) for line in report.conversation if line.kind == "direction"]
     assert said == [(2, "direction", DIRECTION)]
-    # The simulated Chair reopens the first accepted product for a new direction at its Plan.
+    # The simulated Chair reopens the first accepted product for a new direction at its Plan; its
+    # version 2, written in the last round, is accepted at the closing decisions.
     overview = report.product("Short handbook for new volunteers")
-    assert overview.status == "open"
+    assert (overview.status, [v.number for v in overview.versions]) == ("accepted", [1, 2])
     assert overview.description.startswith("Reworked for the user's new direction: Add what volunteers")
-    assert mission_report(mission_id, home=home).product("Short handbook for new volunteers").status == "accepted"
+    original_overview = mission_report(mission_id, home=home).product("Short handbook for new volunteers")
+    assert (original_overview.status, [v.number for v in original_overview.versions]) == ("accepted", [1])
     # The report (cabal show, the exports, the web room's page) says where the fork came from.
     assert f'<p class="lineage muted">forked from {mission_id} at round 3</p>' in render_html(report)
     assert f"\n_forked from {mission_id} at round 3_\n\n## Request\n" in render_markdown(report)
@@ -126,8 +128,8 @@ def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
     diff = cabal("diff", mission_id, fork_id, "--home", home)
     assert diff.returncode == 0, diff.stderr
     assert f"A: `{mission_id}`  \nB: `{fork_id}`\n\nB was forked from A at the start of round 3: rounds 1 to 2 are " \
-           "A's\n\n2 changed, 1 added product(s)\n" in diff.stdout
-    assert ("### Short handbook for new volunteers (changed)\n\n- status: accepted / open; version compared: v1 / v1\n"
+           "A's\n\n1 same, 1 changed, 1 added product(s)\n" in diff.stdout
+    assert ("### Short handbook for new volunteers (changed)\n\n- status: accepted / accepted; version compared: v1 / v2\n"
             in diff.stdout)
     assert "### What volunteers must know about safety at the warehouse (added)\n" in diff.stdout
     listed = cabal("missions", "--home", home)

@@ -175,4 +175,4 @@ def test_cabal_run_gate_plan_shows_the_plan_and_waits(home, tmp_path) -> None:
 
     assert shown.returncode == 3, shown.stderr
     assert "cabal asks you: " + PLAN.format(dod=DOD) + "  [approve / stop]" in shown.stdout
-    assert "state: halted (questionToUser), round 0" in shown.stdout
+    assert "state: halted (waiting for your answer), round 0" in shown.stdout

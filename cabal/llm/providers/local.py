@@ -41,7 +41,7 @@ def classify(provider: Provider, error: BaseException) -> ModelError | None:
 
 def near_mission(spec: str, base: Path | None) -> str:
     """``spec`` with what it names next to the mission file (in ``base``) made absolute: a
-    script's relative path; a ``py:`` module that is a file there (found before any installed
+    script's relative path; a cassette's (``replay:``); a ``py:`` module that is a file there (found before any installed
     module of that name), as the path of its file. So a resumed mission, or a batch's worker
     anywhere, finds them again."""
     if base is None:
@@ -49,6 +49,14 @@ def near_mission(spec: str, base: Path | None) -> str:
     if spec.startswith("scripted:"):
         path = Path(spec.removeprefix("scripted:"))
         return f"scripted:{(path if path.is_absolute() else base / path).resolve()}"
+    if spec.startswith("replay:"):  # a cassette shipped beside its mission file (examples/foodbank)
+        from cabal.llm.replay import parse_replay_spec, replay_spec
+
+        ref, mode, fallback = parse_replay_spec(spec.removeprefix("replay:"))
+        beside = base / ref
+        if not Path(ref).is_absolute() and beside.exists():
+            return replay_spec(str(beside.resolve()), mode, near_mission(fallback, base) if fallback else None)
+        return spec
     if spec.startswith("py:") and spec.count(":") == 2:
         _, module, factory = spec.split(":")
         found = module_file(module, base)

@@ -1,0 +1,66 @@
+"""The recorded example (``examples/foodbank``): a mission a capable language model answered,
+call by call, through an OpenAI-compatible endpoint, replayed from its cassette on every run.
+
+Strict, it must reproduce the recording: the same accepted products with the same text. After a
+change to what agents are shown, the strict replay stops at the first changed call, and the
+lenient replay still carries the mission to its end with the same products.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cabal.rounds.api import run_mission
+from cabal.rounds.workspace import mission_report
+from cabal.resources import builtin_dir
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "foodbank"
+MISSION = EXAMPLE / "foodbank.mission.yaml"
+CASSETTE = EXAMPLE / "foodbank.cassette.jsonl"
+ACCEPTED = {
+    "Decision: what the tablet intake form asks and what we stop collecting":
+        "DECISION\nFrom the switchover Saturday, intake at Riverside Community Pantry asks",
+    "Switchover plan for the two Saturday sessions":
+        "SWITCHOVER PLAN: TABLET INTAKE FOR THE TWO SATURDAY SESSIONS\nRiverside Community",
+    "One-page volunteer briefing on the tablet intake":
+        "TABLET INTAKE - READ BEFORE YOUR SHIFT (5 minutes)\n\nWHO DOES WHAT\nEach session: ",
+}
+
+
+def accepted(mission_id: str, home: Path) -> dict[str, str]:
+    """Each accepted product's name and the start of its accepted text."""
+    report = mission_report(mission_id, home=home)
+    return {p.name: next(v.content for v in p.versions if v.id == p.accepted_version_id)[:80]
+            for p in report.products if p.status == "accepted" and p.accepted_version_id}
+
+
+def test_the_recording_replays_strictly_to_its_end(graph_server) -> None:
+    result = run_mission(MISSION, home=graph_server.home)
+    assert (result.state, result.stop_reason) == ("done", "noMoreRounds"), result.detail
+    assert accepted(result.mission_id, graph_server.home) == ACCEPTED
+
+
+def test_a_changed_prompt_stops_the_strict_replay_and_the_lenient_one_goes_on(tmp_path: Path) -> None:
+    # A project's own prompts/ folder overrides the built-in one: one more line in the Write step.
+    project = tmp_path / "project"
+    (project / "prompts" / "steps").mkdir(parents=True)
+    write = (builtin_dir("prompts") / "steps" / "write.md").read_text()
+    (project / "prompts" / "steps" / "write.md").write_text(write + "\nKeep each version as short as it can be.\n")
+    home = project / ".cabal"
+
+    strict = run_mission(MISSION, home=home)
+    assert strict.state == "failed"
+    assert "round 1, step 'write'" in str(strict.detail) and "differs from the recording" in str(strict.detail)
+
+    lenient = run_mission(MISSION, home=home, model=f"replay:{CASSETTE}?mode=lenient")
+    assert (lenient.state, lenient.stop_reason) == ("done", "noMoreRounds"), lenient.detail
+    assert accepted(lenient.mission_id, home) == ACCEPTED
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers(tmp_path: Path):
+    yield
+    shutil.rmtree(tmp_path / "project", ignore_errors=True)
