@@ -196,7 +196,7 @@ def test_cabal_a2a_refuses_a_mission_file_it_cannot_read(tmp_path: Path, home: s
                               "to parse string as an integer\n")
 
 
-def test_a_task_canceled_while_it_waits_stays_canceled_and_its_mission_stops_when_answered(home: str,
+def test_a_task_canceled_while_it_waits_stays_canceled_and_its_mission_ends_at_once(home: str,
                                                                                           mission: Path) -> None:
     with serving(home, mission) as server:
         first = asyncio.run(streamed(server, said(REQUEST)))
@@ -215,8 +215,8 @@ def test_a_task_canceled_while_it_waits_stays_canceled_and_its_mission_stops_whe
                 return await client.get_task(GetTaskRequest(id=task_id))
 
         assert asyncio.run(read()).status.state == TaskState.TASK_STATE_CANCELED
-    # The mission was asked to stop: answered from a terminal, it ends at its first round's start.
-    from cabal.rounds import resume_mission
+    # The mission was stopped with its task: it ended at once, its question withdrawn, unanswered.
+    from cabal.rounds import mission_status
 
-    ended = resume_mission(task_id, answer="Students first.", home=home)
+    ended = mission_status(task_id, home=home)
     assert (ended.state, ended.stop_reason, ended.round) == ("done", "userHalt", 0)

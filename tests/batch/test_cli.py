@@ -102,7 +102,7 @@ def test_events_go_to_a_file_as_json_lines_the_missions_own_as_cabal_run_writes_
     assert {e["mission"] for e in own} == missions
     assert {"mission_start", "step_start", "turn_start", "turn_done", "answer", "stop", "run_end"} <= {
         e["kind"] for e in own}
-    assert sum(e["kind"] == "turn_done" for e in own) == 2 * 13  # every turn of both missions
+    assert sum(e["kind"] == "turn_done" for e in own) == 2 * 11  # every turn of both missions
     assert events[-1]["counts"] == {"done": 2}
 
 
@@ -210,7 +210,7 @@ def test_a_folder_batch_says_which_files_it_skips_and_counts_a_mission_that_did_
     assert status == exits.FAILED
     assert lines[2].endswith(": nothing to run: 1 mission: 1 invalid")
     assert lines[3].endswith(f"{tmp_path / 'broken.mission.yaml'}:2: invalid mission: unknown field `round`; "
-                             "did you mean `rounds`? (allowed: rounds, model, budget, models, request, sources, name, source_limits, tool_timeout_s, tools, answers, max_tool_calls, team)")
+                             "did you mean `rounds`? (allowed: rounds, model, budget, models, request, sources, name, source_limits, tool_timeout_s, tools, answers, max_tool_calls, gates, team)")
 
 
 def test_the_live_counter_counts_a_mission_that_did_not_load() -> None:

@@ -66,7 +66,7 @@ def test_six_missions_run_side_by_side_on_two_local_workers(six) -> None:
     assert {e.mission for e in own} == {r.mission_id for r in report.rows}
     assert {MissionStarted, StepStarted, TurnStarted, TurnDone, Answered, MissionStopped, RunEnded} <= {
         type(e) for e in own}
-    assert sum(isinstance(e, TurnDone) for e in own) == 6 * 13  # every turn of every mission
+    assert sum(isinstance(e, TurnDone) for e in own) == 6 * 11  # every turn of every mission
     assert events[-1] == BatchEnded(report.batch_id, {"done": 6}, events[-1].elapsed_s, None)
 
 
