@@ -8,11 +8,14 @@ lenient replay still carries the mission to its end with the same products.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from cabal.report.html import render_html
+from cabal.report.markdown import render_markdown
 from cabal.rounds.api import run_mission
 from cabal.rounds.workspace import mission_report
 from cabal.resources import builtin_dir
@@ -20,6 +23,7 @@ from cabal.resources import builtin_dir
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "foodbank"
 MISSION = EXAMPLE / "foodbank.mission.yaml"
 CASSETTE = EXAMPLE / "foodbank.cassette.jsonl"
+INTERNAL_ID = re.compile(r"\br\d+\.(?:bootstrap|reflect|plan|write|peer_review|inspect|presentation|close)\.[\w.-]+")
 ACCEPTED = {
     "Decision: what the tablet intake form asks and what we stop collecting":
         "DECISION\nFrom the switchover Saturday, intake at Riverside Community Pantry asks",
@@ -41,6 +45,12 @@ def test_the_recording_replays_strictly_to_its_end(graph_server) -> None:
     result = run_mission(MISSION, home=graph_server.home)
     assert (result.state, result.stop_reason) == ("done", "noMoreRounds"), result.detail
     assert accepted(result.mission_id, graph_server.home) == ACCEPTED
+    # A real model's texts are full of references: every output shows each as what it names.
+    report = mission_report(result.mission_id, home=graph_server.home)
+    for output in (render_markdown(report), render_html(report)):
+        # The page's appendix of cited sections labels each with the citation that names it.
+        assert "[[" not in output.replace('<span class="mono">[[s:', "")
+        assert INTERNAL_ID.findall(output) == []
 
 
 def test_a_changed_prompt_stops_the_strict_replay_and_the_lenient_one_goes_on(tmp_path: Path) -> None:

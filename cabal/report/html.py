@@ -42,6 +42,7 @@ def report_context(report: MissionReport) -> dict[str, Any]:
         report=report, mission=report.mission, tree=product_tree(report), timeline=timeline_svg(report),
         anchor=lambda product: product_anchor(report, product), who=report.who,
         readable=lambda text: Markup(linked_text(report, text)),
+        plain=report.readable,  # references as names, no links: for attributes (a tooltip), escaped as any text
         content=lambda text: markdown_html(linked_text(report, text, markdown=True)),
         cited_anchor=cited_anchor,
         accepted=sum(1 for p in report.live_products if p.status == "accepted"),

@@ -139,7 +139,7 @@ def product_markdown(report: MissionReport, product: Product, *, history: bool,
              f"{product.type} · {product.status} · owner {report.who(product.owner)} · added in round {product.round}",
              ""]
     if product.dod:
-        lines += [f"Definition of done: {product.dod}", ""]
+        lines += [f"Definition of done: {readable(product.dod)}", ""]
     shown = version or product.shown
     if shown is None:
         lines += ["No version yet.", ""]
