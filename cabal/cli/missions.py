@@ -364,7 +364,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if result.state == "done":  # nothing ran it: it stopped now
         print(f"{args.mission_id} stopped at round {result.round}; go on later with: cabal resume {args.mission_id}")
         return 0
-    print(f"{args.mission_id} will stop at the start of its next round (userHalt)")
+    print(f"{args.mission_id} will stop at the start of its next round")
     return 0
 
 
