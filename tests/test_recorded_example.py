@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cabal.graph import EmbeddedServer
 from cabal.report.html import render_html
 from cabal.report.markdown import render_markdown
 from cabal.rounds.api import run_mission
@@ -73,4 +74,7 @@ def test_a_changed_prompt_stops_the_strict_replay_and_the_lenient_one_goes_on(tm
 @pytest.fixture(autouse=True)
 def _no_leftovers(tmp_path: Path):
     yield
+    home = tmp_path / "project" / ".cabal"
+    if home.exists():  # the project's own workspace started a graph server of its own
+        EmbeddedServer(home).stop()
     shutil.rmtree(tmp_path / "project", ignore_errors=True)
