@@ -42,8 +42,8 @@ from cabal.rounds.engine import ANSWER_FROM_FILE, RoundGraph, build_graph
 from cabal.rounds.gates import GATE_NAMES
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
+from cabal.rounds.ids import continue_session
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
-from cabal.rounds.replays import continue_session
 from cabal.rounds.run import MissionRun
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines

@@ -69,6 +69,12 @@ def plan_gate_id(round_number: int, asked: int) -> str:
     return f"r{round_number}.plan.gate{asked}"
 
 
+def continue_session(mission_id: str, after_round: int, rounds: int) -> str:
+    """The session of the ``continue_mission`` write that takes a mission further (its moment
+    keeps it, and ``replays.recorded_mission`` reads the round and the limit back from it)."""
+    return f"{mission_id}.continue.r{after_round}.{rounds}"
+
+
 def output_switch_id(model_spec: str) -> str:
     """The record of a model moved to JSON answers: one per model spec (a spec may be a long
     path, so its digest), whichever turn met the refusal first."""

@@ -22,6 +22,7 @@ from cabal.graph import ContextGraph
 from cabal.llm.cassette import CASSETTE_FILE
 from cabal.llm.replay import replay_spec
 from cabal.rounds.control import MissionResult
+from cabal.rounds.ids import continue_session
 from cabal.rounds.events import MissionEvent
 from cabal.rounds.workspace import Workspace, mission_graph, mission_node
 from cabal.sources import Chunk, Collected, SourceText
@@ -46,12 +47,6 @@ class RecordedMission:
     sources: Collected  # the files it read at its start, as its graph holds them
     continuations: tuple[Continuation, ...]
     withdrawn: frozenset[int] = frozenset()  # the rounds where the user stopped it instead of answering its question
-
-
-def continue_session(mission_id: str, after_round: int, rounds: int) -> str:
-    """The session of the ``continue_mission`` write that takes a mission further (its moment
-    keeps it, and ``recorded_mission`` reads the round and the limit back from it)."""
-    return f"{mission_id}.continue.r{after_round}.{rounds}"
 
 
 def recorded_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> RecordedMission:
