@@ -711,9 +711,12 @@ def test_envelope_json_schemas():
         "full_content",
         "version_history",
         "all_feedback",
+        "inspections",
+        "reflections",
         "peer_content",
         "source",
         "search_sources",
+        "remarks",
     ]
     assert halt["properties"]["type"]["enum"] == ["question", "done"]
     assert halt["properties"]["message"]["maxLength"] == 2000

@@ -167,26 +167,16 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     relative to the current folder, or entries already made (``cabal.sources.folder_wanted``);
     or files already read (a ``Collected``: what a replay gives, the sources as the recorded
     mission read them).
-    ``record``: keep every model call in the mission's cassette (``llm/cassette.py``).
-    ``workspace``: the workspace already resolved (a batch's worker keeps one for all its
-    missions), instead of ``home`` and ``url``.
+    ``record``: keep every model call in the mission's cassette. ``workspace``: the workspace
+    already resolved (a batch's worker keeps one for all its missions), over ``home`` and ``url``.
     ``request``: the mission's request, over the mission file's (a served team runs each request
     it is given on one mission file: ``cabal a2a``).
     ``gates``: gates to ask at beside the mission file's (``--gate plan``: ``gates=["plan"]``, the
     plan's sign-off, as ``gates: {plan: ask}``).
     """
     spec, base = _loaded(mission)
-    if request is not None:
-        spec = parse_mission({**spec.model_dump(exclude_none=True), "request": request}, source="the request")
-    read, typed = (sources, []) if isinstance(sources, Collected) else (None, list(sources or []))
-    wanted = spec.wanted_sources(base) + typed_wanted(typed)
-    collected = collect(wanted, spec.source_limits) if wanted else None  # refused now, before any write
-    if read is not None and read.files:
-        collected = Collected((collected.files if collected else ()) + read.files)
-    if rounds is not None:
-        spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
-    if gates:
-        spec = _with_gates(spec, gates)
+    spec = _as_asked(spec, request=request, rounds=rounds, gates=gates)
+    collected = _sources_of(spec, base, sources)  # refused now, before any write
     starting = spec.starting_budget(budget_usd)
     spec = _with_paths_anchored(spec, base)
     workspace = workspace or Workspace.at(home, url)
@@ -233,6 +223,26 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         if tools is not None:
             tools.close()
         graph.close()
+
+
+def _as_asked(spec: MissionSpec, *, request: str | None, rounds: int | None, gates: Sequence[str]) -> MissionSpec:
+    """The mission file's spec with what the call says over it: the request, the round limit, gates."""
+    if request is not None:
+        spec = parse_mission({**spec.model_dump(exclude_none=True), "request": request}, source="the request")
+    if rounds is not None:
+        spec = parse_mission({**spec.model_dump(exclude_none=True), "rounds": rounds}, source="--rounds")
+    return _with_gates(spec, gates) if gates else spec
+
+
+def _sources_of(spec: MissionSpec, base: Path | None, sources: list[str | Wanted] | Collected | None) -> Collected | None:
+    """What the mission reads: its file's sources and the call's (``--source``), read now, and files
+    already read (a replay's ``Collected``: the sources as the recorded mission read them)."""
+    read, typed = (sources, []) if isinstance(sources, Collected) else (None, list(sources or []))
+    wanted = spec.wanted_sources(base) + typed_wanted(typed)
+    collected = collect(wanted, spec.source_limits) if wanted else None
+    if read is not None and read.files:
+        collected = Collected((collected.files if collected else ()) + read.files)
+    return collected
 
 
 def _with_gates(spec: MissionSpec, gates: Sequence[str]) -> MissionSpec:

@@ -119,7 +119,7 @@ def test_a_version_written_this_round_is_accepted_on_its_inspection_without_a_re
     assert check("acceptable_version", ACCEPT_NOW, **given, reflections=[]) == []
     # The other conditions hold as at Plan: a passed inspection, no blocking collab.
     assert check("acceptable_version", ACCEPT_NOW, **dict(given, inspections=[PASSED])) == [
-        "v3 of 'Brief' has not been inspected yet"]
+        "version 3 of 'Brief' has not been inspected yet"]
     assert check("acceptable_version", ACCEPT_NOW, **given, collabs=[
         {"id": "c1", "product_id": "doc", "importance": 8, "summary": "data loss"}]) == [
         "1 open collab(s) of importance >= 8 block acceptance: data loss"]
@@ -213,7 +213,7 @@ def test_an_inspection_that_skips_a_new_version_is_refused():
     problems = step_problems(Step.INSPECT, InspectOutput(reasoning="all good", inspections=[]),
                              RuleContext(snapshot(products=WORK, versions=[DOC_V1]), TEAM, "watchdog-1"))
 
-    assert problems == [("inspections", "every new version must be inspected; missing: Brief v1")]
+    assert problems == [("inspections", "every new version must be inspected; missing: Brief version 1")]
 
 
 @pytest.mark.parametrize(("model", "empty_field"), [

@@ -133,7 +133,7 @@ def test_a_walled_post_needs_both_the_token_and_the_csrf_token(walled) -> None:
     assert no_csrf.status_code == 403
     refused = client.post("/missions/example", data=form, headers=cookie(security))
     assert refused.status_code == 400  # through both walls, to the handler: there is no such example
-    assert "no example named 'no-such-example'; the examples are: launch, research" in unescape(refused.text)
+    assert "no example named 'no-such-example'; the examples are: foodbank, launch, research, sources, team" in unescape(refused.text)
 
 
 def test_ids_from_urls_reach_nothing_outside_the_workspace(client: TestClient, graph_server) -> None:
