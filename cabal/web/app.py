@@ -11,6 +11,7 @@
     POST /missions/{id}/stop            ask the team to stop at its next round
     POST /missions/{id}/resume          go on after an interruption (a kill, a model outage)
     POST /missions/{id}/continue        take a mission that ended further, with a new direction
+    POST /missions/{id}/fork            a new mission from the start of one of its rounds
     GET  /missions/{id}/report.{fmt}    the export: a mission format of ``cabal.exports``
     GET  /diff?a=ID&b=ID                two missions of the list compared (``cabal diff``)
     GET  /live, /live/missions/{id}     the event streams of the two pages
@@ -115,6 +116,7 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
         Route("/missions/{mission_id}/stop", stop, methods=["POST"]),
         Route("/missions/{mission_id}/resume", resume, methods=["POST"]),
         Route("/missions/{mission_id}/continue", continue_further, methods=["POST"]),
+        Route("/missions/{mission_id}/fork", fork, methods=["POST"]),
         Route("/missions/{mission_id}/report.{fmt}", export),
         Route("/diff", diff_page),
         Route("/live", live_missions),
@@ -388,6 +390,20 @@ async def continue_further(request: Request, form: FormData) -> Response:
         raise HTTPException(400, f"More rounds is a whole number from 1 to {MAX_MORE_ROUNDS}.")
     await _went_on(room.runner.go_further(mission_id, direction, rounds=int(rounds) if rounds else None))
     return _done(request, mission_id, "The mission continues with your new direction.")
+
+
+@state_changing
+async def fork(request: Request, form: FormData) -> Response:
+    room, mission_id = _room(request), await _known(request)
+    reached = (await run_in_threadpool(room.reader.status, mission_id)).round
+    chosen = _text(form, "round")
+    if not (chosen.isdigit() and 1 <= int(chosen) <= reached):
+        raise HTTPException(400, f"Fork from a round from 1 to {reached}." if reached else
+                                 "The mission has no round to fork from yet.")
+    direction = _text(form, "direction").strip() or None
+    forked = await _went_on(room.runner.fork(mission_id, round_number=int(chosen), direction=direction))
+    return _done(request, forked, f"Forked from {mission_id} at the start of round {chosen}: a new mission runs on "
+                                  "from there; the original is unchanged.")
 
 
 # ------------------------------------------------------------------------------- errors

@@ -23,7 +23,7 @@ from typing import Any
 
 from cabal.errors import MissionError
 from cabal.rounds import events as ev
-from cabal.rounds.api import continue_mission, resume_mission, run_mission
+from cabal.rounds.api import continue_mission, fork_mission, resume_mission, run_mission
 from cabal.sources import Wanted
 from cabal.rounds.workspace import Workspace
 
@@ -97,6 +97,13 @@ class Runner:
         self._not_running(mission_id)
         return self._launch(mission_id, lambda listener: continue_mission(
             mission_id, direction, rounds=rounds, home=self.workspace.home, url=self.workspace.url,
+            on_event=listener))
+
+    def fork(self, mission_id: str, *, round_number: int, direction: str | None = None) -> Future[str]:
+        """A new mission from the start of round ``round_number`` of ``mission_id``
+        (``fork_mission``); the future holds the new mission's id once it runs."""
+        return self._launch(None, lambda listener: fork_mission(
+            mission_id, round=round_number, direction=direction, home=self.workspace.home, url=self.workspace.url,
             on_event=listener))
 
     def _not_running(self, mission_id: str) -> None:

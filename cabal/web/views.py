@@ -83,6 +83,7 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
         "can_stop": allows(Action.STOP, status.state),
         "can_resume": allows(Action.RESUME, status.state) and view.driver is None,
         "can_continue": status.state == "done" and view.driver is None,
+        "can_fork": status.round >= 1 and view.driver is None,
         "stop_asked": report.mission.stop_requested and status.state not in ENDED,
     }
 
