@@ -57,7 +57,7 @@ from cabal.refs import parse_refs
 from cabal.rounds.context import REQUESTED_CONTEXT
 from cabal.rounds.facts import TreeProduct, TurnFacts
 from cabal.tools.spec import SEPARATOR as TOOL_SEPARATOR
-from cabal.vocabulary import CHAIR_ID
+from cabal.vocabulary import CHAIR_ID, count_of
 
 CONTAINER_TYPES = ("Collection", "Orchestration", "Decision")  # may hold Content
 WORK_TYPES = ("Content", "Decision")  # get versions; Collection/Orchestration only structure
@@ -343,12 +343,13 @@ class SimulatedTeam:
             if speaker == CHAIR_ID:
                 accepted = sum(e.kind == "accepted" for e in done)
                 assigned = sum(e.kind == "assigned" for e in done)
-                parts = [f"accepted {accepted} product(s)" if accepted else "",
-                         f"made {assigned} assignment(s)" if assigned else ""]
-                content = f"I {' and '.join(p for p in parts if p) or 'planned the round'} this round."
+                parts = [f"accepted {count_of(accepted, 'product')}" if accepted else "",
+                         f"gave out {count_of(assigned, 'assignment')}" if assigned else ""]
+                content = (f"I {' and '.join(p for p in parts if p)} this round." if any(parts)
+                           else "I checked where every product stands.")
             else:
                 written = [_plain(e.subject, 60) for e in done if e.kind == "wrote"]
-                content = (f"I wrote {len(written)} new version(s) this round: {', '.join(written)}"[:MESSAGE_CHARS].rstrip(", ")
+                content = (f"I wrote {count_of(len(written), 'new version')}: {', '.join(written)}"[:MESSAGE_CHARS].rstrip(", ")
                            + "." if written else "I worked on my products this round.")
             messages.append({"asAgent": speaker, "content": content})
         if not messages:

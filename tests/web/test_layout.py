@@ -123,7 +123,7 @@ def test_the_last_rounds_lines_come_before_the_missions_end_as_in_the_terminal(
     finally:
         page.close()
 
-    assert lines[-2:] == ["chair-1: I planned the round this round.",
+    assert lines[-2:] == ["chair-1: I checked where every product stands.",
                           "chair-1: Every product is accepted; the mission is met. (mission concluded)"]
 
 
