@@ -57,7 +57,8 @@ def test_every_post_needs_the_csrf_token(client: TestClient, security: Security)
     posts = [route.path.replace("{mission_id}", "m-any-000000") for route in client.app.routes
              if isinstance(route, Route) and "POST" in (route.methods or ())]
     assert sorted(posts) == ["/missions", "/missions/example", "/missions/m-any-000000/answer",
-                             "/missions/m-any-000000/continue", "/missions/m-any-000000/resume",
+                             "/missions/m-any-000000/continue", "/missions/m-any-000000/fork",
+                             "/missions/m-any-000000/resume",
                              "/missions/m-any-000000/say",
                              "/missions/m-any-000000/stop", "/missions/upload"]
     for path in posts:
