@@ -230,11 +230,8 @@ def _after_answer(state: RoundState, runtime: Context) -> str:
 
 
 def _after_round_start(state: RoundState, runtime: Context) -> str:
-    paused = _paused(state)
-    if paused:
-        return paused
     run = runtime.context
-    return "reflect" if _reflectors(run, run.snapshot(state["round"])) else "plan"
+    return _paused(state) or ("reflect" if _reflectors(run, run.snapshot(state["round"])) else "plan")
 
 
 def _paused(state: RoundState) -> str | None:
@@ -279,11 +276,8 @@ def closing_round(run: MissionRun, snapshot: Snapshot) -> bool:
 
 
 def _after_inspect(state: RoundState, runtime: Context) -> str:
-    paused = _paused(state)
-    if paused:
-        return paused
     run = runtime.context
-    return "close" if closing_round(run, run.snapshot(state["round"])) else "presentation"
+    return _paused(state) or ("close" if closing_round(run, run.snapshot(state["round"])) else "presentation")
 
 
 def _after_close(state: RoundState, runtime: Context) -> str:
