@@ -13,6 +13,7 @@ from falkordb.query_result import QueryResult
 from cabal.config import ServerAddress, redact, resolve_server
 from cabal.errors import ClusterError, GraphError, GraphUnavailable, NodeNotFound, SchemaError
 from cabal.graph import reads, schema
+from cabal.graph.behind import WriteBehind
 from cabal.graph.server import EmbeddedServer
 from cabal.graph.writes import ClusterQuery, build_cluster_query, build_copy_queries
 
@@ -92,6 +93,7 @@ class ContextGraph:
         self.name = name
         self.address = address
         self.server = server
+        self._behind: WriteBehind | None = None  # writes sent ahead of this graph's queries
 
     @classmethod
     def open(
@@ -113,6 +115,16 @@ class ContextGraph:
 
     def close(self) -> None:
         self._db.connection.close()
+
+    def behind(self, writer: WriteBehind | None) -> None:
+        """Writes ``writer`` sends come before every later query of this graph: each query (from
+        any thread but the writer's) first waits until they are acknowledged (``cabal.graph.behind``).
+        None detaches it."""
+        self._behind = writer
+
+    def _settle(self) -> None:
+        if self._behind is not None:
+            self._behind.settle()
 
     def recover(self) -> bool:
         """After ``GraphUnavailable``: start the workspace's embedded server again if it stopped,
@@ -138,6 +150,7 @@ class ContextGraph:
         """One query. A graph comes into being (with its indexes) at its first write; reading a
         graph that does not exist yet reads as empty instead of creating it."""
         header = schema.cypher_header(params)  # checked: a value that cannot be sent is refused here
+        self._settle()
         try:
             if not read_only:
                 self._ensure_indexes()
@@ -158,6 +171,7 @@ class ContextGraph:
         """Several queries sent at once and answered in order: one round trip instead of one
         each. A refused query's reply is its ``ResponseError``, for the caller to judge."""
         headers = [schema.cypher_header(params) for _, params in queries]  # refused before anything is sent
+        self._settle()
         pipe = self._db.connection.pipeline(transaction=False)
         for header, (text, _) in zip(headers, queries):
             pipe.execute_command(command, self.name, header + text, "--compact")
@@ -245,6 +259,7 @@ class ContextGraph:
         committed into it, so the read sees what the session prepared (read-your-writes).
         """
         try:
+            self._settle()
             self._db.connection.execute_command("GRAPH.COPY", self.name, name)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise GraphUnavailable(self.address.describe(), str(exc)) from None

@@ -45,6 +45,7 @@ from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent,
 from cabal.rounds.ids import continue_session
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
+from cabal.rounds.settled import settled
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
 from cabal.rounds.team import Team, load_role_cards
@@ -555,7 +556,7 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
     with workspace.driving(run.mission_id), workspace.checkpointer() as saver, \
             recording(workspace.mission_dir(run.mission_id) / CASSETTE_FILE, record,
                       on_full=lambda message: run.emit(Warned(run.mission_id, message=message))):
-        app = build_graph(saver)
+        app = build_graph(settled(saver, run.writer))
         try:
             if reopen:  # an ended mission goes on: as if its last round's Presentation had just run
                 app.update_state(config, {"stop": None, "detail": None, "halt": None}, as_node="presentation")
@@ -600,13 +601,16 @@ def _invoke_restarting_the_graph(app: RoundGraph, payload: Any, config: Runnable
     start it again and replay from the last checkpoint, up to ``graph_restarts()`` times: the
     turns already committed are skipped by their ids, the others run again on the mission as
     the graph holds it, so nothing is lost or written twice. Past that (or for a server Cabal
-    does not run), ``GraphUnavailable`` goes up and the mission pauses."""
+    does not run), ``GraphUnavailable`` goes up and the mission pauses. Steps send their graph
+    writes behind them (``cabal.graph.behind``): the run returns once all of them landed."""
     limit, restarts = graph_restarts(), 0
     while True:
         try:
             app.invoke(payload, config, context=run)
+            run.settle()  # the last step's write acknowledged before the run says how it ended
             return
         except GraphUnavailable as lost:
+            run.finish_writes()
             if restarts >= limit or run.graph.server is None:
                 raise
             restarts += 1
@@ -620,6 +624,12 @@ def _invoke_restarting_the_graph(app: RoundGraph, payload: Any, config: Runnable
             # on from the last checkpoint (a new mission's first one may not exist yet).
             payload = (payload if isinstance(payload, Command) and state.interrupts
                        else {"round": 0} if state.created_at is None else None)
+        except BaseException:
+            # Another error stops the run (a model outage, Ctrl-C, an engine error): the writes
+            # already sent land first, and a write's own failure no longer stands in the way of
+            # recording how the run stopped.
+            run.finish_writes()
+            raise
 
 
 def _fresh_model(run: MissionRun) -> None:

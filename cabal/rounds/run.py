@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from cabal.errors import ModelError
 from cabal.graph import ContextGraph, reads
+from cabal.graph.behind import WriteBehind
 from cabal.llm import Budget, CallLimiter, ModelSettings, RetryNotice, Usage
 from cabal.llm.observe import CallRecord, calls_heard_by
 from cabal.membrane import Cluster, Membrane
@@ -63,16 +64,32 @@ class MissionRun:
     _committed: list[Cluster] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _pool: ThreadPoolExecutor = field(init=False, repr=False)
+    # A step's write goes to the graph behind it while the next step works (cabal.graph.behind);
+    # the graph's queries and the run's checkpoints wait for it.
+    writer: WriteBehind = field(default_factory=WriteBehind, repr=False)
 
     def __post_init__(self) -> None:
         # One pool for the run: operatives of every parallel step, without starting threads anew.
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.team.ids(Role.OPERATIVE))),
                                         thread_name_prefix="cabal-turn")
+        self.graph.behind(self.writer)
 
     def close(self, *, wait: bool = True) -> None:
-        """Stop the run's thread pool; ``wait=False`` leaves turns in flight to finish (or die
-        with the process) on their own."""
+        """Stop the run's thread pool (``wait=False`` leaves turns in flight to finish, or die
+        with the process, on their own); the writes already sent still land."""
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+        self.writer.close()
+        self.graph.behind(None)
+
+    def settle(self) -> None:
+        """Wait until every step's write is acknowledged; raise the failure of one that failed."""
+        self.writer.settle()
+
+    def finish_writes(self) -> BaseException | None:
+        """After the run stopped on an error: every write sent landed (or the first that failed
+        stopped the rest: their steps run again from the last checkpoint) and a failed write's
+        error is cleared, so the run can record how it stopped. Returns that error, if any."""
+        return self.writer.finish()
 
     def emit(self, event: MissionEvent) -> None:
         self.on_event(event)
@@ -110,8 +127,10 @@ class MissionRun:
         return load_snapshot(self.graph, self.mission_id, round_number, step=step)
 
     def reload(self) -> None:
-        """Forget what this run knows of the mission (its view, what it committed, the spend),
-        so the step that runs again reads it from the graph, as a new process would."""
+        """Forget what this run knows of the mission (its view, what it committed, the spend, the
+        writes not yet acknowledged), so the step that runs again reads it from the graph, as a
+        new process would."""
+        self.finish_writes()
         with self._lock:
             self._view, self._committed, self.meter = None, [], None
 
@@ -200,7 +219,11 @@ class MissionRun:
         return [turn.result for turn in finished]
 
     def commit_step(self, finished: list[FinishedTurn]) -> None:
-        """One write for every turn of a step that has something to commit, then their events."""
+        """One write for every turn of a step that has something to commit, sent behind the step
+        (the next step starts on the view rolled forward from it), then their events.
+
+        The events are told when the write is sent, in the order of the steps; if that write
+        then fails, the graph's restart replays the step and tells them again."""
         # One question at a time: the user answers the one the engine waits on; another turn that
         # stopped for approval commits what it spent and asks again when its step runs again.
         waiting = any(isinstance(turn.stopped, ApprovalPending) and turn.question is None for turn in finished)
@@ -211,7 +234,7 @@ class MissionRun:
         clusters = [cluster for turn in writing for cluster in turn.clusters]
         if asking is not None and asking.question is not None:
             clusters.append(asking.question)
-        self.membrane.commit(clusters)
+        self.writer.send(lambda: self.membrane.commit(clusters))
         self.committed(clusters)
         for turn in writing:
             if turn.done is None:  # a stopped turn's record of what it spent

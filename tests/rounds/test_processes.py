@@ -249,3 +249,53 @@ def test_a_kill_between_the_chairs_question_and_the_files_answer_resumes_with_th
     assert "state: done (concluded), round 5" in resumed.stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         assert facts(graph, mission_id) == expected
+
+
+# The order of a round's nodes, to say whether a checkpoint is past a step (bootstrap is round 0's).
+NODE_ORDER = ("bootstrap", "round_start", "reflect", "plan", "write", "peer_review", "inspect", "close",
+              "presentation")
+
+
+@pytest.mark.parametrize("write", [1, 6, 13])
+def test_a_kill_between_a_writes_send_and_its_reply_resumes_to_a_clean_runs_graph(
+        home: str, tmp_path: Path, write: int) -> None:
+    # Steps send their graph writes behind them (cabal.graph.behind). The process dies after the
+    # server applied a step's write and before the reply was read: the write is in the graph,
+    # and no checkpoint may say its step is done (the resume would start past it otherwise).
+    clean = run_mission(LAUNCH, home=home)
+    with ContextGraph.open(name=clean.mission_id, home=home) as reference:
+        expected = facts(reference, clean.mission_id)
+    died = tmp_path / "died.txt"
+
+    killed = cabal("run", str(LAUNCH), "--home", home, "--model", "py:unacknowledged_factory:launch_model",
+                   CABAL_TEST_DIE_AT_WRITE=str(write), CABAL_TEST_DIE_LOG=str(died))
+
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    mission_id = mission_id_of(killed.stdout)
+    landed = died.read_text().split()
+    turn = next(re.fullmatch(r"r(\d+)\.([a-z_]+)\.[\w-]+", node_id) for node_id in landed
+                if re.fullmatch(r"r(\d+)\.([a-z_]+)\.[\w-]+", node_id))
+    killed_at = (int(turn.group(1)), NODE_ORDER.index(turn.group(2)))
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        assert [node_id for node_id in landed if not graph.exists(node_id)] == []  # the write landed whole
+    checkpoint = checkpoint_state(home, mission_id)
+    if checkpoint is not None:  # none yet if it died in the bootstrap's write
+        assert (checkpoint.values["round"], NODE_ORDER.index(checkpoint.next[0])) <= killed_at, checkpoint
+
+    resumed = cabal("resume", mission_id, "--home", home)
+
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "state: done (concluded), round 4" in resumed.stdout
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        assert facts(graph, mission_id) == expected
+        assert turn_counts(graph) == turn_counts(ContextGraph.open(name=clean.mission_id, home=home))
+
+
+def checkpoint_state(home: str, mission_id: str):
+    """The round loop's last checkpoint of a mission (LangGraph's state snapshot), or None."""
+    from cabal.rounds.engine import build_graph
+    from cabal.rounds.workspace import Workspace
+
+    with Workspace.at(home, None).checkpointer() as saver:
+        state = build_graph(saver).get_state({"configurable": {"thread_id": mission_id}})
+    return state if state.created_at is not None else None
