@@ -234,7 +234,7 @@ class MissionRun:
         clusters = [cluster for turn in writing for cluster in turn.clusters]
         if asking is not None and asking.question is not None:
             clusters.append(asking.question)
-        self.writer.send(lambda: self.membrane.commit(clusters))
+        self.writer.send(StepWrite(self.membrane, tuple(clusters)))
         self.committed(clusters)
         for turn in writing:
             if turn.done is None:  # a stopped turn's record of what it spent
@@ -386,6 +386,24 @@ class MissionRun:
         record = self._turn_record(partial, self.models.of(place.agent_id).name, outcome=TurnOutcome.INTERRUPTED,
                                    prose=f"stopped early: {why}")
         return TurnWriter(self.membrane, RuleContext(snapshot, self.team, place.agent_id), cut, ()).unit([], record)
+
+
+@dataclass(frozen=True)
+class StepWrite:
+    """A step's clusters, committed as one write when the run's writer gets to them; steps that
+    queued meanwhile join into one write (all or nothing: no checkpoint passes any of them before
+    it lands, so a failure replays each of those steps)."""
+
+    membrane: Membrane
+    clusters: tuple[Cluster, ...]
+
+    def __call__(self) -> None:
+        self.membrane.commit(self.clusters)
+
+    def join(self, later: object) -> StepWrite | None:
+        if not isinstance(later, StepWrite) or later.membrane is not self.membrane:
+            return None
+        return StepWrite(self.membrane, self.clusters + later.clusters)
 
 
 @dataclass

@@ -95,3 +95,32 @@ def test_close_lets_the_queued_writes_land(graph: ContextGraph) -> None:
     assert graph.get("last")["id"] == "last"
     with pytest.raises(RuntimeError, match="closed"):
         writer.send(lambda: None)
+
+
+class Batch:
+    """A write that joins the batches queued after it: one call for all of them."""
+
+    def __init__(self, names: tuple[str, ...], calls: list[tuple[str, ...]]) -> None:
+        self.names, self.calls = names, calls
+
+    def __call__(self) -> None:
+        self.calls.append(self.names)
+
+    def join(self, later: object) -> Batch | None:
+        return Batch(self.names + later.names, self.calls) if isinstance(later, Batch) else None
+
+
+def test_writes_queued_while_one_is_in_flight_go_out_as_one_where_they_join() -> None:
+    writer, calls, gate = WriteBehind(), [], threading.Event()
+    try:
+        writer.send(gate.wait)
+        for name in ("a", "b", "c"):
+            writer.send(Batch((name,), calls))
+        writer.send(lambda: calls.append(("plain",)))  # not a Batch: goes on its own
+        writer.send(Batch(("d",), calls))
+        gate.set()
+        writer.settle()
+        assert calls == [("a", "b", "c"), ("plain",), ("d",)]
+        assert (writer.sent, writer.joined) == (6, 2)
+    finally:
+        writer.close()
