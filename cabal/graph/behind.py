@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 Write = Callable[[], object]
@@ -138,18 +137,3 @@ class WriteBehind:
                 with self._changed:
                     self._busy = False
                     self._changed.notify_all()
-
-
-@contextmanager
-def writing_behind(graphs: Sequence[Any], name: str = "cabal-writer") -> Iterator[WriteBehind]:
-    """A writer attached to ``graphs`` (their queries settle it first) for the block; on the
-    way out it finishes what was sent and is detached."""
-    writer = WriteBehind(name)
-    for graph in graphs:
-        graph.behind(writer)
-    try:
-        yield writer
-    finally:
-        writer.close()
-        for graph in graphs:
-            graph.behind(None)
