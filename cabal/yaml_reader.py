@@ -96,14 +96,15 @@ _Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 
 
 if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
 
-    class _FastLoader(yaml.cyaml.CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    class _FastLoader(CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
         """``_Loader``'s scalars and mappings over libyaml's parser (C), about 8x faster: the team's
         role cards and the first protocol are read before a mission's first model call. libyaml
         composes an alias as a second reference to its anchor's node; ``_parsed`` looks for one."""
 
         def __init__(self, stream: str) -> None:
-            yaml.cyaml.CParser.__init__(self, stream)
+            CParser.__init__(self, stream)
             yaml.constructor.SafeConstructor.__init__(self)
             yaml.resolver.Resolver.__init__(self)
 
