@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML withou
 
 
 def reference(text: str):
-    return yaml.load(text, Loader=yaml_reader._Loader)  # noqa: S506 - a SafeLoader
+    return yaml.load(text, Loader=yaml_reader._Loader)  # a SafeLoader
 
 
 def shape(data):
@@ -67,8 +67,8 @@ def test_both_parsers_agree_on_scalars_mappings_and_empty_documents(text: str):
     ("- &a [*a]", "s:1: invalid YAML: an alias (*a) is not allowed here; write the value out"),
     ("a: [1, 2", "s:1: invalid YAML: expected ',' or ']', but got '<stream end>'"),
     ("a: 1\n---\nb: 2", "s:2: invalid YAML: but found another document"),
-    ("a: \ud800", "s: invalid YAML: unacceptable character #xd800: special characters are not allowed\n"
-                  "  in \"<unicode string>\", position 3"),
+    ("a: \ud800", ("s: invalid YAML: unacceptable character #xd800: special characters are not allowed\n"
+                   "  in \"<unicode string>\", position 3")),
 ])
 def test_a_document_libyaml_refuses_or_that_holds_an_alias_gets_the_reference_parsers_problem(text, message):
     with pytest.raises(ProtocolLoadError) as refused:
