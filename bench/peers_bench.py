@@ -553,7 +553,8 @@ def run_cabal(rounds: int, meter: Meter, home: Path) -> float:
 
     team = simulated_team(initial_products=4, products_per_round=2)
     answer = meter.timed(lambda messages, tools, request: team.fn(request))
-    model = FunctionChatModel(lambda request: answer(request.messages, request.tools, request))
+    # Keeping no calls, as the baseline's fake model keeps none (Cabal's keeps them for tests).
+    model = FunctionChatModel(lambda request: answer(request.messages, request.tools, request), keep_calls=False)
 
     def on_event(event: MissionEvent) -> None:
         if isinstance(event, RoundStarted):

@@ -110,6 +110,10 @@ class _FakeChatModel(BaseChatModel):
 
     cache: bool | None = False  # a global LLM cache would replay a retry's first answer
 
+    keep_calls: bool = True
+    """Keep every call, messages included, for ``calls`` (what tests look at); False keeps none
+    (a long simulated run: 3 MiB of prompts at 20 rounds)."""
+
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _calls: list[ModelCall] = PrivateAttr(default_factory=list)
     _attempts: Counter[CallKey] = PrivateAttr(default_factory=Counter)
@@ -149,7 +153,8 @@ class _FakeChatModel(BaseChatModel):
                 messages=tuple(messages),
                 metadata=metadata,
             )
-            self._calls.append(call)
+            if self.keep_calls:
+                self._calls.append(call)
         if self.latency_s > 0:
             time.sleep(self.latency_s)
         message = self._reply(call, tools)

@@ -315,3 +315,15 @@ def test_a_turn_after_the_users_answer_starts_after_the_keys_halt_entries() -> N
     assert turn(ScriptedChatModel.from_entries(entries), 2) == {"charter": True}
     one_process = ScriptedChatModel.from_entries(entries)  # the same calls in one process
     assert [turn(one_process, n) for n in (0, 0, 1, 2)] == [{"try": "rejected"}, {"ask": 1}, {"ask": 2}, {"charter": True}]
+
+
+def test_a_fake_model_told_to_keep_no_calls_keeps_none_and_still_counts_attempts() -> None:
+    from cabal.llm import FunctionChatModel
+
+    seen: list[int] = []
+    model = FunctionChatModel(lambda request: seen.append(request.attempt) or {"tool": "noop", "args": {}},
+                              keep_calls=False)
+    bound = model.bind_tools([{"name": "noop", "description": "nothing", "input_schema": {"type": "object"}}])
+    for _ in range(2):
+        bound.invoke("hello", config={"metadata": {"cabal_round": 1, "cabal_step": "write", "cabal_agent": "a"}})
+    assert model.calls == [] and seen == [1, 2]
