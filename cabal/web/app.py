@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -219,7 +220,7 @@ async def live_missions(request: Request) -> Response:
     async def render() -> Parts:
         return (await run_in_threadpool(room.list_parts))[1]
 
-    return _stream(updates(room.hub, EVERY_MISSION, render, _since(request)))
+    return _stream(lambda closing: updates(room.hub, EVERY_MISSION, render, _since(request), closing))
 
 
 async def live_mission(request: Request) -> Response:
@@ -228,13 +229,17 @@ async def live_mission(request: Request) -> Response:
     async def render() -> Parts:
         return (await run_in_threadpool(room.mission_parts, mission_id))[1]
 
-    return _stream(updates(room.hub, mission_id, render, _since(request)))
+    return _stream(lambda closing: updates(room.hub, mission_id, render, _since(request), closing))
 
 
-def _stream(events: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+def _stream(events: Callable[[anyio.Event], AsyncIterator[ServerSentEvent]]) -> EventSourceResponse:
     # A ping every 15 s keeps proxies from closing a quiet stream; a page that stops reading for
-    # 30 s is let go. (The response is never cached: sse-starlette says so.)
-    return EventSourceResponse(events, ping=15, send_timeout=30)
+    # 30 s is let go. (The response is never cached: sse-starlette says so.) When the server
+    # stops, sse-starlette sets ``closing`` and the stream ends on its own within the grace,
+    # under uvicorn's own (2 s): a stream cancelled mid-response is logged as an ASGI error.
+    closing = anyio.Event()
+    return EventSourceResponse(events(closing), ping=15, send_timeout=30, shutdown_event=closing,
+                               shutdown_grace_period=1.0)
 
 
 # ---------------------------------------------------------------------- changing things

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterat
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import anyio
 from sse_starlette import ServerSentEvent
 
 log = logging.getLogger("cabal.web")
@@ -125,13 +126,14 @@ def digest(text: str) -> str:
 
 
 async def updates(hub: Hub, topic: str, render: Callable[[], Awaitable[Parts]],
-                  since: str | None) -> AsyncIterator[ServerSentEvent]:
+                  since: str | None, closing: anyio.Event) -> AsyncIterator[ServerSentEvent]:
     """The stream of one open page: an ``update`` event (JSON: each changed part's ``key`` and
     ``html``) every time what the page shows changes. ``since`` is the key of what the page
-    shows already."""
+    shows already. It ends when ``closing`` is set (the server stops): the response then
+    completes as any other, instead of being cancelled mid-stream."""
     sent: dict[str, str] = {}
     with hub.listening(topic) as news:
-        while True:
+        while not closing.is_set():
             news.clear()
             parts = await render()
             keys = parts.keys
@@ -140,5 +142,17 @@ async def updates(hub: Hub, topic: str, render: Callable[[], Awaitable[Parts]],
                            if sent.get(name) != keys[name]}
                 yield ServerSentEvent(data=json.dumps({"parts": changed}), event="update", id=parts.key)
             sent, since = keys, parts.key
-            await news.wait()
-            await asyncio.sleep(SETTLE_S)
+            await _first_of(news.wait, closing.wait)
+            if not closing.is_set():
+                await asyncio.sleep(SETTLE_S)
+
+
+async def _first_of(*waits: Callable[[], Awaitable[object]]) -> None:
+    """Return once any of ``waits`` has returned."""
+    async with anyio.create_task_group() as group:
+        async def wake(wait: Callable[[], Awaitable[object]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        for wait in waits:
+            group.start_soon(wake, wait)

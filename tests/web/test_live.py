@@ -7,6 +7,8 @@ import asyncio
 import json
 import threading
 
+import anyio
+
 from cabal.rounds import events as ev
 from cabal.vocabulary import Step, TurnOutcome
 from cabal.web.live import EVERY_MISSION, Hub, Parts, Poller, updates
@@ -85,7 +87,8 @@ def test_a_stream_sends_only_the_parts_that_changed() -> None:
 
     async def scenario() -> list[tuple[str, str, dict]]:
         hub = Hub(asyncio.get_running_loop())
-        stream = updates(hub, "m-a-000001", render, since=Parts({"head": "h1", "talk": "t1"}).key)
+        stream = updates(hub, "m-a-000001", render, since=Parts({"head": "h1", "talk": "t1"}).key,
+                         closing=anyio.Event())
         sent = []
         waiting = asyncio.ensure_future(stream.__anext__())
         await asyncio.sleep(0.01)
@@ -102,6 +105,27 @@ def test_a_stream_sends_only_the_parts_that_changed() -> None:
                      {"parts": {"talk": {"key": Parts({"talk": "t2"}).keys["talk"], "html": "t2"}}})
     assert second == ("update", Parts({"head": "h2", "talk": "t2"}).key,
                       {"parts": {"head": {"key": Parts({"head": "h2"}).keys["head"], "html": "h2"}}})
+
+
+def test_a_stream_ends_when_the_server_closes_it_while_it_waits_for_news() -> None:
+    async def render() -> Parts:
+        return Parts({"head": "h1"})
+
+    async def scenario() -> list[str]:
+        hub, closing = Hub(asyncio.get_running_loop()), anyio.Event()
+        stream = updates(hub, "m-a-000001", render, since=None, closing=closing)
+        sent = [(await stream.__anext__()).event]  # the page's first parts
+        waiting = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0.01)
+        assert not waiting.done()  # nothing new: it waits
+        closing.set()
+        try:
+            await asyncio.wait_for(waiting, 1)
+        except StopAsyncIteration:
+            sent.append("ended")
+        return sent
+
+    assert asyncio.run(scenario()) == ["update", "ended"]
 
 
 def test_a_runs_events_say_what_it_is_doing() -> None:
