@@ -19,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -38,7 +37,6 @@ from cabal.private import open_private, private_folder, shared_place_folder, wor
 # sun_path is 108 bytes on Linux, including the terminating NUL.
 IDLE_VARIABLE = "CABAL_GRAPH_IDLE_MINUTES"
 DEFAULT_IDLE_MINUTES = 15.0
-WATCHER_NICENESS = 19
 _MAX_SOCKET_PATH = 107
 
 
@@ -228,14 +226,9 @@ def start_watcher(home: Path, minutes: float) -> int | None:
     if minutes == 0:
         return None
     data_dir = Path(home) / "falkordb"
-    # At the lowest priority: the watcher's start (an interpreter and its imports, ~0.1 s of CPU)
-    # otherwise competes with the command that started the server, which goes on to its first
-    # model call; a look every few seconds loses nothing by waiting for a free core.
-    nice = shutil.which("nice")
-    lowest = [nice, "-n", str(WATCHER_NICENESS)] if nice else []
     with open_private(data_dir / "idle.log", "ab") as log:
         process = subprocess.Popen(
-            [*lowest, sys.executable, "-m", "cabal.graph.idle", str(home), repr(minutes)],
+            [sys.executable, "-m", "cabal.graph.idle", str(home), repr(minutes)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,  # outlives the command that started the server, like the server
             close_fds=True,
