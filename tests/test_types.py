@@ -64,3 +64,16 @@ def test_mypy_finds_no_error_and_sees_every_public_name_typed(tmp_path):
     assert len(revealed) == len(names), output
     untyped = [f"{face}.{name}" for (face, name), shown in zip(names, revealed) if shown == "Any"]
     assert untyped == [], output
+
+
+def test_no_submodule_shadows_a_public_name_of_its_package() -> None:
+    # Importing a submodule sets an attribute of its package: one named like a public function
+    # (cabal.rounds.transcript was both) replaces that function once the submodule is imported.
+    import pkgutil
+
+    import cabal
+    import cabal.rounds
+
+    for package in (cabal, cabal.rounds):
+        submodules = {module.name for module in pkgutil.iter_modules(package.__path__)}
+        assert set(package.__all__) & submodules == set(), package.__name__

@@ -139,10 +139,10 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
         print(removed, file=out)
         return
     try:
-        accepted = [p.name for p in rounds.mission_report(result.mission_id, home=home, url=url).live_products
-                    if p.status == "accepted"]
+        mission = rounds.mission_report(result.mission_id, home=home, url=url)
     except GraphUnavailable:  # the mission paused because the graph is gone: its outcome says so
-        accepted = []
+        mission = None
+    accepted = [p.name for p in mission.live_products if p.status == "accepted"] if mission else []
     if accepted:
         print(printable("accepted: " + ", ".join(accepted)), file=out)
     if result.pending_halt:
@@ -152,8 +152,12 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
               file=out)
     print(f"read the work: cabal show {result.mission_id}   (all of it: cabal export {result.mission_id} "
           "--format html -o report.html)", file=out)
-    if result.transcript_path:
-        print(f"transcript: {result.transcript_path}", file=out)
+    if mission is not None:  # the report just read, written for people (a run writes none itself)
+        from cabal.rounds.transcripts import write_transcript
+        from cabal.rounds.workspace import Workspace
+
+        print(f"transcript: {write_transcript(Workspace.at(home, url, reading=True), result.mission_id, mission)}",
+              file=out)
 
 
 @contextmanager

@@ -49,7 +49,6 @@ from cabal.rounds.settled import settled
 from cabal.rounds.snapshot import mission_spend, model_output_switches
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
 from cabal.rounds.team import Team, load_role_cards
-from cabal.rounds.transcript import render_transcript
 from cabal.rounds.tracing import recorder_from_environment
 from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace, mission_node
@@ -556,6 +555,9 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
     with workspace.driving(run.mission_id), workspace.checkpointer() as saver, \
             recording(workspace.mission_dir(run.mission_id) / CASSETTE_FILE, record,
                       on_full=lambda message: run.emit(Warned(run.mission_id, message=message))):
+        # A transcript written before this run is stale once it runs; the run writes none itself
+        # (rounds/transcripts.py: cabal run writes it from the report it reads anyway).
+        workspace.transcript_path(run.mission_id).unlink(missing_ok=True)
         app = build_graph(settled(saver, run.writer))
         try:
             if reopen:  # an ended mission goes on: as if its last round's Presentation had just run
@@ -580,8 +582,6 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
         run.close()
-    workspace.private_mission_dir(run.mission_id)
-    write_private(workspace.transcript_path(run.mission_id), render_transcript(run.graph, run.mission_id))
     result = status_of(workspace, run.graph, run.mission_id)
     run.emit(RunEnded(run.mission_id, state=result.state, stop_reason=result.stop_reason, round=result.round,
                       turns=result.turns, input_tokens=result.usage.input_tokens,

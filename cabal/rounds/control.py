@@ -17,7 +17,7 @@ from cabal.graph import ContextGraph
 from cabal.llm.usage import Usage
 from cabal.rounds.ids import item_id
 from cabal.rounds.snapshot import mission_spend, model_output_switches
-from cabal.rounds.transcript import render_transcript
+from cabal.rounds.transcripts import render_transcript
 from cabal.rounds.transitions import Action, allows
 from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
@@ -50,7 +50,7 @@ class MissionResult:
     usage: Usage
     cost_usd: float
     pending_halt: dict | None
-    transcript_path: Path | None
+    transcript_path: Path | None  # transcript.md if written (cabal run and resume write it; transcript() renders it)
     detail: str | None = None
     turns: int = 0  # turns committed (a turn stopped early counts once more, for what it spent)
     failed_turns: int = 0  # turns that found no valid answer: their work is missing

@@ -19,7 +19,7 @@ from cabal.errors import MissionError, ResourceNotFound
 from cabal.graph import ContextGraph
 from cabal.membrane import Membrane
 from cabal.rounds.api import resume_mission, run_mission
-from cabal.rounds.control import MissionResult, mission_status, say, stop_mission
+from cabal.rounds.control import MissionResult, mission_status, say, stop_mission, transcript
 from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.mission import load_mission
 from tests.llm.fake_anthropic import FakeAnthropic, fake_api
@@ -174,7 +174,9 @@ def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
             (4, "chair-1", presented[4][0]),  # the last round is presented too
         ]
         assert graph.get(result.mission_id)["stop_reason"] == "concluded"
-    assert result.transcript_path is not None and "stopped: concluded" in result.transcript_path.read_text()
+    # A run writes no transcript file (cabal run does, from the report it reads); it renders any time.
+    assert result.transcript_path is None
+    assert "stopped: concluded" in transcript(result.mission_id, home=home)
 
 
 # ------------------------------------------------------ 2. the same mission, with deviations
@@ -724,3 +726,14 @@ def test_each_turn_moment_keeps_the_agents_reasoning(deviated: Deviated) -> None
     plan = script_args(1, "plan", "chair-1")["thinking"]
     assert moments["r1.plan.chair-1"]["reasoning"] == f"{plan['roundStrategy']} {plan['acceptanceRationale']}"
     assert moments["r4.plan.chair-1"]["reasoning"] == DONE_MESSAGE
+
+
+def test_a_run_removes_the_transcript_it_makes_stale_and_writes_none(home: Path) -> None:
+    stale = home / "missions" / "m-stale-000001" / "transcript.md"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("# an earlier run's transcript\n")
+
+    result = run_mission(LAUNCH_MISSION, home=home, mission_id="m-stale-000001")
+
+    assert (result.state, result.transcript_path, stale.exists()) == ("done", None, False)
+    assert transcript("m-stale-000001", home=home).startswith("# launch-plan (m-stale-000001)")

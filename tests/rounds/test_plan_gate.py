@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from cabal import resume_mission, run_mission
+from cabal import transcript as cabal_transcript
 from cabal.graph import ContextGraph
 from cabal.llm import ScriptedChatModel
 from tests.tools.test_tools import CABAL, DATA, SCRIPT
@@ -149,7 +150,7 @@ def test_auto_approves_by_the_stated_policy_never_silently(home, tmp_path) -> No
         assert [m["prose"] for m in moments] == ["answered (policy): approve"]
         assert graph.read_cypher("MATCH (a {id: 'cabal'})-[:EXPRESSES]->(m {id: $id}) RETURN m.id AS id",
                                  {"id": moments[0]["id"]})
-    transcript = (Path(home) / "missions" / done.mission_id / "transcript.md").read_text()
+    transcript = cabal_transcript(done.mission_id, home=home)
     assert "**cabal:** approve (by the mission file's policy: gates: {plan: auto})" in transcript
 
 
