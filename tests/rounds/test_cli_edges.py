@@ -338,12 +338,14 @@ def _open_checkpoints(home: Path, gate) -> None:
 
 
 def test_missions_rm_removes_all_a_mission_leaves_and_refuses_a_running_one(graph_server) -> None:
-    from cabal.rounds import run_mission
+    from cabal.rounds import mission_report, run_mission
+    from cabal.rounds.transcripts import write_transcript
 
     home = str(graph_server.home)
     workspace = Workspace.at(home)
     gone, kept, busy = (run_mission(LAUNCH, home=home, model="simulated", rounds=1).mission_id for _ in range(3))
     folder = workspace.mission_dir(gone)
+    write_transcript(workspace, gone, mission_report(gone, home=home))  # as `cabal run` leaves it
     assert {p.name for p in folder.iterdir()} >= {"cassette.jsonl", "transcript.md"}
 
     def threads() -> set[str]:

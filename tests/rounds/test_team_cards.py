@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cabal import transcript as cabal_transcript
 from cabal.entities import Acceptance, Inspection
 from cabal.errors import ConfigError, ProtocolLoadError
 from cabal.graph import ContextGraph
@@ -164,7 +165,7 @@ def test_agent_ids_follow_one_pattern():
 def test_the_team_example_runs_offline_and_shows_each_member_at_work(graph_server):
     result = run_mission(TEAM_EXAMPLE, home=graph_server.home)
     assert (result.state, result.stop_reason, result.round) == ("done", "noMoreRounds", 3)
-    transcript = (Path(graph_server.home) / "missions" / result.mission_id / "transcript.md").read_text()
+    transcript = cabal_transcript(result.mission_id, home=graph_server.home)
     for agent in ("Rae (operative-research)", "Pat (operative-pricing)"):  # each shown by its card's name
         assert f"by {agent}" in transcript
     assert "inspection by Sol (watchdog-security): needs_revision" in transcript
@@ -176,7 +177,7 @@ def test_the_team_example_runs_offline_and_shows_each_member_at_work(graph_serve
 def test_the_team_example_runs_with_the_simulated_team_too(graph_server):
     result = run_mission(TEAM_EXAMPLE, model="simulated", rounds=1, home=graph_server.home)
     assert result.state == "done"
-    transcript = (Path(graph_server.home) / "missions" / result.mission_id / "transcript.md").read_text()
+    transcript = cabal_transcript(result.mission_id, home=graph_server.home)
     for agent in ("Rae (operative-research)", "Pat (operative-pricing)"):
         assert f"Written in round 1 by {agent}." in transcript
     products = transcript.count("inspection by Sol (watchdog-security): approved")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cabal import resume_mission, run_mission
+from cabal import transcript as cabal_transcript
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.rounds.mission import load_mission
@@ -98,7 +99,7 @@ def test_deny_gives_the_agent_the_refusal_as_the_calls_result_and_the_tool_is_ne
     assert (moment["outcome"], moment["digest"]) == ("denied", "the user denied this call: no lookups today")
     [returned] = [e for e in events if e.kind == "tool_result"]
     assert (returned.ok, returned.denied, returned.digest) == (False, True, "the user denied this call: no lookups today")
-    transcript = (Path(home) / "missions" / done.mission_id / "transcript.md").read_text()
+    transcript = cabal_transcript(done.mission_id, home=home)
     assert ("- r1 write Ada (operative-1) called prices__lookup {\"product\": \"notely\"}: denied, the user denied "
             "this call: no lookups today.") in transcript
     assert "**you:** deny: no lookups today" in transcript

@@ -15,6 +15,7 @@ import yaml
 from langchain_core.messages import ToolMessage
 
 from cabal import run_mission
+from cabal import transcript as cabal_transcript
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.llm import ScriptedChatModel
@@ -100,7 +101,7 @@ def test_a_scripted_operative_calls_a_stdio_tool_and_quotes_it_and_the_call_is_a
     called = [(e.kind, e.tool, getattr(e, "ok", None)) for e in events if e.kind in ("tool_call", "tool_result")]
     assert called == [("tool_call", "prices__lookup", None), ("tool_result", "prices__lookup", True)]
     assert not [e for e in events if e.kind == "warning"]
-    transcript = (Path(home) / "missions" / result.mission_id / "transcript.md").read_text()
+    transcript = cabal_transcript(result.mission_id, home=home)
     assert f"- r1 write Ada (operative-1) called prices__lookup {{\"product\": \"notely\"}}: ok, {QUOTE}" in transcript
 
 
