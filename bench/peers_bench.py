@@ -665,7 +665,7 @@ def cli_start(home: Path) -> None:
     """Wall time of ``cabal --help`` and of ``cabal status ID`` on a finished mission (its graph
     server already up, as after a run), process start to exit."""
     cabal = Path(sys.executable).with_name("cabal")
-    mission_id = next(home.rglob("transcript.md")).parent.name
+    mission_id = next(home.rglob("cassette.jsonl")).parent.name  # a mission the runs above left
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for name, args in (("help", ["--help"]), ("status", ["status", mission_id, "--home", str(home)])):
         samples = []
