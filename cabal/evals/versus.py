@@ -160,6 +160,8 @@ def documents_of(report: MissionReport) -> tuple[ComparedDocument, ...]:
     (products without version numbers, agents and notes without who wrote them)."""
     names = {p.id: p.name for p in report.products}
     versions = {v.id: p.name for p in report.products for v in p.versions}
+    # An agent's id written as plain text says how the set was made: the team's members are not named.
+    members = re.compile("|".join(rf"\b{re.escape(a.id)}\b" for a in report.agents)) if report.agents else None
     shown = []
     for product in report.live_products:
         version = product.accepted_version
@@ -177,7 +179,8 @@ def documents_of(report: MissionReport) -> tuple[ComparedDocument, ...]:
                 return names.get(ref.id, "another document")
             return None
 
-        shown.append(ComparedDocument(product.name, report.readable(substitute_refs(version.content or "", blind))))
+        text = report.readable(substitute_refs(version.content or "", blind))
+        shown.append(ComparedDocument(product.name, members.sub("a team member", text) if members else text))
     return tuple(shown)
 
 
