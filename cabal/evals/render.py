@@ -7,7 +7,7 @@ import csv
 import io
 import json
 
-from cabal.evals.run import Change, EvalResult, GroupSummary, failing, summarize
+from cabal.evals.run import Change, EvalResult, GroupSummary, failing, summarize, versus_summary
 from cabal.evals.versus import CRITERIA, Comparison
 from cabal.limits import printable
 
@@ -17,8 +17,9 @@ EVAL_FORMATS = ("md", "html", "json", "csv")
 def render_eval(result: EvalResult, chosen: str) -> str:
     summaries = summarize(result)
     if chosen == "json":
+        versus = versus_summary(result)
         data = {**result.model_dump(mode="json"), "summary": [_summary_json(s) for s in summaries],
-                "passed": not failing(result)}
+                "passed": not failing(result), "versus_baseline": versus.model_dump() if versus else None}
         return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     if chosen == "csv":
         out = io.StringIO()
@@ -45,6 +46,12 @@ def eval_markdown(result: EvalResult, summaries: list[GroupSummary]) -> list[str
     lines = [f"# Evaluation {result.name}", "", f"`{result.eval_id}` · batch `{result.batch_id}` · "
              f"{len(result.runs)} runs ({result.repeat} per request) in {result.elapsed_s:.1f} s", "",
              verdict(result), ""]
+    versus = versus_summary(result)
+    if versus is not None:
+        lines += ["## The team against one call of its model (judged blind, in both orders)", "",
+                  f"wins {versus.wins}, ties {versus.ties}, losses {versus.losses}; the team spent "
+                  + (f"{versus.token_ratio:.1f}x the baselines' tokens" if versus.token_ratio else "no tokens")
+                  + (f" and {versus.dollar_ratio:.1f}x their dollars" if versus.dollar_ratio else "") + ".", ""]
     for summary in summaries:
         lines += [f"## {summary.group}: {' '.join(summary.request.split())[:100]}", "",
                   "| expectation | pass rate | passed |", "|---|---|---|"]

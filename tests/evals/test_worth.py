@@ -227,3 +227,21 @@ def test_cabal_cost_prices_a_recorded_run_at_a_named_model(graph_server, tmp_pat
     assert "$0.0000 without prompt caching" in free.stdout
     unpriced = cabal("cost", team, "--model", "openai:relay-model", "--home", str(graph_server.home), cwd=tmp_path)
     assert "not priced: no list price is known for relay-model" in unpriced.stdout
+
+
+def test_cabal_eval_runs_each_mission_against_its_baseline(graph_server, tmp_path: Path) -> None:
+    batch = tmp_path / "tea.batch.yaml"
+    batch.write_text(json.dumps({
+        "name": "tea-versus", "mission": {"rounds": 2, "model": "simulated", "budget": "none"},
+        "expect": {"state": "done"},
+        "requests": [THREE, "We need a brewing guide for new staff and a welcome note for customers."]}))
+    result = cabal("eval", str(batch), "--baseline", "--judge-model", "simulated", "--format", "json",
+                   "--workers", "1", "--home", str(graph_server.home), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    versus = data["versus_baseline"]
+    assert versus["wins"] + versus["ties"] + versus["losses"] == 2
+    assert versus["token_ratio"] > 1  # the simulated team spends more than one call
+    assert all(run["baseline_id"].startswith("m-") and run["versus"] in ("win", "tie", "loss") for run in data["runs"])
+    refused = cabal("eval", str(batch), "--baseline", "--home", str(graph_server.home), cwd=tmp_path)
+    assert refused.returncode == 2 and "--baseline needs --judge-model SPEC" in refused.stderr
