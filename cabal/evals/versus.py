@@ -293,7 +293,9 @@ def _comparison(a: MissionReport, b: MissionReport, docs: dict[str, tuple[Compar
                 judge_name: str, usage: Usage, problems: tuple[str, ...],
                 costs: tuple[RunCost | None, RunCost | None]) -> Comparison:
     def side_of(first: str, shown: str) -> Side:
-        return "tie" if shown == "tie" else first if shown == "X" else ("B" if first == "A" else "A")
+        if shown == "tie":
+            return "tie"
+        return "A" if (shown == "X") == (first == "A") else "B"
 
     def agreed(verdicts: list[Side | None]) -> Side:
         return verdicts[0] if verdicts and verdicts[0] in ("A", "B") and all(v == verdicts[0] for v in verdicts) \
@@ -304,14 +306,14 @@ def _comparison(a: MissionReport, b: MissionReport, docs: dict[str, tuple[Compar
         per_order = []
         for first, answer in orders:
             verdict = next((v for v in answer.deliverables if v.deliverable == number), None) if answer else None
-            per_order.append(OrderVerdict(shown_first=first,  # type: ignore[arg-type]
+            per_order.append(OrderVerdict(shown_first=first,
                                           verdict=side_of(first, verdict.better) if verdict else None,
                                           reason=_sided(verdict.reason, first) if verdict else "no valid answer"))
         a_name = docs["A"][i].name if i is not None else None
         b_name = docs["B"][j].name if j is not None else None
         results.append(DeliverableResult(name=a_name or b_name or "?", a_name=a_name, b_name=b_name,
                                          verdict=agreed([o.verdict for o in per_order]), orders=tuple(per_order)))
-    overall_orders = tuple(OrderVerdict(shown_first=first,  # type: ignore[arg-type]
+    overall_orders = tuple(OrderVerdict(shown_first=first,
                                         verdict=side_of(first, answer.overall) if answer else None,
                                         reason=_sided(answer.overall_reason, first) if answer else "no valid answer")
                            for first, answer in orders)

@@ -44,7 +44,8 @@ def ask_until_valid(model: Any, messages: Sequence[BaseMessage], answer_tool: Ma
     answers were refused. ``on_reply`` is told of every reply (a caller's progress)."""
     conversation = list(messages)
     name = str(answer_tool["name"])
-    usage, calls, rejected = Usage(), [], 0
+    usage, rejected = Usage(), 0
+    calls: list[tuple[str, dict[str, Any], str]] = []
     problems: list[AnswerProblem] = [AnswerProblem("", "no answer")]
     while rejected < max_answers:
         offered = [*side_tools, answer_tool] if side is not None and len(calls) < max_side_calls else [answer_tool]

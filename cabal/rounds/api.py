@@ -212,12 +212,11 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         agents = [{"id": a.id, "role": a.role, "name": a.name, "persona": a.persona or run.team.cards[a.role].persona,
                    "skills": list(a.skills)} for a in run.team.agents]
         start = run.membrane.prepare("start_mission", {
-            "mission_id": mission_id, "kind": MissionKind.TEAM, "name": spec.name or mission_id, "request": spec.request,
-            "rounds": spec.rounds,
+            "mission_id": mission_id, "name": spec.name or mission_id, "request": spec.request, "rounds": spec.rounds,
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
             "agent_models": json.dumps({a: s.model_dump(mode="json") for a, s in models.settings().items()}),
             "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
-        }, {}, session_id=f"{mission_id}.start")
+            "kind": MissionKind.TEAM}, {}, session_id=f"{mission_id}.start")
         # One write: the mission exists with all its sources, or not at all.
         clusters = [start, *(ingest_clusters(run.membrane, mission_id, collected) if collected else [])]
         run.membrane.commit(clusters)
