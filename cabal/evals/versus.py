@@ -390,7 +390,7 @@ def compare_missions(a: str, b: str, judge_model: str | Any, *, price_as: str | 
     recorded in the comparison's folder, and the result kept there (``comparison.json``)."""
     from cabal import rounds
     from cabal.errors import ConfigError
-    from cabal.llm import make_model
+    from cabal.llm import ModelSettings, make_model
     from cabal.llm.cassette import recording
     from cabal.rounds.sources import source_texts
     from cabal.rounds.workspace import Workspace, mission_graph
@@ -405,7 +405,8 @@ def compare_missions(a: str, b: str, judge_model: str | Any, *, price_as: str | 
         seen = {text for _, text in sources}
         sources += [(name, text) for name, text in source_texts(graph) if text not in seen]
     costs = tuple(_side_cost(mission, report, price_as, home, url) for mission, report in zip((a, b), reports))
-    judge = make_model(judge_model) if isinstance(judge_model, str) else judge_model
+    judge = make_model(judge_model, ModelSettings().from_environment().with_overrides(name=judge_model)) \
+        if isinstance(judge_model, str) else judge_model  # CABAL_MODEL_TIMEOUT_S and the like apply; never its name
     folder = judgement_folder(workspace, a, b)
     folder.mkdir(parents=True, exist_ok=True)
     replayed = isinstance(judge_model, str) and judge_model.startswith("replay:")
