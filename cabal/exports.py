@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -19,6 +20,7 @@ from cabal.errors import ConfigError
 
 if TYPE_CHECKING:
     from cabal.batch.report import BatchReport
+    from cabal.report.document import ReaderDocument
     from cabal.report.model import MissionReport
 
 Subject = Literal["mission", "batch"]
@@ -59,32 +61,27 @@ def _mission_html(report: MissionReport) -> str:
     return render_html(report)
 
 
-def _mission_docx(report: MissionReport) -> bytes:
-    from cabal.report.document import reader_documents
-    from cabal.report.word import render_word
+def _layout(name: str) -> Callable[[ReaderDocument], bytes]:
+    """The renderer of a reader's format: Word or PDF."""
+    if name == "docx":
+        from cabal.report.word import render_word
 
-    return render_word(reader_documents(report)[0])
-
-
-def _products_docx(report: MissionReport) -> list[tuple[str, bytes]]:
-    from cabal.report.document import reader_documents
-    from cabal.report.word import render_word
-
-    return [(document.title, render_word(document)) for document in reader_documents(report, per_product=True)]
-
-
-def _mission_pdf(report: MissionReport) -> bytes:
-    from cabal.report.document import reader_documents
+        return render_word
     from cabal.report.pdf import render_pdf
 
-    return render_pdf(reader_documents(report)[0])
+    return render_pdf
 
 
-def _products_pdf(report: MissionReport) -> list[tuple[str, bytes]]:
+def _reader_file(name: str, report: MissionReport) -> bytes:
     from cabal.report.document import reader_documents
-    from cabal.report.pdf import render_pdf
 
-    return [(document.title, render_pdf(document)) for document in reader_documents(report, per_product=True)]
+    return _layout(name)(reader_documents(report)[0])
+
+
+def _reader_files(name: str, report: MissionReport) -> list[tuple[str, bytes]]:
+    from cabal.report.document import reader_documents
+
+    return [(document.title, _layout(name)(document)) for document in reader_documents(report, per_product=True)]
 
 
 def _batch_md(report: BatchReport, page: Path | None) -> str:
@@ -115,8 +112,9 @@ FORMATS: tuple[ExportFormat, ...] = (
     ExportFormat("json", "JSON", "application/json", ("json",), _mission_json, _batch_json),
     ExportFormat("csv", "CSV", "text/csv; charset=utf-8", ("csv",), batch=_batch_csv),
     ExportFormat("docx", "Word", "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-                 ("docx",), _mission_docx, products=_products_docx),
-    ExportFormat("pdf", "PDF", "application/pdf", ("pdf",), _mission_pdf, products=_products_pdf),
+                 ("docx",), partial(_reader_file, "docx"), products=partial(_reader_files, "docx")),
+    ExportFormat("pdf", "PDF", "application/pdf", ("pdf",), partial(_reader_file, "pdf"),
+                 products=partial(_reader_files, "pdf")),
 )
 DEFAULT_FORMAT = "md"
 

@@ -197,6 +197,17 @@ def test_cabal_export_writes_word_and_pdf_files_of_a_finished_mission(tmp_path: 
     one, each, piped = export("-o", "work.docx"), export("--format", "pdf", "--per-product", "-o", "each"), \
         export("--format", "pdf")
 
+    leader, follower = os.openpty()  # a terminal as the output: a PDF is refused there, in one line
+    on_terminal = subprocess.run([str(CABAL), "export", mission_id, "--format", "pdf"], stdout=follower,
+                                 stderr=subprocess.PIPE, timeout=120, cwd=tmp_path, env=env)
+    os.close(follower)
+    os.close(leader)
+    no_folder = export("--format", "docx", "--per-product")
+
+    assert (on_terminal.returncode, on_terminal.stderr.decode()) == (
+        2, "cabal: a pdf file is not for a terminal: write it with -o FILE.pdf\n")
+    assert (no_folder.returncode, no_folder.stderr.decode()) == (
+        2, "cabal: --per-product writes one file per product: name their folder with -o FOLDER\n")
     assert one.returncode == 0 and one.stdout.decode().startswith("wrote work.docx (docx, ")
     assert sorted(p.name for p in (tmp_path / "each").iterdir()) == ["Interview evidence.pdf", "Student price.pdf"]
     assert piped.stdout.startswith(b"%PDF-")

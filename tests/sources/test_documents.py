@@ -164,3 +164,17 @@ def test_cabal_run_stops_with_status_2_and_one_line_on_an_encrypted_pdf(tmp_path
     assert (ran.returncode, ran.stdout) == (2, "")
     assert ran.stderr == ("cabal: m.mission.yaml:5: sources[0]: locked.pdf: this PDF is encrypted with a password: "
                           "save a copy without one and name that\n")
+
+
+def test_a_document_gone_unreadable_by_a_resume_leaves_the_team_its_version(tmp_path: Path) -> None:
+    from cabal.rounds.sources import changed_sources
+
+    writer = pypdf.PdfWriter(clone_from=pdf_file(tmp_path / "notes.pdf"))
+    writer.encrypt("secret", algorithm="AES-256")
+    writer.write(tmp_path / "notes.pdf")  # the file the mission read, now encrypted
+    source = {"id": "s1", "source_id": "s1", "version": 1, "name": "notes.pdf", "path": str(tmp_path / "notes.pdf"),
+              "sha256": "old"}
+
+    assert changed_sources(None, "m-x", [source], 2, max_bytes=10**6) == (  # nothing to prepare: no membrane needed
+        [], ["source s1 (notes.pdf) cannot be read now: notes.pdf: this PDF is encrypted with a password: save a "
+             "copy without one and name that; the team keeps version 1"])
