@@ -118,6 +118,7 @@ class _Layout:
             pdf.set_font(self.mono, "", CODE)
             pdf.set_fill_color(242, 242, 242)
             pdf.multi_cell(0, 4.4, self.text(block.text), fill=True, new_x="LMARGIN", new_y="NEXT")
+            pdf.set_fill_color(255)  # a table's cells after it are not shaded as code
             pdf.ln(2)
         elif block.kind == "quote":
             left = pdf.l_margin
