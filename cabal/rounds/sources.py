@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cabal.errors import ConfigError
 from cabal.sources import CITED_ID, Collected, SourceText, chunk_node_id, latest_versions, read_source, source_node_id
 from cabal.vocabulary import USER_ID
 
@@ -69,7 +70,12 @@ def changed_sources(membrane: Membrane, mission_id: str, current: list[dict], ro
             lines.append(f"source {source['source_id']} ({source['name']}) is now {path.stat().st_size:,} bytes, "
                          f"beyond the limit of {max_bytes:,} per file; the team keeps version {source['version']}")
             continue
-        text = read_source(path, str(source["name"]), source.get("note") or None)
+        try:
+            text = read_source(path, str(source["name"]), source.get("note") or None)
+        except ConfigError as error:  # a document gone unreadable (encrypted, broken): the team keeps its version
+            lines.append(f"source {source['source_id']} ({source['name']}) cannot be read now: {error.message}; "
+                         f"the team keeps version {source['version']}")
+            continue
         if text.sha256 == source.get("sha256"):
             continue
         if text.skipped is not None:
