@@ -78,3 +78,38 @@ def _no_leftovers(tmp_path: Path):
     if home.exists():  # the project's own workspace started a graph server of its own
         EmbeddedServer(home).stop()
     shutil.rmtree(tmp_path / "project", ignore_errors=True)
+
+
+def test_the_recorded_comparison_with_one_call_replays_offline(graph_server, tmp_path: Path) -> None:
+    """The recorded example's team against its recorded baseline (one call of a Claude model wrote
+    the three documents), judged blind by two recorded judges, one per order: all offline."""
+    import json
+    import subprocess
+    import sys
+
+    from cabal.rounds.baseline import run_baseline
+
+    team = run_mission(MISSION, home=graph_server.home)
+    baseline = run_baseline(MISSION, model=f"replay:{EXAMPLE / 'baseline.cassette.jsonl'}", home=graph_server.home)
+    assert accepted(baseline.mission_id, graph_server.home) == {
+        "Decision on what the new form asks and what we stop collecting":
+            "# Decision: what the new intake form asks and what we stop collecting\n\n**Riversi",
+        "Switchover plan for our two Saturday sessions":
+            "# Switchover plan: tablet intake for our two Saturday sessions\n\n**Riverside Comm",
+        "One-page briefing for volunteers":
+            "# New tablet intake: volunteer briefing\n\n**Riverside Community Pantry** · Please"}
+    judged = subprocess.run(
+        [str(Path(sys.executable).with_name("cabal")), "judge", team.mission_id, baseline.mission_id,
+         "--judge-model", f"replay:{EXAMPLE / 'judge.cassette.jsonl'}", "--price-as", "claude-sonnet-4-6",
+         "--format", "json", "--home", str(graph_server.home)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    assert judged.returncode == 0, judged.stderr
+    comparison = json.loads(judged.stdout)
+    assert comparison["overall"] == "B"
+    assert [(d["verdict"], [o["verdict"] for o in d["orders"]]) for d in comparison["deliverables"]] == [
+        ("B", ["B", "B"]), ("B", ["B", "B"]), ("B", ["B", "B"])]
+    assert comparison["confidence"] == ["medium", "medium"]
+    team_cost, baseline_cost = comparison["a"]["cost"], comparison["b"]["cost"]
+    assert (team_cost["calls"], baseline_cost["calls"]) == (21, 1)
+    assert round(team_cost["input_tokens"] + team_cost["output_tokens"]) == 275_253
+    assert baseline_cost["input_tokens"] + baseline_cost["output_tokens"] == 7_825
