@@ -143,6 +143,8 @@ def judgement_markdown(comparison: Comparison) -> list[str]:
              "wins only where both orders agree", "",
              f"**Overall: {overall}.** Deliverables: A {wins['A']}, B {wins['B']}, tie {wins['tie']}. "
              f"Confidence: {', '.join(comparison.confidence)}.", "",
+             *([f"Read with care: the two sides were not told the same; {'; '.join(comparison.unshared)} (the judge "
+                "reads everything the user said).", ""] if comparison.unshared else []),
              "| deliverable | A's document | B's document | verdict | A shown first | B shown first |",
              "|---|---|---|---|---|---|"]
     for row in comparison.deliverables:

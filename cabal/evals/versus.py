@@ -146,6 +146,8 @@ class Comparison(_Value):
     judge_usage: Usage
     judge_usd: float | None
     problems: tuple[str, ...] = Field((), description="why an order has no verdict")
+    unshared: tuple[str, ...] = Field((), description="what the user said that one side read and the other never "
+                                                       "did (the judge reads it all): read the verdicts with care")
 
     @property
     def wins(self) -> dict[str, int]:
@@ -234,6 +236,26 @@ def material(reports: tuple[MissionReport, MissionReport], sources: list[tuple[s
     if answers:
         parts += ["", "# What the user's tools answered", *(f"- {answer}" for answer in answers)]
     return "\n".join(parts)
+
+
+def _told(report: MissionReport) -> list[str]:
+    """What the user said that a side read: a team, the answers to its questions; a baseline,
+    the mission file's answers (its prompt gives them all before it writes)."""
+    if report.mission.kind == "baseline":
+        return list(report.mission.file_answers)
+    return [q.answer for q in report.questions if q.answer]
+
+
+def unshared_words(a: MissionReport, b: MissionReport) -> tuple[str, ...]:
+    """Each thing the user said that one side read and the other did not (a team whose Chair
+    asked no question never read the mission file's answers a baseline reads)."""
+    told = {"A": _told(a), "B": _told(b)}
+    notes = []
+    for side, other in (("A", "B"), ("B", "A")):
+        for said in told[side]:
+            if said not in told[other]:
+                notes.append(f"{side} read the user's words {said!r}; {other} never did")
+    return tuple(notes)
 
 
 def _file_answers(reports: tuple[MissionReport, MissionReport]) -> list[str]:
@@ -326,7 +348,8 @@ def _comparison(a: MissionReport, b: MissionReport, docs: dict[str, tuple[Compar
         a=_figures(a, docs["A"], costs[0]), b=_figures(b, docs["B"], costs[1]), request=a.mission.request,
         judge_model=judge_name, deliverables=tuple(results), overall=agreed([o.verdict for o in overall_orders]),
         overall_orders=overall_orders, confidence=tuple(answer.confidence if answer else "none" for _, answer in orders),
-        scores=scores, judge_usage=usage, judge_usd=_usd(usage, judge_name), problems=problems)
+        scores=scores, judge_usage=usage, judge_usd=_usd(usage, judge_name), problems=problems,
+        unshared=unshared_words(a, b))
 
 
 def _sided(reason: str, first: str) -> str:

@@ -245,3 +245,16 @@ def test_cabal_eval_runs_each_mission_against_its_baseline(graph_server, tmp_pat
     assert all(run["baseline_id"].startswith("m-") and run["versus"] in ("win", "tie", "loss") for run in data["runs"])
     refused = cabal("eval", str(batch), "--baseline", "--home", str(graph_server.home), cwd=tmp_path)
     assert refused.returncode == 2 and "--baseline needs --judge-model SPEC" in refused.stderr
+
+
+def test_a_comparison_says_when_one_side_never_read_what_the_user_said(graph_server) -> None:
+    """A Chair that asks no question never reads the mission file's answers; a baseline reads
+    them all before it writes: the comparison says so beside its verdicts."""
+    mission = {"request": THREE, "rounds": 1, "model": "simulated", "budget": "none",
+               "answers": ["Keep the price list to one page."]}
+    team = run_mission({**mission, "answers": []}, home=graph_server.home)  # no answer waits: no question asked
+    baseline = run_baseline(mission, home=graph_server.home)
+    comparison = compare_missions(team.mission_id, baseline.mission_id, "simulated", home=graph_server.home)
+    assert comparison.unshared == ("B read the user's words 'Keep the price list to one page.'; A never did",)
+    asked = run_mission(mission, home=graph_server.home)  # the simulated Chair asks first, and takes the answer
+    assert compare_missions(asked.mission_id, baseline.mission_id, "simulated", home=graph_server.home).unshared == ()
