@@ -145,12 +145,11 @@ def judgement_markdown(comparison: Comparison) -> list[str]:
              f"Confidence: {', '.join(comparison.confidence)}.", "",
              *([f"Read with care: the two sides were not told the same; {'; '.join(comparison.unshared)} (the judge "
                 "reads everything the user said).", ""] if comparison.unshared else []),
-             "| deliverable | A's document | B's document | verdict | A shown first | B shown first |",
-             "|---|---|---|---|---|---|"]
+             "| verdict | A's document | B's document | A shown first | B shown first |", "|---|---|---|---|---|"]
     for row in comparison.deliverables:
         orders = {o.shown_first: o.verdict or "no answer" for o in row.orders}
-        lines.append(f"| {_cell(row.name)} | {_cell(row.a_name or '(none)')} | {_cell(row.b_name or '(none)')} | "
-                     f"**{row.verdict}** | {orders.get('A', '-')} | {orders.get('B', '-')} |")
+        lines.append(f"| **{row.verdict}** | {_cell(row.a_name or '(none)')} | {_cell(row.b_name or '(none)')} | "
+                     f"{orders.get('A', '-')} | {orders.get('B', '-')} |")
     lines += ["", "## Cost", "", "| | calls | tokens in | tokens out | US$ without caching | US$ with caching "
               "(estimate) | cacheable input |", "|---|---|---|---|---|---|---|"]
     for label, side in (("A", a), ("B", b)):

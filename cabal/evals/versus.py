@@ -438,6 +438,12 @@ def compare_missions(a: str, b: str, judge_model: str | Any, *, price_as: str | 
     with recording(folder / JUDGE_CASSETTE, record and not replayed):
         comparison = judge_pair(reports[0], reports[1], sources, judge, costs=(costs[0], costs[1]),
                                 on_reply=on_reply)
+    if price_as is not None:  # the judge's calls at the same list prices as the two sides'
+        from cabal.llm.costing import model_price
+
+        _, price = model_price(price_as)
+        usd = None if price is None else comparison.judge_usage.cost_usd_at(price)
+        comparison = comparison.model_copy(update={"judge_usd": usd})
     save(comparison, folder)
     return comparison
 

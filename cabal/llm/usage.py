@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from langchain_core.messages import AIMessage
 
+    from cabal.llm.settings import ModelPrice
+
 CHARS_PER_TOKEN = 4  # Claude's tokenizer averages about 4 characters of English per token
 
 
@@ -69,8 +71,10 @@ class Usage:
         from cabal.llm.prices import price_of
 
         price = price_of(model_name)
-        if price is None:
-            return 0.0
+        return 0.0 if price is None else self.cost_usd_at(price)
+
+    def cost_usd_at(self, price: ModelPrice) -> float:
+        """What these tokens cost at ``price``."""
         cached = price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
         written = price.input_per_mtok if price.cache_write_per_mtok is None else price.cache_write_per_mtok
         uncached = max(self.input_tokens - self.cache_read_tokens - self.cache_write_tokens, 0)

@@ -258,3 +258,23 @@ def test_a_comparison_says_when_one_side_never_read_what_the_user_said(graph_ser
     assert comparison.unshared == ("B read the user's words 'Keep the price list to one page.'; A never did",)
     asked = run_mission(mission, home=graph_server.home)  # the simulated Chair asks first, and takes the answer
     assert compare_missions(asked.mission_id, baseline.mission_id, "simulated", home=graph_server.home).unshared == ()
+
+
+def test_the_judges_page_escapes_what_the_judge_wrote_and_prices_its_calls(graph_server, tmp_path: Path) -> None:
+    from cabal.evals.render import render_judgement
+
+    team, baseline = team_and_baseline(graph_server.home)
+
+    def scheming(request):
+        answer = judge_model(lambda facts, x, y: "tie").fn(request)
+        answer["args"]["overallReason"] = "<script>alert('X')</script> X | Y"
+        return answer
+
+    comparison = compare_missions(team, baseline, FunctionChatModel(scheming), home=graph_server.home,
+                                  price_as="claude-sonnet-4-6")
+    page = render_judgement(comparison, "html")
+    assert "<script>" not in page and "&lt;script&gt;alert" in page
+    assert "alert('A')" in page.replace("&#x27;", "'") or "alert(&#39;A&#39;)" in page  # X and Y read as A and B
+    assert comparison.judge_usd is not None and comparison.judge_usd > 0
+    assert "| **tie** | Brewing guide for new staff | Brewing guide for new staff | tie | tie |" in \
+        render_judgement(comparison, "md")

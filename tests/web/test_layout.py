@@ -13,6 +13,8 @@ from cabal import run_mission
 from cabal.batch.html import html_page
 from cabal.batch.plan import BatchBudget
 from cabal.batch.report import BatchReport
+from cabal.evals.render import render_judgement
+from cabal.evals.versus import compare_missions
 from cabal.report.html import render_html
 from cabal.rounds.workspace import mission_report
 from cabal.web.forms import SIMULATED
@@ -73,12 +75,22 @@ def pages(web, concluded: str, workspace, tmp_path_factory: pytest.TempPathFacto
         for key, state, seconds in [("north-side-dental.mission.yaml", "done", 41.0),
                                     ("riverside-family-practice.mission.yaml", "done", 12.5),
                                     ("south.mission.yaml", "interrupted", 3.0)])), batch))
+    judgement = folder / "judgement.html"  # cabal judge's page: the mission against its baseline
+    baseline = run_baseline(mission_report(concluded, home=workspace.home).mission.request, home=workspace.home)
+    judgement.write_text(render_judgement(compare_missions(concluded, baseline, "simulated", home=workspace.home,
+                                                           price_as="claude-sonnet-4-6"), "html"))
     return {"missions": f"{web}/", "mission": f"{web}/missions/{concluded}", "export": export.as_uri(),
-            "batch": batch.as_uri()}
+            "batch": batch.as_uri(), "judgement": judgement.as_uri()}
+
+
+def run_baseline(request: str, *, home) -> str:
+    from cabal.rounds.baseline import run_baseline as baseline_of
+
+    return baseline_of({"request": request, "model": SIMULATED}, home=home).mission_id
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", ["missions", "mission", "export", "batch"])
+@pytest.mark.parametrize("name", ["missions", "mission", "export", "batch", "judgement"])
 def test_every_page_fits_its_screen_with_readable_text_and_charts_that_fill_their_box(
         browser, pages: dict[str, str], name: str, width: int) -> None:  # noqa: F811
     context = browser.new_context(viewport={"width": width, "height": 900})
