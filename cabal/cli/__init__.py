@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from cabal.cli import exits
 from cabal.errors import CabalError, ConfigError
 from cabal.limits import printable
+from cabal.vocabulary import CABAL_VERSION
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cabal", description="Run teams of AI agents in rounds over a FalkorDB context graph."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {CABAL_VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     for module in COMMAND_MODULES:

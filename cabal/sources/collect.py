@@ -18,6 +18,7 @@ from pathlib import Path
 from cabal.errors import ConfigError
 from cabal.sources.chunks import chunk_text
 from cabal.sources.model import MB, Collected, SourceEntry, SourceLimits, SourceText, Wanted
+from cabal.vocabulary import install_command
 
 FORMATS: dict[str, str] = {
     ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text", ".rst": "text", ".log": "text",
@@ -191,7 +192,7 @@ def _pdf_text(data: bytes) -> tuple[str, str | None]:
         from pypdf import PdfReader
         from pypdf.errors import PdfReadError
     except ImportError:
-        return "", "a PDF, and pypdf is not installed (pip install 'cabal[pdf]')"
+        return "", f"a PDF, and pypdf is not installed ({install_command('pdf')})"
     import io
 
     try:
