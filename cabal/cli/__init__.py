@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from cabal.cli import exits
+from cabal.cli.pipes import silence_stdout
 from cabal.errors import CabalError, ConfigError
 from cabal.limits import printable
 from cabal.vocabulary import CABAL_VERSION
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\ncabal: interrupted", file=sys.stderr)
         return exits.CTRL_C
     except BrokenPipeError:  # the reader went away (`cabal missions | head`): stop quietly
-        _silence_stdout()
+        silence_stdout()
         return exits.CLOSED_PIPE
 
 
@@ -83,14 +84,9 @@ def entry() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:  # what was left to print had no reader any more
-        _silence_stdout()
+        silence_stdout()
         code = code or exits.CLOSED_PIPE
     sys.stderr.flush()
     if code == exits.CTRL_C:
         os._exit(code)
     sys.exit(code)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's last flush does not fail again."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
