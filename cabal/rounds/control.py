@@ -205,7 +205,7 @@ def ask_again(graph: ContextGraph, workspace: Workspace, mission_id: str) -> boo
     from cabal.membrane import Membrane
 
     question = withdrawn[-1]
-    times = len(graph.find("moment", {"type": "user_continue"}, fields=["id"]))  # each write its own moments
+    times = len(graph.find("moment", {"type": "question_again"}, fields=["id"]))  # each write its own moments
     Membrane(graph).run("reinstate_halt", {
         "mission_id": mission_id, "actor_id": USER_ID, "halt_id": question["id"], "round": status.round,
         "detail": str(question.get("message") or ""),
