@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO, Any
+from typing import IO, Any, cast
 
 
 def silence(stream: IO[str]) -> None:
@@ -58,3 +58,9 @@ class ReaderMayLeave:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def reader_may_leave(stream: IO[str]) -> IO[str]:
+    """``stream`` for a run's lines, whose reader may go away (``ReaderMayLeave``). A text stream
+    in all but its type: write and flush are its own, every other attribute the stream's."""
+    return cast("IO[str]", ReaderMayLeave(stream))
