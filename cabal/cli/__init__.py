@@ -26,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cabal", description="Run teams of AI agents in rounds over a FalkorDB context graph."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {CABAL_VERSION}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {CABAL_VERSION}",
+                        help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     for module in COMMAND_MODULES:
