@@ -29,6 +29,18 @@ def builtin_dir(kind: str) -> Path:
     return _PACKAGE_DIR.parent / kind
 
 
+def example_file(path: str | Path) -> Path:
+    """``path``, or, when no such file is here and it names one of the examples Cabal ships
+    (``examples/launch/launch.mission.yaml``), that example: after ``pip install`` the README's
+    first command runs from any folder, as it does in a checkout."""
+    path = Path(path)
+    parts = path.parts
+    if path.exists() or path.is_absolute() or len(parts) < 2 or parts[0] != "examples":
+        return path
+    shipped = builtin_dir("examples").joinpath(*parts[1:])
+    return shipped if shipped.is_file() else path
+
+
 def search_path(kind: str, extra: Iterable[str | Path] = ()) -> list[Path]:
     """Folders to look in, lowest priority first: built-in, then each extra folder. An extra
     folder that is not there is an error: a mistyped path must not silently mean "no overrides"."""

@@ -14,6 +14,15 @@ from enum import StrEnum
 CABAL_VERSION = "0.1.0"
 """The package's version, here so that every layer can read it (pyproject.toml reads it from here too)."""
 
+DISTRIBUTION = "cabal-agents"
+"""The name Cabal is installed by (``pip install cabal-agents``): ``cabal`` on the package index is
+another project's. The import package and the command keep the name ``cabal``."""
+
+
+def install_command(extra: str) -> str:
+    """The exact command that installs Cabal with one of its extras: what a missing package's hint says."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
 
 class Step(StrEnum):
     """The steps of a mission, in the order a round runs them (bootstrap once, before round 1)."""

@@ -180,7 +180,7 @@ def test_without_the_export_extra_the_one_line_names_it(monkeypatch: pytest.Monk
     with pytest.raises(ConfigError) as error:
         render_mission(report(), "pdf")
 
-    assert str(error.value) == "writing a PDF file needs the export extra: pip install 'cabal[export]'"
+    assert str(error.value) == "writing a PDF file needs the export extra: pip install 'cabal-agents[export]'"
 
 
 def test_cabal_export_writes_word_and_pdf_files_of_a_finished_mission(tmp_path: Path, graph_server) -> None:

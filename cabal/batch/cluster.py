@@ -25,6 +25,7 @@ from cabal.batch.events import MissionLost
 from cabal.batch.limits import DaskLimits
 from cabal.batch.worker import MissionTask, run_task
 from cabal.errors import ConfigError
+from cabal.vocabulary import install_command
 
 LOCAL = re.compile(r"local:(\d+)")
 SCHEDULER_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
@@ -68,7 +69,7 @@ class DaskPool:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
-            raise ConfigError("--dask needs Dask's distributed package", hint="pip install 'cabal[cluster]'") from None
+            raise ConfigError("--dask needs Dask's distributed package", hint=install_command("cluster")) from None
 
         logging.getLogger("distributed").setLevel(logging.ERROR)  # a restarted worker is ours to report
         local = LOCAL.fullmatch(self.address)

@@ -14,8 +14,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from cabal.cli import exits
+from cabal.cli.pipes import silence_stdout
 from cabal.errors import CabalError, ConfigError
 from cabal.limits import printable
+from cabal.vocabulary import CABAL_VERSION
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -24,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cabal", description="Run teams of AI agents in rounds over a FalkorDB context graph."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {CABAL_VERSION}",
+                        help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     for module in COMMAND_MODULES:
@@ -70,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\ncabal: interrupted", file=sys.stderr)
         return exits.CTRL_C
     except BrokenPipeError:  # the reader went away (`cabal missions | head`): stop quietly
-        _silence_stdout()
+        silence_stdout()
         return exits.CLOSED_PIPE
 
 
@@ -82,14 +86,9 @@ def entry() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:  # what was left to print had no reader any more
-        _silence_stdout()
+        silence_stdout()
         code = code or exits.CLOSED_PIPE
     sys.stderr.flush()
     if code == exits.CTRL_C:
         os._exit(code)
     sys.exit(code)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's last flush does not fail again."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

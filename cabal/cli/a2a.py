@@ -1,4 +1,4 @@
-"""``cabal a2a``: the workspace's team as an A2A agent (``cabal.a2a``, the ``cabal[a2a]`` extra).
+"""``cabal a2a``: the workspace's team as an A2A agent (``cabal.a2a``, the ``cabal-agents[a2a]`` extra).
 
 The SDK, the server and the engine are imported when the command runs, not when the parser is built."""
 
@@ -9,6 +9,7 @@ import argparse
 from cabal.cli import exits
 from cabal.cli.options import add_graph_options
 from cabal.errors import ConfigError
+from cabal.vocabulary import install_command
 
 DEFAULT_PORT = 8766  # cabal.a2a.DEFAULT_PORT, without importing the SDK to build the parser
 
@@ -18,7 +19,7 @@ def cmd_a2a(args: argparse.Namespace) -> int:
         from cabal.a2a.server import A2AServer
     except ImportError as missing:
         raise ConfigError(f"cabal a2a needs the A2A SDK ({missing.name} is not installed)",
-                          hint="pip install 'cabal[a2a]'") from None
+                          hint=install_command("a2a")) from None
     from cabal.rounds.workspace import Workspace
 
     server = A2AServer(Workspace.at(args.home, args.url), args.mission, model=args.model, host=args.host,

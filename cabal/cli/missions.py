@@ -19,6 +19,7 @@ from cabal import rounds  # the engine loads at the first call, not at import
 from cabal.cli import exits
 from cabal.cli.options import (add_graph_options, add_model_option, add_record_option, add_replay_options,
                                replay_model_spec)
+from cabal.cli.pipes import reader_may_leave
 from cabal.errors import ConfigError, GraphUnavailable, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
@@ -166,12 +167,14 @@ def watching(args: argparse.Namespace) -> Iterator[Watch]:
     from cabal.cli.progress import Progress
     from cabal.rounds.events import EventLog, fan_out
 
-    human = sys.stderr if args.events == "-" else sys.stdout  # stdout carries the JSON lines then
+    # A reader that goes away (`cabal run FILE | head`) takes the lines, never the run: they are dropped.
+    stdout = reader_may_leave(sys.stdout)
+    human = sys.stderr if args.events == "-" else stdout  # stdout carries the JSON lines then
     progress = None if args.quiet else Progress(human)
     log_file = None
     log = None
     if args.events == "-":
-        log = EventLog(sys.stdout)
+        log = EventLog(stdout)
     elif args.events:
         try:
             log_file = open_private(args.events)  # noqa: SIM115 - closed below; the whole run: private

@@ -109,3 +109,17 @@ class Budget:
         if self.max_cost_usd is not None and cost_usd >= self.max_cost_usd:
             return f"cost budget of ${self.max_cost_usd:.2f} is spent: ${cost_usd:.4f} on {models}"
         return None
+
+    def passed_by_prompt(self, usage: Usage, cost_usd: float, prompt: Usage, prompt_cost_usd: float,
+                         models: str) -> str | None:
+        """Why a call whose prompt is ``prompt`` (``prompt_cost_usd`` on its model) would take
+        ``usage``, which cost ``cost_usd``, past this budget before its answer's first token, or
+        None when the prompt fits. Such a call asks first: a budget is then passed by at most
+        one answer (its ``max_tokens``), never by a prompt."""
+        if self.max_tokens is not None and usage.total_tokens + prompt.input_tokens > self.max_tokens:
+            return (f"token budget of {self.max_tokens:,} tokens would be passed by the next call: "
+                    f"{usage.total_tokens:,} used, and its prompt is about {prompt.input_tokens:,} tokens")
+        if self.max_cost_usd is not None and cost_usd + prompt_cost_usd > self.max_cost_usd:
+            return (f"cost budget of ${self.max_cost_usd:.2f} would be passed by the next call: ${cost_usd:.4f} "
+                    f"spent on {models}, and its prompt costs about ${prompt_cost_usd:.4f}")
+        return None

@@ -17,6 +17,7 @@ from cabal.errors import ConfigError
 from cabal.limits import printable
 from cabal.report.model import MissionReport, Product, Source
 from cabal.report.notes import Note, cited_sources, noted_all
+from cabal.vocabulary import install_command
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -32,7 +33,7 @@ EXTRA = "export"
 
 def missing_extra(what: str) -> ConfigError:
     """The one line for an export whose library is not installed."""
-    return ConfigError(f"writing {what} needs the {EXTRA} extra: pip install 'cabal[{EXTRA}]'")
+    return ConfigError(f"writing {what} needs the {EXTRA} extra: {install_command(EXTRA)}")
 
 
 @dataclass(frozen=True)

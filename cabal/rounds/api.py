@@ -37,7 +37,7 @@ from cabal.membrane.validation import pydantic_problems
 from cabal.private import write_private
 from cabal.rounds.agent_models import OBJECT_PREFIX, AgentModels, build_agent_models
 from cabal.rounds.context import PromptLibrary
-from cabal.rounds.control import MissionResult, leave_note, status_of
+from cabal.rounds.control import MissionResult, ask_again, leave_note, status_of
 from cabal.rounds.engine import ANSWER_FROM_FILE, RoundGraph, build_graph
 from cabal.rounds.gates import GATE_NAMES
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
@@ -435,6 +435,8 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
         if status.state == MissionState.RUNNING:
             raise MissionError(f"mission {mission_id} is being run by another process",
                                hint="wait for it to pause or finish, then resume")
+        if ask_again(graph, workspace, mission_id):  # stopped before it had a charter: its question first
+            node, status = mission_node(graph, mission_id), status_of(workspace, graph, mission_id)
         extend = (_directed(status, rounds or spec.rounds) if direction is not None
                   else _continuation(status, rounds, int(node.get("rounds") or spec.rounds)))
         if status.state == MissionState.DONE and extend is None:

@@ -1,10 +1,13 @@
 """The mission's spend, and the gate every model call passes before it starts.
 
-A call reserves its worst case (its prompt and a full-length answer) until it returns, and
-starts only if that fits in the budget beside the calls already in flight, or if no other call
-is in flight (then it may overshoot by at most its own worst case). So a budget is never
-overspent by more than one call's worst case, however many operatives call at once. When the gate closes, ``BudgetSpent`` stops the turn that asked; the
-engine then stops the mission or asks the user, as the mission file says.
+A call reserves its worst case (its prompt, estimated from its length, and a full-length
+answer) until it returns, and starts only if that fits in the budget beside the calls already
+in flight, or if no other call is in flight and its prompt alone fits (then its answer may pass
+the budget, by at most its ``max_tokens``). A call whose prompt would pass the budget asks first:
+a 100,000-token budget once stopped at 113,576 used, a long prompt sent over the limit. So a budget
+is never overspent by more than one answer, however many operatives call at once. When the gate
+closes, ``BudgetSpent`` stops the turn that asked; the engine then stops the mission or asks the
+user, as the mission file says.
 """
 
 from __future__ import annotations
@@ -77,7 +80,15 @@ class SpendMeter:
                 fits = not self.limited or self.budget.exceeded_by(
                     sum((r.usage for r in held), self._spent), self._cost + sum(r.cost_usd for r in held),
                     self.models) is None
-                if fits or not self._reserved:
+                if fits:
+                    self._reserved.append(reservation)
+                    return reservation
+                if not self._reserved:  # alone: it may pass the budget by its answer, never by its prompt
+                    prompt = Usage(input_tokens=worst_case.input_tokens)
+                    reason = self.budget.passed_by_prompt(self._spent, self._cost, prompt, prompt.cost_usd(model),
+                                                          self.models)
+                    if reason:
+                        raise BudgetSpent(reason)
                     self._reserved.append(reservation)
                     return reservation
                 self._changed.wait()

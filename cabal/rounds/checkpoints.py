@@ -3,7 +3,7 @@
 SQLite (``<workspace>/checkpoints.sqlite``, opened by ``Workspace.checkpointer``) is the
 default: every process on one machine reaches it. Workers on several machines need one store
 they all reach, so ``CABAL_CHECKPOINTS=postgresql://user:pass@host/db`` keeps checkpoints in
-Postgres instead (``langgraph-checkpoint-postgres``, installed with ``cabal[cluster]``).
+Postgres instead (``langgraph-checkpoint-postgres``, installed with ``cabal-agents[cluster]``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from cabal.config import redact
 from cabal.errors import ConfigError
+from cabal.vocabulary import install_command
 
 CHECKPOINTS_ENV = "CABAL_CHECKPOINTS"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
@@ -58,7 +59,7 @@ class CheckpointStore:
             from psycopg import Connection, OperationalError
         except ImportError:
             raise ConfigError(f"{CHECKPOINTS_ENV} names a Postgres server, but its client is not installed",
-                              hint="pip install 'cabal[cluster]'") from None
+                              hint=install_command("cluster")) from None
         with ExitStack() as stack:
             try:
                 saver = stack.enter_context(PostgresSaver.from_conn_string(url))

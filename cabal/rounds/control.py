@@ -23,7 +23,8 @@ from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
 from cabal.vocabulary import (
-    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionKind, MissionState, StopReason, state_phrase, stop_phrase,
+    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionKind, MissionState, Step, StopReason, state_phrase,
+    stop_phrase,
 )
 
 if TYPE_CHECKING:
@@ -153,7 +154,8 @@ def stop_mission(mission_id: str, *, home: str | Path | None = None, url: str | 
     """Stop the team (stop reason userHalt), and return where the mission is after. A mission a
     process runs stops at the start of its next round; one that no process runs (waiting for an
     answer, or paused) stops now: it ends ``done``, and a question it waited on is withdrawn,
-    unanswered. Either way ``resume`` (or ``continue``) takes it further later."""
+    unanswered. Either way ``resume`` (or ``continue``) takes it further later (one stopped at the
+    Chair's first question waits for its answer again: ``ask_again``)."""
     workspace = Workspace.at(home, url, reading=True)
     with _mission_graph(workspace, mission_id) as graph:
         status = status_of(workspace, graph, mission_id)
@@ -191,6 +193,29 @@ def _end_stopped(membrane: Membrane, graph: ContextGraph, workspace: Workspace, 
             "halt_id": status.pending_halt["id"], "actor_id": USER_ID, "round": status.round}, {},
             session_id=f"{mission_id}.withdraw.{status.pending_halt['id']}"))
     membrane.commit(clusters)
+
+
+def ask_again(graph: ContextGraph, workspace: Workspace, mission_id: str) -> bool:
+    """A mission the user stopped while the Chair's first question waited has no charter: going
+    on as a stopped mission goes on (from its last round's end) would start round 1 without one.
+    Its question stands again instead, and the mission waits for the answer, as before the stop:
+    ``resume`` then takes an answer (``--answer``, or the mission file's next). True when it did."""
+    status = status_of(workspace, graph, mission_id)
+    node = mission_node(graph, mission_id)
+    if status.state != MissionState.DONE or status.stop_reason != StopReason.USER_HALT or node.get("charter"):
+        return False
+    withdrawn = [halt for halt in graph.find("halt", {"status": "withdrawn"}) if halt.get("step") == Step.BOOTSTRAP]
+    if not withdrawn:
+        return False
+    from cabal.membrane import Membrane
+
+    question = withdrawn[-1]
+    times = len(graph.find("moment", {"type": "question_again"}, fields=["id"]))  # each write its own moments
+    Membrane(graph).run("reinstate_halt", {
+        "mission_id": mission_id, "actor_id": USER_ID, "halt_id": question["id"], "round": status.round,
+        "detail": str(question.get("message") or ""),
+    }, {}, session_id=f"{mission_id}.ask_again.{question['id']}.{times}")
+    return True
 
 
 def remove_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> None:

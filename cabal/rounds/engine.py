@@ -146,6 +146,9 @@ def await_user(state: RoundState, runtime: Context) -> RoundState:
             run.emit(Answered(run.mission_id, round=asked.round, halt=asked.halt, text=str(answer), source="user"))
         _answer_halt(run, pending_id, str(answer), state.get("round", 0), source)
         run.set_status(MissionState.RUNNING, state.get("round", 0))
+        # What the user wrote while the question waited (cabal say) is read with the answer, as a
+        # resume reads it: the same whether the answer came from the user or the mission file.
+        run.refresh(state.get("round", 0))
     if budget_question:
         return _budget_answer(run, state, str((run.graph.get(pending_id) or {}).get("answer", "")))
     if halt.get("gate") == PLAN_GATE:

@@ -34,9 +34,10 @@ ID_KEYS: dict[str, str] = {
 NEW_PRODUCT_PREFIX = "new-"
 
 
-def turn_id(round_number: int, step: str, agent_id: str) -> str:
-    """The id of one agent's turn in one step: the marker of a committed turn."""
-    return f"r{round_number}.{step}.{agent_id}"
+def turn_id(round_number: int, step: str, agent_id: str, attempt: int = 0) -> str:
+    """The id of one agent's turn in one step: the marker of a committed turn. ``attempt`` n is
+    a Chair's turn after the user's n-th answer in that step."""
+    return f"r{round_number}.{step}.{agent_id}" + (f".after{attempt}" if attempt else "")
 
 
 def step_prefix(round_number: int, step: str) -> str:

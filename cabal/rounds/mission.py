@@ -41,6 +41,7 @@ from cabal.errors import ConfigError, closest
 from cabal.limits import unprintable
 from cabal.llm.settings import ModelSettings
 from cabal.llm.usage import Budget
+from cabal.resources import example_file
 from cabal.sources import SourceEntry, SourceLimits, Wanted, mission_wanted
 from cabal.tools.spec import DEFAULT_MAX_TOOL_CALLS, DEFAULT_TOOL_TIMEOUT_S, ToolServerSpec, unique_names
 from cabal.vocabulary import CHAIR_ID, DEFAULT_OPERATIVES, ENVOY_ID, WATCHDOG_ID, Role, is_agent_id, role_ids
@@ -357,8 +358,9 @@ def anchored_spec(spec: str, base: Path) -> str:
 def load_mission(path: str | Path) -> tuple[MissionSpec, Path]:
     """Read a mission file; returns the spec and the file's folder (for relative paths).
 
-    A broken file is one ``ConfigError`` line that says where: ``FILE:LINE: ...``."""
-    path = Path(path)
+    A broken file is one ``ConfigError`` line that says where: ``FILE:LINE: ...``. A path
+    under ``examples/`` that is not here is the example Cabal ships, if there is one."""
+    path = example_file(path)
     data = read_settings_file(path, "mission file", "request")
     data.setdefault("name", path.stem.removesuffix(".mission"))
     spec = parse_mission(data, source=str(path))

@@ -14,6 +14,8 @@ alters what a model is asked stops it where the call differs.
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +23,16 @@ from pathlib import Path
 from cabal.graph import ContextGraph
 from cabal.llm.cassette import CASSETTE_FILE
 from cabal.llm.replay import replay_spec
-from cabal.rounds.control import MissionResult
-from cabal.rounds.ids import continue_session
-from cabal.rounds.events import MissionEvent
+from cabal.rounds.control import MissionResult, say
+from cabal.rounds.events import MissionEvent, MissionStarted, RoundStarted, TurnDone, fan_out
+from cabal.rounds.ids import continue_session, status_session, turn_id
 from cabal.rounds.workspace import Workspace, mission_graph, mission_node
 from cabal.sources import Chunk, Collected, SourceText
-from cabal.vocabulary import USER_DIRECTION_TYPE, MissionState
+from cabal.vocabulary import USER_DIRECTION_TYPE, USER_ID, MissionState
+
+
+# The engine's write of a round's start (``status_session``): where a run reads the user's notes.
+ROUND_STARTED = re.compile(re.escape(status_session("running", 0).removesuffix("0")) + r"([1-9]\d*)")
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,15 @@ class Continuation:
 
 
 @dataclass(frozen=True)
+class RecordedNote:
+    """A message the user left the team (``cabal say``), and where: after what the engine did last."""
+
+    after: str | None  # the last turn committed before it (its id), or a round's start (``round N``); None: first
+    text: str
+    product: str | None  # the product it is feedback on, if any
+
+
+@dataclass(frozen=True)
 class RecordedMission:
     """How a recorded mission was run: what a replay runs again."""
 
@@ -47,6 +62,7 @@ class RecordedMission:
     sources: Collected  # the files it read at its start, as its graph holds them
     continuations: tuple[Continuation, ...]
     withdrawn: frozenset[int] = frozenset()  # the rounds where the user stopped it instead of answering its question
+    notes: tuple[RecordedNote, ...] = ()  # what the user said with `cabal say`, in order
 
 
 def recorded_mission(mission_id: str, *, home: str | Path | None = None, url: str | None = None) -> RecordedMission:
@@ -61,12 +77,59 @@ def recorded_mission(mission_id: str, *, home: str | Path | None = None, url: st
         withdrawn = frozenset(int(h.get("withdrawn_round") or 0) for h in every_halt if h.get("status") == "withdrawn")
         sources = _sources_read_at_start(graph)
         continuations = _continuations(graph, mission_id)
+        notes = _notes(graph)
     spec = json.loads(node["spec"])
     halts.sort(key=lambda h: (int(h.get("answered_round") or 0), str(h["id"])))
     spec["answers"] = [str(h["answer"]) for h in halts]
     spec.pop("model", None)
     spec.pop("sources", None)  # read from the graph instead: the files may have changed or gone since
-    return RecordedMission(spec, sources, continuations, withdrawn)
+    return RecordedMission(spec, sources, continuations, withdrawn, notes)
+
+
+def _notes(graph: ContextGraph) -> tuple[RecordedNote, ...]:
+    """The user's messages (a continuation's direction aside: ``_continuations`` has it), each
+    with what the engine did last before it (a turn committed, a round started: where the run
+    reads the user's notes again), in the order the graph created them."""
+    nodes, _ = graph.history()
+    notes, last = [], None
+    for _, node in nodes:
+        if node.get("node_type") == "moment" and node.get("type") == "turn":
+            last = str(node["id"])
+        elif node.get("node_type") == "moment" and (started := ROUND_STARTED.fullmatch(str(node.get("session")))):
+            last = f"round {started[1]}"
+        elif node.get("node_type") == "collab" and node.get("author") == USER_ID \
+                and node.get("type") != USER_DIRECTION_TYPE:
+            notes.append(RecordedNote(last, str(node.get("comment") or ""), node.get("product_id") or None))
+    return tuple(notes)
+
+
+class NotesAsRecorded:
+    """A replay's listener that leaves each of the user's recorded messages where the user did:
+    once the replay has done again what the engine did last before it (a turn committed, its id
+    counting the Chair's turns after each answer as the engine names them; a round started). A
+    message left while a question waited is then read with the answer; one left while the team
+    worked, at the next round: as it was."""
+
+    def __init__(self, notes: tuple[RecordedNote, ...], home: str | Path | None, url: str | None) -> None:
+        self.due = list(notes)
+        self.home, self.url = home, url
+        self._turns: Counter[str] = Counter()
+
+    def __call__(self, event: MissionEvent) -> None:
+        if isinstance(event, MissionStarted):
+            self._leave(event.mission, None)
+        elif isinstance(event, RoundStarted):
+            self._leave(event.mission, f"round {event.round}")
+        elif isinstance(event, TurnDone):
+            first = turn_id(event.round, event.step, event.agent)
+            done = turn_id(event.round, event.step, event.agent, self._turns[first])
+            self._turns[first] += 1
+            self._leave(event.mission, done)
+
+    def _leave(self, mission_id: str, after: str | None) -> None:
+        while self.due and self.due[0].after == after:
+            note = self.due.pop(0)
+            say(mission_id, note.text, product=note.product, home=self.home, url=self.url)
 
 
 def _sources_read_at_start(graph: ContextGraph) -> Collected:
@@ -104,10 +167,10 @@ def replay_mission(mission_id: str, *, mode: str = "strict", fallback: str | Non
     where the replay stops)."""
     from cabal.rounds.api import continue_mission, resume_mission, run_mission
     from cabal.rounds.control import stop_mission
-    from cabal.rounds.events import fan_out
 
     recorded = recorded_mission(mission_id, home=home, url=url)
     cassette = Workspace.at(home, url, reading=True).mission_dir(mission_id) / CASSETTE_FILE
+    on_event = fan_out(on_event, NotesAsRecorded(recorded.notes, home, url))
     limit = int(recorded.spec.get("rounds") or 1)
     ends = [step.after_round for step in recorded.continuations]
 

@@ -247,7 +247,7 @@ class MissionRun:
     def _turn(self, snapshot: Snapshot, step: Step, agent_id: str, attempt: int) -> FinishedTurn:
         """One agent's turn, up to what it would commit (nothing is written here)."""
         place = TurnPlace(self.mission_id, snapshot.round, step, agent_id,
-                          turn_id(snapshot.round, step, agent_id) + (f".after{attempt}" if attempt else ""))
+                          turn_id(snapshot.round, step, agent_id, attempt))
         if snapshot.has_turn(place.turn_id):
             return FinishedTurn(None, [])
         self.emit(TurnStarted(self.mission_id, round=snapshot.round, step=step, agent=agent_id))

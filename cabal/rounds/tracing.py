@@ -11,7 +11,7 @@ Off unless asked. The standard variables ask: ``OTEL_TRACES_EXPORTER`` (``otlp``
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), plus the exporter's own variables (headers, protocol,
 ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``); ``OTEL_SDK_DISABLED=true`` wins. An
 application that set its own tracer provider gets the spans there. The SDK and the OTLP
-exporter come with ``pip install 'cabal[otel]'``; nothing here imports them unless asked.
+exporter come with ``pip install 'cabal-agents[otel]'``; nothing here imports them unless asked.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from cabal.rounds.events import (
     Answered, HaltRaised, MissionEvent, MissionResumed, MissionStarted, MissionStopped, ModelCalled, Presented,
     RoundStarted, RunEnded, StepStarted, ToolReturned, TurnDone, TurnStarted, UserMessage,
 )
-from cabal.vocabulary import StopReason, TurnOutcome
+from cabal.vocabulary import StopReason, TurnOutcome, install_command
 
 TRACER_NAME = "cabal"
 EXPORTERS = ("otlp", "console", "none")
@@ -85,7 +85,7 @@ def _build_provider(exporters: tuple[str, ...], env: Mapping[str, str]) -> Any:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
     except ImportError:
         raise ConfigError(f"OTEL_TRACES_EXPORTER asks for traces ({', '.join(exporters)}) but OpenTelemetry's SDK "
-                          "is not installed", hint="pip install 'cabal[otel]'") from None
+                          "is not installed", hint=install_command("otel")) from None
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": TRACER_NAME}
     provider = TracerProvider(resource=Resource.create(attributes))  # adds OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
     for name in exporters:
@@ -103,7 +103,7 @@ def _otlp_exporter(env: Mapping[str, str]) -> Any:
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:
-        raise ConfigError("traces go to OTLP but its exporter is not installed", hint="pip install 'cabal[otel]'") from None
+        raise ConfigError("traces go to OTLP but its exporter is not installed", hint=install_command("otel")) from None
     return OTLPSpanExporter()  # reads its endpoint, headers, timeout and compression from the environment
 
 

@@ -19,6 +19,7 @@ from cabal.errors import ConfigError
 from cabal.sources.chunks import chunk_text
 from cabal.sources.documents import DOCUMENT_FORMATS, document_text, sniffed_format
 from cabal.sources.model import MB, Collected, SourceEntry, SourceLimits, SourceText, Wanted
+from cabal.vocabulary import install_command
 
 FORMATS: dict[str, str] = {
     ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text", ".rst": "text", ".log": "text",

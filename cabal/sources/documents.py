@@ -15,9 +15,10 @@ import zipfile
 from dataclasses import dataclass
 
 from cabal.errors import ConfigError
+from cabal.vocabulary import install_command
 
 EXTRA = "documents"
-INSTALL_HINT = f"pip install 'cabal[{EXTRA}]'"
+INSTALL_HINT = install_command(EXTRA)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,7 @@ def test_a_missing_package_names_the_pip_install(monkeypatch: pytest.MonkeyPatch
         make_model("google_genai:gemini-2.5-pro")
 
     assert str(caught.value) == ("model 'google_genai:gemini-2.5-pro' needs the langchain-google-genai package: "
-                                 "pip install 'cabal[google]'")
+                                 "pip install 'cabal-agents[google]'")
 
 
 def test_every_providers_key_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -339,7 +339,7 @@ def test_cabal_models_lists_the_providers_and_describes_one(capsys, monkeypatch:
     rows = {row["provider"]: row for row in json.loads(capsys.readouterr().out)}
     assert (rows["openai"]["installed"], rows["openai"]["key_set"]) == (True, True)
     assert (rows["google_genai"]["installed"], rows["google_genai"]["install"], rows["google_genai"]["key_set"]) == (
-        False, "pip install 'cabal[google]'", False)
+        False, "pip install 'cabal-agents[google]'", False)
 
     assert main(["models", "openai:gpt-4.1-mini", "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)

@@ -363,6 +363,36 @@ def test_a_changed_tool_schema_is_named_with_its_diff(tmp_path: Path) -> None:
         call_model(replay, messages, [tool], metadata=call_metadata(round=2, step="write", agent="operative-1"))
 
 
+def test_a_replay_leaves_the_users_messages_where_the_user_did(home: Path) -> None:
+    """`cabal say` while the Chair's question waited (read with the answer), and while the team
+    worked in round 1 (read in round 2): a strict replay left neither, and missed at the first
+    prompt that had one."""
+    from cabal.rounds import say
+
+    def say_in_round_one(event) -> None:
+        if event.kind == "round_start" and event.round == 1:
+            say(event.mission, "Mention the install line in the first sentence.", home=home)
+
+    halted = run_mission(QUESTION, home=home)
+    say(halted.mission_id, "Keep it to two sentences.", home=home)
+    answered = resume_mission(halted.mission_id, answer="People installing tally.", home=home,
+                              on_event=say_in_round_one)
+    assert answered.state == "done", answered.detail
+
+    replay = replay_mission(halted.mission_id, home=home)
+
+    assert (replay.state, replay.round) == ("done", answered.round), replay.detail
+    with ContextGraph.open(name=replay.mission_id, home=home) as graph:
+        notes = graph.find("collab", {"author": "user"}, fields=["round", "comment"])
+    assert sorted((n["id"], n["round"], n["comment"]) for n in notes) == [
+        ("user.r0.note0", 0, "Keep it to two sentences."), ("user.r1.note1", 1, "Mention the install line in the "
+                                                                                "first sentence.")]
+    # The same prompts: the recorded calls, hash for hash.
+    original, again = Cassette.read(cassette_of(home, halted.mission_id)), Cassette.read(cassette_of(home, replay.mission_id))
+    assert sorted((c.place, c.messages_sha256) for c in again.calls) == \
+        sorted((c.place, c.messages_sha256) for c in original.calls)
+
+
 def test_a_continued_mission_replays_whole_strict_and_lenient(home: Path) -> None:
     # The replay starts with the round limit the mission started with (a prompt says "Round 1 of
     # 2"), then continues at round 2 with the user's direction, as the recorded mission did.

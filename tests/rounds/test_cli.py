@@ -279,6 +279,34 @@ def test_stop_of_a_mission_waiting_for_an_answer_ends_it_now_and_withdraws_the_q
     assert [(t["round"], t["step"]) for t in turns] == [(0, "bootstrap")]  # nothing ran after the question
 
 
+def test_a_mission_stopped_at_its_first_question_resumes_to_that_question_not_to_round_one(home: str) -> None:
+    """It has no charter yet: resumed as a stopped mission goes on, it started round 1 without one."""
+    mission_id = start_question(home)
+    cabal("stop", mission_id, "--home", home)
+
+    asked = cabal("resume", mission_id, "--home", home)
+
+    assert (asked.returncode, asked.stdout) == (1, "")
+    assert asked.stderr == (f"cabal: mission {mission_id} is waiting for an answer: {QUESTION_TEXT}\n"
+                            f"hint: cabal resume {mission_id} --answer '...'\n")
+    assert cabal("status", mission_id, "--home", home).stdout.startswith(
+        f"{mission_id}: halted (waiting for your answer), round 0\n")
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        assert graph.find("halt", fields=["status"]) == [{"id": "r0.bootstrap.halt", "status": "pending"}]
+        assert graph.get(mission_id)["halt_requested"] is False  # round 1 will not stop at its start
+
+    answered = cabal("resume", mission_id, "--home", home, "--answer", "People installing it.")
+
+    assert answered.returncode == 0, answered.stderr
+    assert "state: done (concluded), round 3\n" in answered.stdout
+    with ContextGraph.open(name=mission_id, home=home) as graph:
+        assert graph.get(mission_id)["charter"]
+        assert graph.get("r0.bootstrap.halt")["status"] == "answered"
+        assert graph.get("r0.bootstrap.halt")["answer"] == "People installing it."
+        turns = graph.find("moment", {"type": "turn"}, fields=["round", "step"])
+    assert {(0, "bootstrap"), (1, "plan"), (1, "write")} <= {(t["round"], t["step"]) for t in turns}
+
+
 def test_stop_of_a_running_mission_ends_it_at_its_next_round(home: str) -> None:
     from cabal.rounds import run_mission, stop_mission
 

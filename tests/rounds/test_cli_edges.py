@@ -95,6 +95,38 @@ def test_a_closed_pipe_ends_the_command_quietly(graph_server) -> None:
     assert (head.stdout, head.stderr) == ('{\n  "$schema": "http', "")
 
 
+def _first_lines_then_close(command: list[str], lines: int) -> tuple[int, str, str]:
+    """``cabal ... | head -N`` with a real pipe: read ``lines`` lines, close the reading end while
+    the mission still runs, and wait for the command. Its status, what was read, its stderr."""
+    process = subprocess.Popen([str(CABAL), *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, cwd=ROOT, env=environment())
+    assert process.stdout is not None and process.stderr is not None
+    read = [process.stdout.readline().decode() for _ in range(lines)]
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    return process.wait(timeout=120), "".join(read), err
+
+
+def test_a_reader_that_goes_away_never_fails_the_mission(graph_server) -> None:
+    """`cabal run FILE | head -3` failed the mission with "BrokenPipeError" at round 0: the
+    terminal is a view of the run, and the run goes on without it (so does a resume's)."""
+    home = str(graph_server.home)
+    status, read, err = _first_lines_then_close(["run", str(LAUNCH), "--home", home], 3)
+    mission_id = read.split("mission ", 1)[1].split(":", 1)[0]
+
+    assert (status, err) == (0, "")
+    assert read.splitlines()[1] == "round 0 · bootstrap · chair-1 (question) · 1,089 tokens · $0.0000"
+    assert cabal("status", mission_id, "--home", home).stdout.startswith(f"{mission_id}: done (concluded), round 4\n")
+
+    asked = mission_id_of(cabal("run", str(QUESTION), "--home", home).stdout)
+    status, read, err = _first_lines_then_close(["resume", asked, "--home", home, "--answer", "people installing it"],
+                                                1)
+
+    assert (status, err) == (0, "")
+    assert read.startswith(f"mission {asked} resumed in round 0")
+    assert cabal("status", asked, "--home", home).stdout.startswith(f"{asked}: done (concluded), round 3\n")
+
+
 def test_exit_statuses_say_how_a_mission_ended(graph_server, tmp_path: Path) -> None:
     home = str(graph_server.home)
     bad = tmp_path / "bad.mission.yaml"

@@ -7,6 +7,7 @@ fake model received.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -365,16 +366,29 @@ def _budget_question(tokens: int, spent: int) -> str:
             "the budget, a number of tokens to set a new token budget, or 'stop' to end the mission here.")
 
 
+PASSED_BY_PROMPT = re.compile(r"token budget of ([\d,]+) tokens would be passed by the next call: ([\d,]+) used, "
+                              r"and its prompt is about ([\d,]+) tokens")
+
+
+def _refused_prompt(reason: str, tokens: int, spent: int) -> int:
+    """The prompt's size a budget refused a call for (``reason`` says it), checked against the
+    budget and the spend: the call was not sent because its prompt alone would pass the budget."""
+    found = PASSED_BY_PROMPT.search(reason)
+    assert found, reason
+    limit, used, prompt = (int(group.replace(",", "")) for group in found.groups())
+    assert (limit, used) == (tokens, spent) and spent < tokens < spent + prompt
+    return prompt
+
+
+def _asked_first(tokens: int, spent: int, prompt: int) -> str:
+    return (f"The token budget of {tokens:,} tokens would be passed by the next call: {spent:,} used, and its "
+            f"prompt is about {prompt:,} tokens. Continue? Answer 'continue' to double the budget, a number of "
+            "tokens to set a new token budget, or 'stop' to end the mission here.")
+
+
 def _spent(home: Path, mission_id: str) -> int:
     with open_graph(home, mission_id) as graph:
         return sum(t["input_tokens"] + t["output_tokens"] for t in turns(graph).values())
-
-
-def _worst_call(home: Path, mission_id: str) -> int:
-    """The worst case of one call the budget may be overspent by: the largest prompt sent, plus
-    a full-length answer (the default max_tokens)."""
-    with open_graph(home, mission_id) as graph:
-        return max(max(t.get("call_input_tokens") or [0]) for t in turns(graph).values()) + 8192
 
 
 ROUND_1_ORDER = ["r1.plan.chair-1", "r1.write.operative-1",
@@ -383,16 +397,18 @@ ROUND_1_ORDER = ["r1.plan.chair-1", "r1.write.operative-1",
 
 
 def test_spent_budget_pauses_before_the_next_call_and_stop_ends_the_mission(home: Path) -> None:
-    paused = run_mission(launch_with_budget(6000), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
+    paused = run_mission(launch_with_budget(8000), model=f"scripted:{LAUNCH_SCRIPT}", home=home)
 
     spent = _spent(home, paused.mission_id)
     assert (paused.state, paused.stop_reason, paused.round) == ("halted", "questionToUser", 1)
-    # Checked before every call, not once a round: overspent by less than one call's worst case.
-    assert 6000 <= spent < 6000 + _worst_call(home, paused.mission_id) and paused.usage.total_tokens == spent
+    # Checked before every call, not once a round, with the call's prompt: the next call would
+    # have passed the budget by its prompt alone, so it asked first (the budget is not overspent).
     halt = paused.pending_halt
+    prompt = _refused_prompt(halt["message"], 8000, spent)
+    assert paused.usage.total_tokens == spent
     assert {k: halt[k] for k in ("id", "type", "status", "step", "round", "message", "options")} == {
         "id": "r1.budget", "type": "question", "status": "pending", "step": "budget", "round": 1,
-        "message": _budget_question(6000, spent), "options": ["continue", "stop"]}
+        "message": _asked_first(8000, spent, prompt), "options": ["continue", "stop"]}
     with open_graph(home, paused.mission_id) as graph:  # round 1 stopped part of the way: a prefix of it ran
         done = sorted(t for t in turns(graph) if t.startswith("r1."))
         assert 0 < len(done) < len(ROUND_1_ORDER) and done == sorted(ROUND_1_ORDER[:len(done)])
@@ -415,8 +431,8 @@ def test_continue_doubles_the_budget_and_a_number_below_the_spend_asks_again(hom
 
     spent = _spent(home, mission)
     assert (again.state, again.pending_halt["id"]) == ("halted", "r1.budget2")
-    assert again.pending_halt["message"] == _budget_question(8000, spent)
-    assert 8000 <= spent < 8000 + _worst_call(home, mission)
+    prompt = _refused_prompt(again.pending_halt["message"], 8000, spent)
+    assert again.pending_halt["message"] == _asked_first(8000, spent, prompt)
     with open_graph(home, mission) as graph:
         assert graph.get(mission)["budget_tokens"] == 8000
 
@@ -437,7 +453,9 @@ def test_a_budget_set_to_stop_ends_the_mission_without_asking(home: Path) -> Non
 
     spent = _spent(home, result.mission_id)
     assert (result.state, result.stop_reason, result.round) == ("done", "budget", 1)
-    assert result.detail == f"the token budget of 6,000 tokens is spent: {spent:,} used" and result.pending_halt is None
+    prompt = _refused_prompt(result.detail, 6000, spent)
+    assert result.detail == (f"the token budget of 6,000 tokens would be passed by the next call: {spent:,} used, and "
+                             f"its prompt is about {prompt:,} tokens") and result.pending_halt is None
 
 
 def test_a_budget_question_never_takes_the_answer_meant_for_the_chair(home: Path) -> None:

@@ -149,7 +149,7 @@ def test_without_the_documents_extra_a_document_names_the_extra_to_install(tmp_p
     with pytest.raises(ConfigError) as error:
         read_source(word_file(tmp_path / "brief.docx"), "brief.docx", None)
 
-    assert str(error.value) == "brief.docx: reading a Word document needs the documents extra: pip install 'cabal[documents]'"
+    assert str(error.value) == "brief.docx: reading a Word document needs the documents extra: pip install 'cabal-agents[documents]'"
 
 
 def test_cabal_run_stops_with_status_2_and_one_line_on_an_encrypted_pdf(tmp_path: Path, graph_server) -> None:

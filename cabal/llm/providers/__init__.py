@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from cabal.llm.settings import DEFAULT_MODEL
+from cabal.vocabulary import install_command
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Provider:
     @property
     def install(self) -> str:
         """The exact command that installs this provider's package."""
-        return f"pip install 'cabal[{self.extra}]'" if self.extra else f"pip install {self.pip}"
+        return install_command(self.extra) if self.extra else f"pip install {self.pip}"
 
     @property
     def installed(self) -> bool:
@@ -173,7 +174,7 @@ class Readiness:
 
     provider: Provider
     ready: bool
-    todo: str = ""  # "pip install 'cabal[openai]'", "set OPENAI_API_KEY", "start Ollama: nothing answers at ..."
+    todo: str = ""  # "pip install 'cabal-agents[openai]'", "set OPENAI_API_KEY", "start Ollama: nothing answers at ..."
 
 
 def readiness(provider: Provider, environ: Any = None) -> Readiness:
