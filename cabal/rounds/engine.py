@@ -336,6 +336,8 @@ def _compiled() -> RoundGraph:
 def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     """The Chair's turn at bootstrap, plan or close; a turn after the user's n-th answer is attempt n."""
     round_number = state.get("round", 0)
+    if step == Step.PLAN:  # a message the user left during this round, read before the Chair decides (it may end here)
+        run.refresh(round_number)
     snapshot = run.snapshot(round_number)
     # Each answer the Chair heard in this step starts a turn of its own (a tool call's approval
     # belongs to the turn that asked it; a plan's sign-off answered with changes starts the next).
