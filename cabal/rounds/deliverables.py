@@ -187,8 +187,9 @@ _REMOVE = re.compile(r"^(?:please\s+)?(?:remove|drop|delete|cut|skip|leave\s+out
                      re.IGNORECASE)
 _ADD = re.compile(r"^(?:please\s+)?(?:(?:also\s+)?(?:add|include)|also)\s+(?P<new>.+)$|^(?:we|i)\s+(?:also\s+)?(?:need|want)\s+(?P<also>.+?)"
                   r"(?:\s+(?:too|as\s+well))$", re.IGNORECASE)
-_CLAUSES = re.compile(r"(?<=[.!?])\s+|\n+|\s*;\s*|,?\s+(?:and|then)\s+(?=(?:please\s+)?(?:rename|retitle|call|remove|drop|"
-                      r"delete|cut|skip|add|include|leave|take|get\s+rid|forget)\b)", re.IGNORECASE)
+_CLAUSES = re.compile(r"(?<=[.!?])\s+|\n+|\s*;\s*|(?:,\s*(?:(?:and|then)\s+)?|\s+(?:and|then)\s+)(?=(?:please\s+)?"
+                      r"(?:rename|retitle|remove|drop|delete|cut|skip|add|include|leave\s+out|take\s+out|get\s+rid\s+of|"
+                      r"forget)\s)", re.IGNORECASE)
 
 
 def plan_change(words: str, names: tuple[str, ...]) -> PlanChange:

@@ -55,7 +55,7 @@ from cabal.errors import ModelError
 from cabal.llm.scripted import FunctionChatModel, ModelRequest
 from cabal.refs import parse_refs
 from cabal.rounds.context import REQUESTED_CONTEXT
-from cabal.rounds.deliverables import deliverables
+from cabal.rounds.deliverables import deliverables, plan_change
 from cabal.rounds.facts import TreeProduct, TurnFacts
 from cabal.tools.spec import SEPARATOR as TOOL_SEPARATOR
 from cabal.vocabulary import CHAIR_ID, count_of
@@ -166,6 +166,8 @@ class SimulatedTeam:
                             "message": f"The team stops after {round_number - 1} round(s), as planned."}
         parent = _container(tree)
         answers = [w.text for w in facts.from_user if w.question is not None]
+        if facts.plan_changes is not None:
+            return _revised(facts, parent, answers)
         new: list[tuple[str, str, str]] = []  # (name, definition of done, owner) of each product to ADD
         if parent is not None and not any(p.type in WORK_TYPES for p in tree):  # round 1: the deliverables
             named = set(deliverables(facts.request, default=()))
@@ -218,6 +220,8 @@ class SimulatedTeam:
             operations.append({"action": "ADD", "newId": new_id, "parentId": parent.id,
                                "product": {"name": name, "type": "Content", "assignee": owner, "dod": dod}})
             assignments.append(_assignment(new_id, owner, name, None, round_number, word))
+        if round_number == 0:  # the work laid out for the plan's sign-off: round 1 assigns it
+            assignments = []
         return {
             "thinking": {
                 "roundStrategy": f"Round {round_number}: {len(assignments)} assignment(s), "
@@ -347,6 +351,32 @@ class SimulatedTeam:
             fallback = CHAIR_ID if CHAIR_ID in speakers else (speakers[0] if speakers else CHAIR_ID)
             messages.append({"asAgent": fallback, "content": "Nothing new was written this round."})
         return {"reasoning": "One message per agent who did something this round.", "messages": messages}
+
+
+def _revised(facts: TurnFacts, parent: TreeProduct | None, answers: list[str]) -> dict:
+    """The plan with the changes the user wrote at its sign-off, as a Chair applies them: each
+    rename an UPDATE (with its definition of done), each removal a REMOVE, each addition an ADD
+    under the Library. Nothing is assigned: the engine asks for the sign-off again first."""
+    assert facts.plan_changes is not None, "only a change to the plan is revised"
+    work = {p.name: p for p in facts.tree if p.type in WORK_TYPES and p.status != "removed"}
+    change = plan_change(facts.plan_changes, tuple(work))
+    operatives = facts.operatives() or ["operative-1"]
+    asked = _plain(facts.plan_changes, 300)
+    operations: list[dict] = [
+        {"action": "UPDATE", "productId": work[old].id, "product": {"name": new, "dod": _definition(new, facts.request, answers)}}
+        for old, new in change.renamed]
+    operations += [{"action": "REMOVE", "productId": work[name].id, "reason": f"The user asked: {asked}"}
+                   for name in change.removed]
+    if parent is not None:
+        operations += [{"action": "ADD", "newId": f"new-{index + 1}", "parentId": parent.id, "product": {
+            "name": name, "type": "Content", "assignee": operatives[(len(work) + index) % len(operatives)],
+            "dod": _definition(name, facts.plan_changes, answers)}} for index, name in enumerate(change.added)]
+    applied = (f"{count_of(len(operations), 'change')} to the tree, as the user asked: {asked}" if operations
+               else f"nothing I could apply to the tree from the user's words: {asked}")
+    missing = f"; no product is named {_listed(change.unknown)}" if change.unknown else ""
+    return {"thinking": {"roundStrategy": f"The plan's sign-off: {applied}{missing}.",
+                         "acceptanceRationale": "Nothing is written yet."},
+            "treeOperations": operations, "assignments": [], "acceptance": []}
 
 
 def _mcp_tool(request: ModelRequest) -> dict | None:

@@ -76,6 +76,8 @@ NAMES = ("Three things", "Rota for the holidays", "One-page guide for new staff"
      PlanChange(renamed=(("Three things", "Revised on-call policy"),), removed=("Rota for the holidays",))),
     ("Three things should be called On-call policy", PlanChange(renamed=(("Three things", "On-call policy"),))),
     ("Rename the guide to Staff guide", PlanChange(renamed=(("One-page guide for new staff", "Staff guide"),))),
+    ("Rename 'Three things' to 'On-call policy', drop the rota and add a contact list.",
+     PlanChange(renamed=(("Three things", "On-call policy"),), added=("Contact list",), removed=("Rota for the holidays",))),
     ("Remove the one-page guide. Add a rain plan and a map.",
      PlanChange(added=("Rain plan", "Map"), removed=("One-page guide for new staff",))),
     ("We don't need the rota for the holidays.", PlanChange(removed=("Rota for the holidays",))),
