@@ -14,10 +14,12 @@ What each role does:
   (``TurnFacts.answers_waiting``), it first asks the user one question (a ``question`` halt),
   so the question flow shows offline; the answer goes into the constraints and every
   definition of done. With no answers to give, it never asks: a run ends by itself.
-- Chair, Plan & Assign: in round 1, ADDs under the Library one ``Content`` product per
-  deliverable the request names (``deliverables``: its list's items, or "we need X, a Y and
-  a Z"; three general products when it names none), each with a definition of done that
-  quotes the request. Accepts every product whose latest version passed inspection and whose
+- Chair, Plan & Assign: in round 1 (in round 0 when the plan waits for sign-off), ADDs under
+  the Library one ``Content`` product per deliverable the request names (``deliverables``: a
+  small grammar of lists; three general products when it names none), each with a definition
+  of done that quotes the request. A change the user writes at the plan's sign-off
+  (``TurnFacts.plan_changes``) it applies as a real Chair would: each rename, removal and
+  addition ``deliverables.plan_change`` reads becomes an UPDATE, a REMOVE or an ADD. Accepts every product whose latest version passed inspection and whose
   owner reflected ``met``; ADDs ``products_per_round`` more ``Content`` products a round;
   assigns each open work product without an approved latest version to its owner. It halts
   ``done`` in round ``done_at_round`` (if given), or when every work product is accepted and
@@ -220,8 +222,7 @@ class SimulatedTeam:
             operations.append({"action": "ADD", "newId": new_id, "parentId": parent.id,
                                "product": {"name": name, "type": "Content", "assignee": owner, "dod": dod}})
             assignments.append(_assignment(new_id, owner, name, None, round_number, word))
-        if round_number == 0:  # the work laid out for the plan's sign-off: round 1 assigns it
-            assignments = []
+        assignments = assignments if round_number else []  # round 0 lays out the work to sign off: round 1 assigns
         return {
             "thinking": {
                 "roundStrategy": f"Round {round_number}: {len(assignments)} assignment(s), "
