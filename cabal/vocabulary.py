@@ -61,6 +61,13 @@ class MissionState(StrEnum):
     FAILED = "failed"  # an error in the engine or the team's data: the message says which
 
 
+class MissionKind(StrEnum):
+    """What made a mission's products: a team in rounds, or one call of a model (``cabal baseline``)."""
+
+    TEAM = "team"
+    BASELINE = "baseline"
+
+
 class NotStarted(StrEnum):
     """Where a batch's mission is before it has a state of its own (a ``MissionState`` after)."""
 

@@ -23,7 +23,7 @@ from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
 from cabal.vocabulary import (
-    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason, state_phrase, stop_phrase,
+    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionKind, MissionState, StopReason, state_phrase, stop_phrase,
 )
 
 if TYPE_CHECKING:
@@ -58,10 +58,13 @@ class MissionResult:
     output_switches: tuple[OutputSwitch, ...] = ()  # models that answer in JSON text since their provider refused tools
     forked_from: str | None = None  # the mission this one was forked from (cabal fork), and at which round
     forked_round: int | None = None
+    kind: MissionKind = MissionKind.TEAM  # a baseline: one call wrote every document (cabal baseline)
 
     @property
     def lineage(self) -> str | None:
-        """``forked from m-... at round N``, for a fork."""
+        """``forked from m-... at round N``, for a fork; ``a baseline ...`` for a baseline."""
+        if self.kind == MissionKind.BASELINE:
+            return "a baseline: one call of the model wrote every document"
         return f"forked from {self.forked_from} at round {self.forked_round}" if self.forked_from else None
 
 
@@ -90,6 +93,7 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
                                            int(switch.get("round") or 0), str(switch.get("prose") or ""))
                               for switch in model_output_switches(graph)),
         forked_from=node.get("forked_from") or None, forked_round=node.get("forked_round"),
+        kind=MissionKind.BASELINE if node.get("kind") == MissionKind.BASELINE else MissionKind.TEAM,
     )
 
 
