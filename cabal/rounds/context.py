@@ -688,6 +688,7 @@ class ContextBuilder:
         change = change_request(self.snapshot)
         if change is None:
             return ""
+        self._facts.plan_changes = change
         return self._section("The user's changes to the plan", [
             f"You showed the user the plan (the charter, the team, the product tree) for sign-off. They asked for "
             f"these changes before the work goes on: {clip(change, 1200)}",

@@ -34,7 +34,7 @@ from cabal.llm import Budget
 from cabal.rounds.budget import BudgetSpent
 from cabal.rounds.events import (Answered, AnswerSource, HaltRaised, MissionStopped, RoundStarted, StepStarted,
                                   UserMessage)
-from cabal.rounds.gates import (PLAN_GATE, PLAN_OPTIONS, POLICY, gate_due, live_product_ids, plan_decision,
+from cabal.rounds.gates import (PLAN_GATE, PLAN_OPTIONS, POLICY, gate_due, holds_work, live_product_ids, plan_decision,
                                 plan_question, stops)
 from cabal.rounds.ids import halt_id
 from cabal.rounds.rules import RuleContext
@@ -77,9 +77,13 @@ RoundGraph = CompiledStateGraph[RoundState, MissionRun, RoundState, RoundState]
 
 
 def bootstrap(state: RoundState, runtime: Context) -> RoundState:
-    decided = _chair_turn(runtime.context, state, Step.BOOTSTRAP)
-    return {"round": 0, **(decided if decided.get("stop") or decided.get("halt")
-                           else _plan_signoff(runtime.context, 0) or decided)}
+    run = runtime.context
+    decided = _chair_turn(run, state, Step.BOOTSTRAP)
+    if decided.get("stop") or decided.get("halt"):
+        return {"round": 0, **decided}
+    if run.spec.gates.plan != "off" and not holds_work(run.snapshot(0)):
+        return {"round": 0, **decided, "after": Step.PLAN.value}  # the work to sign off is laid out first
+    return {"round": 0, **(_plan_signoff(run, 0) or decided)}
 
 
 def plan(state: RoundState, runtime: Context) -> RoundState:
@@ -226,6 +230,13 @@ def _after_chair(state: RoundState, runtime: Context) -> str:
     return "round_start"
 
 
+def _after_bootstrap(state: RoundState, runtime: Context) -> str:
+    """A plan to sign off whose tree holds no work yet goes to a Plan & Assign of round 0 first."""
+    if not state.get("stop") and not state.get("halt") and state.get("after") == Step.PLAN.value:
+        return "plan"
+    return _after_chair(state, runtime)
+
+
 def _after_answer(state: RoundState, runtime: Context) -> str:
     if state.get("stop"):
         return "finish"
@@ -299,7 +310,7 @@ NODES = {node.__name__: node for node in (bootstrap, await_user, round_start, re
                                           inspect, close, presentation, finish)}
 ROUTES: dict[str, tuple[Callable[..., str], list[str]]] = {
     # node: (where it goes next, every place it can go)
-    "bootstrap": (_after_chair, ["finish", "await_user", "round_start"]),  # a plan to sign off: await_user
+    "bootstrap": (_after_bootstrap, ["finish", "await_user", "plan", "round_start"]),  # a plan to sign off: await_user
     # back to the node that asked: a Chair turn, a round start, or a step whose budget ran out
     "await_user": (_after_answer, ["finish", "bootstrap", "round_start", "reflect", "plan", "write", "peer_review",
                                    "inspect", "close", "presentation"]),
@@ -339,6 +350,8 @@ def _compiled() -> RoundGraph:
 def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     """The Chair's turn at bootstrap, plan or close; a turn after the user's n-th answer is attempt n."""
     round_number = state.get("round", 0)
+    if step == Step.PLAN:  # a message the user left during this round, read before the Chair decides (it may end here)
+        run.refresh(round_number)
     snapshot = run.snapshot(round_number)
     # Each answer the Chair heard in this step starts a turn of its own (a tool call's approval
     # belongs to the turn that asked it; a plan's sign-off answered with changes starts the next).

@@ -129,6 +129,7 @@ class TurnFacts:
     sources: tuple[Source, ...] = ()  # Bootstrap, Plan, Write: the user's sources listed
     direction: str | None = None  # Plan: the new direction of a mission the user continued after it ended
     from_user: tuple[UserWord, ...] = ()  # Bootstrap, Plan: the user's answers and notes shown
+    plan_changes: str | None = None  # Plan: the changes the user asked for at the plan's sign-off
     # Not in the prompt: how many of the mission file's ``answers:`` are left for the Chair's
     # questions (set by the run), so a fake Chair asks only a question the run answers by itself.
     answers_waiting: int = 0
@@ -152,10 +153,11 @@ class FactsDraft:
     sources: list[Source] = field(default_factory=list)
     direction: str | None = None
     from_user: list[UserWord] = field(default_factory=list)
+    plan_changes: str | None = None
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:
-        drafted: dict[str, Any] = {name: value if name == "direction" else tuple(value)
+        drafted: dict[str, Any] = {name: value if name in ("direction", "plan_changes") else tuple(value)
                                    for name, value in vars(self).items()}
         return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus, **drafted)
 

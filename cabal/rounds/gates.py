@@ -1,6 +1,7 @@
 """The plan's sign-off: where the engine stops for the user before the team spends on work.
 
-``gates: {plan: ask}`` (or ``--gate plan``): after Bootstrap, and with ``every_plan`` after each
+``gates: {plan: ask}`` (or ``--gate plan``): after Bootstrap (once the work is laid out,
+``holds_work``), and with ``every_plan`` after each
 Plan & Assign that adds or removes products, the engine asks the user to sign the plan off: the
 charter, the team, the product tree with each definition of done and owner. ``approve`` goes on;
 any other answer but a stop word is a change request the Chair applies at a Plan & Assign turn
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from cabal.entities import ProductType
 from cabal.rounds.events import AnswerSource
 from cabal.rounds.ids import plan_gate_id
 from cabal.rounds.snapshot import Snapshot, charter_map
@@ -27,6 +29,7 @@ STOP = "stop"
 STOP_WORDS = frozenset({STOP, "no", "n", "halt", "end", "quit"})
 POLICY: AnswerSource = "policy"  # the source of an answer the mission file's gates policy gave
 PLAN_OPTIONS = (APPROVE, STOP)
+WORK_TYPES = frozenset({ProductType.CONTENT.value, ProductType.DECISION.value})  # what gets versions
 
 PlanDecision = Literal["approve", "change", "stop"]
 
@@ -78,6 +81,13 @@ def change_request(snapshot: Snapshot) -> str | None:
         return None
     answer = str(asked[-1].get("answer") or "")
     return answer if plan_decision(answer) == "change" else None
+
+
+def holds_work(snapshot: Snapshot) -> bool:
+    """Whether the tree has work to sign off: a Content or a Decision product. A tree of
+    containers alone (a Library to fill) is no plan yet: the Chair lays the work out under them
+    in a Plan & Assign turn of round 0, and the sign-off shows that tree."""
+    return any(p.get("type") in WORK_TYPES for p in snapshot.live_products())
 
 
 def live_product_ids(snapshot: Snapshot) -> list[str]:

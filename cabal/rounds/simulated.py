@@ -14,10 +14,12 @@ What each role does:
   (``TurnFacts.answers_waiting``), it first asks the user one question (a ``question`` halt),
   so the question flow shows offline; the answer goes into the constraints and every
   definition of done. With no answers to give, it never asks: a run ends by itself.
-- Chair, Plan & Assign: in round 1, ADDs under the Library one ``Content`` product per
-  deliverable the request names (``deliverables``: its list's items, or "we need X, a Y and
-  a Z"; three general products when it names none), each with a definition of done that
-  quotes the request. Accepts every product whose latest version passed inspection and whose
+- Chair, Plan & Assign: in round 1 (in round 0 when the plan waits for sign-off), ADDs under
+  the Library one ``Content`` product per deliverable the request names (``deliverables``: a
+  small grammar of lists; three general products when it names none), each with a definition
+  of done that quotes the request. A change the user writes at the plan's sign-off
+  (``TurnFacts.plan_changes``) it applies as a real Chair would: each rename, removal and
+  addition ``deliverables.plan_change`` reads becomes an UPDATE, a REMOVE or an ADD. Accepts every product whose latest version passed inspection and whose
   owner reflected ``met``; ADDs ``products_per_round`` more ``Content`` products a round;
   assigns each open work product without an approved latest version to its owner. It halts
   ``done`` in round ``done_at_round`` (if given), or when every work product is accepted and
@@ -55,6 +57,7 @@ from cabal.errors import ModelError
 from cabal.llm.scripted import FunctionChatModel, ModelRequest
 from cabal.refs import parse_refs
 from cabal.rounds.context import REQUESTED_CONTEXT
+from cabal.rounds.deliverables import deliverables, plan_change
 from cabal.rounds.facts import BaselineFacts, ComparisonFacts, TreeProduct, TurnFacts
 from cabal.tools.spec import SEPARATOR as TOOL_SEPARATOR
 from cabal.vocabulary import CHAIR_ID, count_of
@@ -62,23 +65,8 @@ from cabal.vocabulary import CHAIR_ID, count_of
 CONTAINER_TYPES = ("Collection", "Orchestration", "Decision")  # may hold Content
 WORK_TYPES = ("Content", "Decision")  # get versions; Collection/Orchestration only structure
 LIBRARY = "Library"  # the Collection every product of the simulated Chair goes under
-DEFAULT_DELIVERABLES = ("Overview", "Plan of action", "Risks and open questions")  # a request that names none
-MAX_DELIVERABLES = 8
-NAME_CHARS = 80
 CONTENT_CHARS = 1500  # a version's content
 QUOTE_CHARS = 240  # the sentence quoted from a source
-# What marks a deliverable in a request: a list's items, or the object of an ask.
-_BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)]|[a-z]\))\s+(\S.*)$", re.MULTILINE)
-_ASKED = re.compile(
-    r"\b(?:we|i)\s+(?:(?:would|'d)\s+like|need|want|ask\s+for|are\s+asking\s+for|expect|require)\s+"
-    r"(?:(?:you|the\s+team)\s+to\s+(?:write|draft|prepare|produce|make|deliver|give\s+(?:us|me))\s+)?"
-    r"(?:to\s+(?:know|have|get|see|receive|understand)\s+)?(?P<items>.+)", re.IGNORECASE)
-_LISTED = re.compile(r"\bdeliverables?\b\s*(?:are|is|:)\s*(?P<items>.+)", re.IGNORECASE)
-_IMPERATIVE = re.compile(r"^(?:please\s+)?(?:write|draft|prepare|produce|create|make|compile|deliver|provide|add|"
-                         r"put\s+together|give\s+(?:us|me))\s+(?P<items>.+)", re.IGNORECASE)
-_LEADING = re.compile(r"^(?:(?:and|or|also|then|plus|finally)\s+)*(?:(?:a|an|the|some|our|your|which)\s+)?",
-                      re.IGNORECASE)
-_AND = re.compile(r",?\s+and\s+(?=(?:a|an|the|which|what|how|who|when|where|our|your|some)\s)", re.IGNORECASE)
 TOPICS = ("overview", "audience", "requirements", "risks", "timeline", "budget", "operations",
           "support", "metrics", "communication", "security", "rollout")
 MESSAGE_CHARS = 400
@@ -96,8 +84,9 @@ def _stable(*parts: Any) -> int:
 
 
 def _plain(text: str, limit: int = 80) -> str:
-    """A name fit for a one-sentence message: no sentence punctuation, clipped."""
-    text = re.sub(r"[.!?]+", "", " ".join(text.split()))
+    """A name fit for a one-sentence message: no sentence's end mark (a dot inside a word, as in
+    "v1.0", stays), clipped."""
+    text = re.sub(r"[.!?]+(?=\s|$)", "", " ".join(text.split()))
     return text[:limit]
 
 
@@ -183,6 +172,8 @@ class SimulatedTeam:
                             "message": f"The team stops after {round_number - 1} round(s), as planned."}
         parent = _container(tree)
         answers = [w.text for w in facts.from_user if w.question is not None]
+        if facts.plan_changes is not None:
+            return _revised(facts, parent, answers)
         new: list[tuple[str, str, str]] = []  # (name, definition of done, owner) of each product to ADD
         if parent is not None and not any(p.type in WORK_TYPES for p in tree):  # round 1: the deliverables
             named = set(deliverables(facts.request, default=()))
@@ -198,8 +189,11 @@ class SimulatedTeam:
                 new.append((f"{topic.capitalize()} r{round_number}-{index + 1}",
                             f"A complete {topic} section added in round {round_number}, with two specific points.",
                             operatives[(round_number * self.products_per_round + index) % len(operatives)]))
-        # The user's word to take up: a new direction, else a note left since the last round.
+        # The user's word to take up: a new direction, else a note left since the last round; when
+        # the mission would end here, a note left in this round before its plan (no later plan reads it).
         notes = [w.text for w in facts.from_user if w.question is None and w.round == round_number - 1]
+        if not notes and not facts.direction and tree and not open_work and not new:
+            notes = [w.text for w in facts.from_user if w.question is None and w.round == round_number]
         word = (f"the user's new direction: {_plain(facts.direction, 300)}" if facts.direction else
                 f"the user's message: {_plain(' / '.join(notes), 300)}" if notes else None)
         first_accepted = next((p for p in tree if p.status == "accepted" and p.type in WORK_TYPES), None)
@@ -232,6 +226,7 @@ class SimulatedTeam:
             operations.append({"action": "ADD", "newId": new_id, "parentId": parent.id,
                                "product": {"name": name, "type": "Content", "assignee": owner, "dod": dod}})
             assignments.append(_assignment(new_id, owner, name, None, round_number, word))
+        assignments = assignments if round_number else []  # round 0 lays out the work to sign off: round 1 assigns
         return {
             "thinking": {
                 "roundStrategy": f"Round {round_number}: {len(assignments)} assignment(s), "
@@ -363,6 +358,32 @@ class SimulatedTeam:
         return {"reasoning": "One message per agent who did something this round.", "messages": messages}
 
 
+def _revised(facts: TurnFacts, parent: TreeProduct | None, answers: list[str]) -> dict:
+    """The plan with the changes the user wrote at its sign-off, as a Chair applies them: each
+    rename an UPDATE (with its definition of done), each removal a REMOVE, each addition an ADD
+    under the Library. Nothing is assigned: the engine asks for the sign-off again first."""
+    assert facts.plan_changes is not None, "only a change to the plan is revised"
+    work = {p.name: p for p in facts.tree if p.type in WORK_TYPES and p.status != "removed"}
+    change = plan_change(facts.plan_changes, tuple(work))
+    operatives = facts.operatives() or ["operative-1"]
+    asked = _plain(facts.plan_changes, 300)
+    operations: list[dict] = [
+        {"action": "UPDATE", "productId": work[old].id, "product": {"name": new, "dod": _definition(new, facts.request, answers)}}
+        for old, new in change.renamed]
+    operations += [{"action": "REMOVE", "productId": work[name].id, "reason": f"The user asked: {asked}"}
+                   for name in change.removed]
+    if parent is not None:
+        operations += [{"action": "ADD", "newId": f"new-{index + 1}", "parentId": parent.id, "product": {
+            "name": name, "type": "Content", "assignee": operatives[(len(work) + index) % len(operatives)],
+            "dod": _definition(name, facts.plan_changes, answers)}} for index, name in enumerate(change.added)]
+    applied = (f"{count_of(len(operations), 'change')} to the tree, as the user asked: {asked}" if operations
+               else f"nothing I could apply to the tree from the user's words: {asked}")
+    missing = f"; no product is named {_listed(change.unknown)}" if change.unknown else ""
+    return {"thinking": {"roundStrategy": f"The plan's sign-off: {applied}{missing}.",
+                         "acceptanceRationale": "Nothing is written yet."},
+            "treeOperations": operations, "assignments": [], "acceptance": []}
+
+
 def _mcp_tool(request: ModelRequest) -> dict | None:
     """The first tool of the mission's MCP servers the call offers (``server__tool``), if any."""
     return next((tool for tool in request.tools if isinstance(tool, dict) and TOOL_SEPARATOR in tool.get("name", "")),
@@ -420,36 +441,6 @@ def _assignment(product_id: str, assignee: str, name: str, version: int | None, 
         "importance": 6,
     }
     return {"productId": product_id, "assignee": assignee, "directive": {**directive, "context": word} if word else directive}
-
-
-def deliverables(request: str, *, default: tuple[str, ...] = DEFAULT_DELIVERABLES) -> tuple[str, ...]:
-    """The products a request names, as product names, in its order: the items of its bulleted
-    or numbered list, else the things of its first sentence that asks for some ("we need X, a Y
-    and a Z", "I need X", "Write a X", "Deliverables: ..."); ``default`` when it names none.
-
-    >>> deliverables("We need to know which options to compare, a rollout plan for a quiet week, and a one-page guide.")
-    ('Options to compare', 'Rollout plan for a quiet week', 'One-page guide')
-    """
-    found = [item for match in _BULLET.finditer(request) if (item := _item(match[1]))]
-    if not found:
-        for sentence in re.split(r"(?<=[.!?])\s+|\n+", request):
-            match = _LISTED.search(sentence) or _ASKED.search(sentence) or _IMPERATIVE.search(sentence.strip())
-            if match is None or re.match(r"to\s", match["items"], re.IGNORECASE):
-                continue  # no ask, or an action to take ("we need to switch ..."): not a thing to deliver
-            parts = re.split(r"\s*[,;]\s*", match["items"])
-            if not re.match(r"(?:and|or|plus)\s", parts[-1], re.IGNORECASE) and not _AND.search(parts[-1]):
-                parts = parts[:1]  # no "and" before the last part: not a list ("the README for tally, a tool that ...")
-            found = [item for part in parts for piece in _AND.split(part) if (item := _item(piece))]
-            if found:
-                break
-    return tuple(dict.fromkeys(found))[:MAX_DELIVERABLES] or default
-
-
-def _item(text: str) -> str:
-    """One deliverable as a product name: its first clause, no leading "and a", capitalized."""
-    text = re.split(r"(?<=[.!?])\s|:\s", text.strip(), maxsplit=1)[0]
-    text = " ".join(_LEADING.sub("", text.strip()).split()).rstrip(".!?:;,")[:NAME_CHARS].strip()
-    return text[:1].upper() + text[1:]
 
 
 def _definition(name: str, asked: str, answers: list[str], *, named: bool = True) -> str:

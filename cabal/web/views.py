@@ -18,10 +18,12 @@ from jinja2 import Environment
 
 from cabal.report.html import report_context, template_environment
 from cabal.exports import formats as export_formats
+from cabal.rounds.gates import PLAN_GATE
 from cabal.rounds.transitions import ENDED, Action, allows
 from cabal.vocabulary import CABAL_VERSION, Step
 from cabal.web.forms import MAX_SOURCE_BYTES, MAX_SOURCE_FILES, SIMULATED, examples, model_choices
 from cabal.web.live import Parts
+from cabal.web.outline import outline
 from cabal.web.runner import Activity
 from cabal.web.state import MissionGroup, MissionView
 
@@ -72,13 +74,16 @@ def mission_context(view: MissionView, activity: Activity | None, *, csrf: str, 
     return {
         **report_context(report),
         # The state a live process sees (a mission whose process died is interrupted, not running).
-        "mission": report.mission.model_copy(update={"state": str(status.state), "detail": status.detail}),
+        # A pending question's words are its card's: not again as the mission's detail.
+        "mission": report.mission.model_copy(update={"state": str(status.state),
+                                                     "detail": None if question is not None else status.detail}),
         # What a run of this server is doing, while the mission runs: its last events (the run
         # ending) come after the graph says it stopped.
         "activity": activity if status.state == "running" else None,
         "view": view, "status": status, "csrf": csrf, "workspace": workspace,
         "exports": export_formats("mission"),  # the download links: one per format of the registry
         "question": question, "step_heading": _step_heading,
+        "plan": outline(question.message) if question is not None and question.gate == PLAN_GATE else None,
         "can_answer": question is not None and view.driver is None,
         "can_stop": allows(Action.STOP, status.state),
         "can_resume": allows(Action.RESUME, status.state) and view.driver is None,

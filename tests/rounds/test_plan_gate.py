@@ -16,6 +16,7 @@ from cabal import resume_mission, run_mission
 from cabal import transcript as cabal_transcript
 from cabal.graph import ContextGraph
 from cabal.llm import ScriptedChatModel
+from cabal.rounds.simulated import simulated_team
 from tests.tools.test_tools import CABAL, DATA, SCRIPT
 
 PLAN = """Sign off the plan before the team starts work.
@@ -177,3 +178,42 @@ def test_cabal_run_gate_plan_shows_the_plan_and_waits(home, tmp_path) -> None:
     assert shown.returncode == 3, shown.stderr
     assert "cabal asks you: " + PLAN.format(dod=DOD) + "  [approve / stop]" in shown.stdout
     assert "state: halted (waiting for your answer), round 0" in shown.stdout
+
+
+ON_CALL = ("We need three things: a revised on-call policy, a rota for the holidays, and a one-page guide for new "
+           "staff.")
+
+
+def _products_shown(message: str) -> list[str]:
+    """The product lines of a plan's sign-off, each cut before its definition of done."""
+    lines = message.split("Products:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [line.split(": done when ", 1)[0] for line in lines]
+
+
+def test_the_simulated_chair_shows_the_whole_tree_to_sign_off_and_applies_the_users_changes(home) -> None:
+    halted = run_mission({"request": ON_CALL, "team": {"operatives": 2}, "rounds": 3}, model=simulated_team(),
+                         gates=["plan"], home=home)
+
+    # Bootstrap made the Library alone: the Chair lays the work out under it before the question.
+    assert _products_shown(halted.pending_halt["message"]) == [
+        "  - Library [Collection], owner operative-1", "    - Revised on-call policy [Content], owner operative-1",
+        "    - Rota for the holidays [Content], owner operative-2",
+        "    - One-page guide for new staff [Content], owner operative-1"]
+    assert ("    - Rota for the holidays [Content], owner operative-2: done when The rota for the holidays the user "
+            f"asked for in: \"{ON_CALL}\" Done when the user can act on it without asking back.") \
+        in halted.pending_halt["message"]
+    assert turns(halted.mission_id, home) == ["r0.bootstrap.chair-1", "r0.plan.chair-1"]
+
+    change = "Rename 'Revised on-call policy' to 'On-call policy', drop the rota and add a contact list."
+    revised = resume_mission(halted.mission_id, answer=change, model=simulated_team(), home=home)
+
+    assert _products_shown(revised.pending_halt["message"]) == [
+        "  - Library [Collection], owner operative-1",
+        "    - Contact list [Content], owner operative-2",  # in the order of the products' ids
+        "    - On-call policy [Content], owner operative-1",
+        "    - One-page guide for new staff [Content], owner operative-1"]
+    done = resume_mission(halted.mission_id, answer="approve", model=simulated_team(), home=home)
+    assert (done.state, done.stop_reason) == ("done", "concluded")
+    with ContextGraph.open(name=done.mission_id, home=home) as graph:
+        accepted = sorted(p["name"] for p in graph.find("product") if p["status"] == "accepted")
+    assert accepted == ["Contact list", "On-call policy", "One-page guide for new staff"]

@@ -13,8 +13,9 @@ from cabal.graph import ContextGraph
 from cabal.llm import make_model
 from cabal.rounds.api import continue_mission, run_mission
 from cabal.rounds.control import say
-from cabal.rounds.events import Answered, HaltRaised, MissionEvent, TurnDone
-from cabal.rounds.simulated import DEFAULT_DELIVERABLES, deliverables, simulated_team
+from cabal.rounds.events import Answered, HaltRaised, MissionEvent, RoundStarted, TurnDone
+from cabal.rounds.deliverables import DEFAULT_DELIVERABLES, deliverables
+from cabal.rounds.simulated import simulated_team
 from cabal.rounds.workspace import mission_report
 
 from .test_cli import cabal, mission_id_of
@@ -226,3 +227,20 @@ def test_the_chair_asks_its_question_when_the_mission_file_has_answers(home: Pat
     assert report.mission.constraints[-1] == "Keep to the user's answer: The cooks first; keep each to one page"
     assert all(p.dod.endswith("It keeps to the user's answer: The cooks first; keep each to one page.")
                for p in report.live_products if p.type == "Content")
+
+
+def test_a_message_left_in_the_round_the_chair_would_end_is_taken_up_with_its_words_whole(home: Path) -> None:
+    said: list[str] = []
+
+    def leave_a_message(event: MissionEvent) -> None:  # as `cabal say` from another terminal, while round 3 runs
+        if isinstance(event, RoundStarted) and event.round == 3:
+            said.append(say(event.mission, "Ship v1.0 first.", home=home))
+
+    result = run_mission({"request": "Plan a picnic for ten. I need a shopping list.", "team": {"operatives": 1},
+                          "rounds": 3}, model=simulated_team(), home=home, on_event=leave_a_message)
+
+    # Accepted in round 2, the list would end the mission at round 3's plan: the message reopens it.
+    assert len(said) == 1 and (result.state, result.stop_reason, result.round) == ("done", "noMoreRounds", 3)
+    versions = mission_report(result.mission_id, home=str(home)).product("Shopping list").versions
+    assert [(v.number, v.round, v.accepted) for v in versions] == [(1, 1, False), (2, 3, True)]
+    assert versions[1].change_summary == "Version 2: takes up the user's message: Ship v1.0 first"

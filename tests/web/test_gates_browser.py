@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cabal import mission_status, run_mission
 from cabal.graph import ContextGraph
+from cabal.rounds.simulated import simulated_team
 from tests.tools.test_tools import mission
 
 from .test_browser import PHONE, browser, page, shoot, web  # noqa: F401 - the browser's fixtures
@@ -32,7 +33,10 @@ def test_the_plan_is_signed_off_and_a_tool_call_denied_from_the_page(page, web, 
     page.goto(f"{web}/missions/{halted.mission_id}")
     question = page.locator("#question")
     expect(question).to_contain_text("Sign off the plan before the team starts work.")
-    expect(question).to_contain_text("README intro [Content], owner Ada: done when Says what tally does")
+    readme = question.locator(".plan > .plan-tree > li")  # the plan's product tree, drawn as a tree
+    expect(readme.locator(":scope > .plan-name")).to_have_text("README intro")
+    expect(readme.locator(":scope > .muted")).to_have_text("Content · owner Ada")
+    expect(readme.locator(":scope > .plan-dod")).to_contain_text("Done when Says what tally does")
     expect(question.get_by_label("Or write the changes you want: the Chair revises the plan and asks you again")
            ).to_be_visible()
     shoot(page, "plan-signoff-desktop", full=True)
@@ -67,3 +71,44 @@ def test_the_plan_is_signed_off_and_a_tool_call_denied_from_the_page(page, web, 
     page.set_viewport_size(DESKTOP)
     expect(page.locator("#part-conversation")).to_contain_text("deny")
     shoot(page, "gates-done-desktop", full=True)
+
+
+ON_CALL = ("We need three things: a revised on-call policy, a rota for the holidays, and a one-page guide for new "
+           "staff.")
+
+
+def test_the_plan_to_sign_off_is_drawn_once_as_a_tree(page, web, workspace) -> None:  # noqa: F811
+    from playwright.sync_api import expect
+
+    halted = run_mission({"request": ON_CALL, "team": {"operatives": 2}, "rounds": 3}, model=simulated_team(),
+                         gates=["plan"], home=workspace.home)
+    page.set_viewport_size(DESKTOP)
+    page.goto(f"{web}/missions/{halted.mission_id}")
+
+    question = page.locator("#question")
+    expect(question.locator(".message")).to_have_text("Sign off the plan before the team starts work.")
+    library = question.locator(".plan > .plan-tree > li")
+    expect(library).to_have_count(1)
+    expect(library.locator(":scope > .plan-name")).to_have_text("Library")
+    expect(library.locator(":scope > .plan-tree > li > .plan-name")).to_have_text(
+        ["Revised on-call policy", "Rota for the holidays", "One-page guide for new staff"])
+    rota = library.locator(":scope > .plan-tree > li").nth(1)
+    expect(rota.locator(":scope > .muted")).to_have_text("Content · owner operative-2")
+    expect(rota.locator(":scope > .plan-dod")).to_have_text(
+        f"Done when The rota for the holidays the user asked for in: \"{ON_CALL}\" Done when the user can act on it "
+        "without asking back.")
+    assert rota.locator(":scope > .plan-dod").evaluate("node => getComputedStyle(node).fontWeight") == "400"  # not bold
+    expect(question.locator("h3")).to_have_text(["Mission", "Objectives", "Constraints", "Team", "Products"])
+    # Once: the plan is in the question's card; the head, the conversation and the questions' table point to it
+    # (the products' own section shows each definition of done too, as it always does).
+    for elsewhere in ("#part-head", "#part-conversation", "#part-usage"):
+        expect(page.locator(elsewhere)).not_to_contain_text("Objectives")
+    expect(page.locator("#part-conversation")).to_contain_text(
+        "cabal asks you: Sign off the plan before the team starts work. The plan is above.")
+    expect(page.locator("#part-usage")).to_contain_text("Sign off the plan before the team starts work. The plan is "
+                                                        "above. (approve / stop)")
+    shoot(page, "plan-tree-desktop", full=True)
+    page.set_viewport_size(PHONE)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # nothing runs off a phone
+    question.locator(".plan > .plan-tree").scroll_into_view_if_needed()
+    shoot(page, "plan-tree-phone")
