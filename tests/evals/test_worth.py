@@ -75,6 +75,11 @@ def test_a_baseline_calls_the_missions_tool_and_stores_each_document_accepted(gr
         resume_mission(result.mission_id, home=graph_server.home)
     listed = cabal("missions", "--home", str(graph_server.home), cwd=tmp_path)
     assert f"{result.mission_id}: done (concluded), round 1 · a baseline" in listed.stdout
+    exported = cabal("export", result.mission_id, "--format", "md", "--home", str(graph_server.home), cwd=tmp_path)
+    assert exported.returncode == 0 and "A tool answered: No price for Overview" in exported.stdout
+    removed = cabal("missions", "rm", result.mission_id, "--home", str(graph_server.home), cwd=tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    assert result.mission_id not in Workspace.at(graph_server.home).missions()
 
 
 def test_a_baselines_invalid_answer_goes_back_with_every_problem(graph_server) -> None:
@@ -278,3 +283,23 @@ def test_the_judges_page_escapes_what_the_judge_wrote_and_prices_its_calls(graph
     assert comparison.judge_usd is not None and comparison.judge_usd > 0
     assert "| **tie** | Brewing guide for new staff | Brewing guide for new staff | tie | tie |" in \
         render_judgement(comparison, "md")
+
+
+def test_a_judge_named_by_a_py_spec_judges_like_any_model(graph_server, tmp_path: Path) -> None:
+    team, baseline = team_and_baseline(graph_server.home)
+    factory = tmp_path / "always_b.py"
+    factory.write_text(
+        "from cabal.llm import FunctionChatModel\n"
+        "def judge():\n"
+        "    def answer(request):\n"
+        "        facts = request.facts\n"
+        "        better = 'Y' if facts.second and facts.second[0].text.startswith('# ') else 'X'\n"
+        "        score = dict.fromkeys(('faithful', 'practical', 'complete', 'clear', 'consistent'), 5)\n"
+        "        return {'tool': 'final_output', 'args': {'deliverables': [\n"
+        "            {'deliverable': n, 'better': better, 'reason': 'r'} for n in range(1, len(facts.pairs) + 1)],\n"
+        "            'overall': better, 'overallReason': 'r', 'confidence': 'low', 'scores': {'X': score, 'Y': score}}}\n"
+        "    return FunctionChatModel(answer)\n")
+    result = cabal("judge", team, baseline, "--judge-model", f"py:{factory}:judge", "--format", "json",
+                   "--home", str(graph_server.home), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["overall"] == "B"  # it prefers the one call's documents, in both orders
