@@ -92,7 +92,8 @@ class Progress:
             self._spent_before = (event.spent_tokens, event.spent_cost_usd)
             self._heading = None  # the round's lines still to come are shown under its heading
             self._where = f"round {event.round}"
-            self._print(f"mission {event.mission} resumed in round {event.round} "
+            where = f"at the start of round {event.round}" if event.at_start else f"in round {event.round}"
+            self._print(f"mission {event.mission} resumed {where} "
                         f"({event.spent_tokens:,} tokens, ${event.spent_cost_usd:.4f} spent so far)")
         elif isinstance(event, MissionContinued):
             self._say(Line(round=event.round, speaker="you", text=event.direction, kind="direction"))

@@ -42,6 +42,7 @@ from cabal.rounds.engine import ANSWER_FROM_FILE, RoundGraph, build_graph
 from cabal.rounds.gates import GATE_NAMES
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
+from cabal.rounds.fork import FORKED_ROUND
 from cabal.rounds.ids import continue_session
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
@@ -461,7 +462,8 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
             if problems:
                 raise MissionError("the answer cannot be used: " + "; ".join(map(str, problems)))
         spend = mission_spend(graph)
-        run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=int(node.get("round") or 0),
+        going_on, at_start = _resumed_round(node, extend)
+        run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=going_on, at_start=at_start,
                                 answer=answer, model=settings.name if model is None or isinstance(model, str)
                                 else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
@@ -481,6 +483,16 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
         if tools is not None:
             tools.close()
         graph.close()
+
+
+def _resumed_round(node: dict, extend: int | None) -> tuple[int, bool]:
+    """The round a resumed run goes on in, and whether it begins that round. The mission node
+    holds the last round begun: a fork that has not run yet holds the round before the one it
+    was forked at, and an ended mission given more rounds goes on with the next one."""
+    last = int(node.get("round") or 0)
+    if extend is not None or int(node.get(FORKED_ROUND) or 0) == last + 1:
+        return last + 1, True
+    return last, False
 
 
 def _stored_models(node: dict, spec: MissionSpec, team: Team) -> dict[str, ModelSettings]:

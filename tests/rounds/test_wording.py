@@ -55,6 +55,8 @@ def test_a_simulated_mission_out_of_rounds_then_continued_reads_in_words_everywh
     assert continued.returncode == 0, continued.stderr
     told = [line for line in continued.stdout.splitlines() if "Focus on the cakes." in line]
     assert told == ["you: Focus on the cakes. (the mission continues with this new direction)"]
+    assert any(line.startswith(f"mission {mission_id} resumed at the start of round 2 (")
+               for line in continued.stdout.splitlines())
 
     status = cabal("status", mission_id, "--home", home)
     shown = cabal("show", mission_id, "--home", home)
