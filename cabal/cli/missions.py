@@ -372,18 +372,29 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+MISSION_ORDERS = ("newest", "active", "id")
+"""How ``cabal missions --sort`` may order the list."""
+
+
 def cmd_missions(args: argparse.Namespace) -> int:
     from cabal.rounds.workspace import Workspace
 
     if args.missions_command == "rm":
         return _remove_missions(args)
     workspace = Workspace.at(args.home, args.url, reading=True)
+    found = []
     for mission_id in workspace.missions():
         try:
-            result = rounds.mission_status(mission_id, home=args.home, url=args.url)
+            found.append(rounds.mission_status(mission_id, home=args.home, url=args.url))
         except ResourceNotFound:  # a graph named like a mission that holds none
             continue
-        print(f"{mission_id}: {outcome(result)}" + (f" · {result.lineage}" if result.lineage else ""))
+    orders: dict[str, Callable[[MissionResult], Any]] = {
+        "newest": lambda result: (result.started_at or "", result.mission_id),  # one recorded before: last
+        "active": lambda result: (workspace.active_at(result.mission_id), result.mission_id),
+        "id": lambda result: result.mission_id,
+    }
+    for result in sorted(found, key=orders[args.sort], reverse=args.sort != "id"):
+        print(f"{result.mission_id}: {outcome(result)}" + (f" · {result.lineage}" if result.lineage else ""))
     return 0
 
 
@@ -511,6 +522,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     missions = common(commands.add_parser("missions", help="list the missions of the workspace; "
                                                            "rm ID...: remove missions"))
+    missions.add_argument("--sort", choices=MISSION_ORDERS, default="newest",
+                          help="newest (default): the most recently started first; active: the most recently "
+                               "run first, as cabal serve lists them; id: by id")
     missions.set_defaults(func=cmd_missions, missions_command=None)
     remove = common(missions.add_subparsers(dest="missions_command", title="commands", metavar="{rm}").add_parser(
         "rm", help="remove missions: each one's graph, checkpoints, cassette, transcript and logs (a running "

@@ -58,6 +58,7 @@ class MissionResult:
     output_switches: tuple[OutputSwitch, ...] = ()  # models that answer in JSON text since their provider refused tools
     forked_from: str | None = None  # the mission this one was forked from (cabal fork), and at which round
     forked_round: int | None = None
+    started_at: str | None = None  # when it started (ISO 8601, UTC), for a mission that records it
 
     @property
     def lineage(self) -> str | None:
@@ -90,6 +91,7 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
                                            int(switch.get("round") or 0), str(switch.get("prose") or ""))
                               for switch in model_output_switches(graph)),
         forked_from=node.get("forked_from") or None, forked_round=node.get("forked_round"),
+        started_at=node.get("started_at") or None,
     )
 
 

@@ -171,17 +171,8 @@ class WorkspaceReader:
             question=str(status.pending_halt.get("message")) if status.pending_halt else None,
             tokens=status.usage.total_tokens, cost_usd=status.cost_usd, budget_tokens=node.get("budget_tokens"),
             budget_cost_usd=node.get("budget_cost_usd"), driver=self.driver(mission_id, status),
-            active_at=self._active_at(mission_id), lineage=status.lineage,
+            active_at=self.workspace.active_at(mission_id), lineage=status.lineage,
         )
-
-    def _active_at(self, mission_id: str) -> float:
-        """When a process last drove the mission: the newest file of its folder (the lock is
-        opened when a run starts, the transcript written when it stops)."""
-        folder = self.workspace.mission_dir(mission_id)
-        try:
-            return max((entry.stat().st_mtime for entry in folder.iterdir()), default=0.0)
-        except OSError:
-            return 0.0
 
     def status(self, mission_id: str) -> MissionResult:
         return self._reading(lambda: status_of(self.workspace, self._graph(mission_id), mission_id))
