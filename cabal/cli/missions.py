@@ -22,7 +22,7 @@ from cabal.cli.options import (add_graph_options, add_model_option, add_record_o
 from cabal.errors import ConfigError, GraphUnavailable, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
-from cabal.vocabulary import BUDGET_HALT, StopReason, state_phrase
+from cabal.vocabulary import BUDGET_HALT, StopReason, price_hint, state_phrase
 
 if TYPE_CHECKING:
     from cabal.cli.progress import Progress
@@ -134,7 +134,9 @@ def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | Non
         print(printable(explanation), file=out)
         print(f"hint: {ReplayMismatch.hint}", file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
-          f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
+          f"{result.usage.cache_read_tokens:,} cached, {result.cost}", file=out)
+    if result.unpriced_models:
+        print(printable(price_hint(result.unpriced_models)), file=out)
     if removed is not None:
         print(removed, file=out)
         return
@@ -310,7 +312,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if result.pending_halt else None,
         "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
                   "cache_read_tokens": result.usage.cache_read_tokens, "calls": result.usage.calls,
-                  "cost_usd": result.cost_usd,
+                  "cost_usd": result.cost_usd, "unpriced_models": list(result.unpriced_models),
                   "by_model": [{"model": row.model, **row.spend.model_dump()} for row in mission.usage.by_model]},
         "output_switches": [{"model": switch.model, "agent": switch.agent, "round": switch.round, "output": "json",
                              "reason": switch.reason} for switch in result.output_switches],
@@ -341,11 +343,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(printable(f"  {source.source_id} {source.name} changed: now version {source.version} "
                         f"(read again at round {source.round}; what cited version {source.version - 1} still does)"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
-          f"${result.cost_usd:.4f}")
+          f"{result.cost}")
     if len(mission.usage.by_model) > 1:  # a model per role or agent: what each one spent
         for spent in mission.usage.by_model:
             print(printable(f"  {spent.model}: {spent.spend.turns} turns, {spent.spend.total_tokens:,} tokens, "
-                            f"${spent.spend.cost_usd:.4f}"))
+                            f"{spent.spend.cost}"))
+    if result.unpriced_models:
+        print(printable(price_hint(result.unpriced_models)))
     print(f"read the products: cabal show {result.mission_id}")
     return 0
 

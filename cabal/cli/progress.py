@@ -23,7 +23,7 @@ from cabal.rounds.events import (
     MissionStarted, MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted,
     ToolReturned, TurnDone, TurnStarted, UserMessage, Warned,
 )
-from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome, stop_phrase
+from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome, cost_phrase, stop_phrase
 
 REFRESHES_PER_SECOND = 4
 
@@ -66,6 +66,7 @@ class Progress:
         self._started = time.time()
         self._spent_before = (0, 0.0)  # what earlier runs of the mission spent
         self._committed = (0, 0.0)  # tokens and dollars of the turns finished in this run
+        self._turns = (0, 0)  # the turns finished in this run, and how many of them were on a model without a price
         self._budget: tuple[int | None, float | None] = (None, None)
         self._heading: int | None = None  # the round whose heading was printed last
         self._live: Any = None
@@ -152,13 +153,14 @@ class Progress:
         self._working.pop(event.agent, None)
         tokens, cost = self._committed
         self._committed = (tokens + event.input_tokens + event.output_tokens, cost + event.cost_usd)
+        self._turns = (self._turns[0] + 1, self._turns[1] + (not event.priced))
         # Tagged: a turn that failed, and one that asks the user (a Plan that concludes asks nothing).
         note = (" (failed)" if event.outcome == TurnOutcome.FAILED
                 else " (question)" if event.outcome == TurnOutcome.HALT and event.halt == "question" else "")
         retries = (f", {event.attempts - 1} retr{'y' if event.attempts == 2 else 'ies'}" if event.attempts > 1 else "")
         total_tokens, total_cost = self._total()
         text = (f"round {event.round} · {event.step} · {self._who(event.agent)}{note}{retries} · "
-                f"{total_tokens:,} tokens · ${total_cost:.4f}")
+                f"{total_tokens:,} tokens · {cost_phrase(total_cost, unpriced=self._turns[1], of=self._turns[0])}")
         if event.outcome == TurnOutcome.FAILED and event.problems:
             text += f"\n  rejected: {'; '.join(event.problems)}"
         self._print(text, dim=event.outcome == TurnOutcome.FINAL)

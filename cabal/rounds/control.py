@@ -23,7 +23,8 @@ from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
 from cabal.vocabulary import (
-    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason, state_phrase, stop_phrase,
+    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason, cost_phrase, state_phrase,
+    stop_phrase,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +60,13 @@ class MissionResult:
     forked_from: str | None = None  # the mission this one was forked from (cabal fork), and at which round
     forked_round: int | None = None
     started_at: str | None = None  # when it started (ISO 8601, UTC), for a mission that records it
+    unpriced_turns: int = 0  # turns on a model no price is known for: cost_usd leaves them out
+    unpriced_models: tuple[str, ...] = ()  # those models
+
+    @property
+    def cost(self) -> str:
+        """What it cost, as people read it (``$0.0123``, or "not priced")."""
+        return cost_phrase(self.cost_usd, unpriced=self.unpriced_turns, of=self.turns)
 
     @property
     def lineage(self) -> str | None:
@@ -91,7 +99,8 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
                                            int(switch.get("round") or 0), str(switch.get("prose") or ""))
                               for switch in model_output_switches(graph)),
         forked_from=node.get("forked_from") or None, forked_round=node.get("forked_round"),
-        started_at=node.get("started_at") or None,
+        started_at=node.get("started_at") or None, unpriced_turns=spend.unpriced_turns,
+        unpriced_models=spend.unpriced_models,
     )
 
 

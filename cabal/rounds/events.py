@@ -179,6 +179,7 @@ class TurnDone(MissionEvent):
     problems: tuple[str, ...]
     summary: str
     halt: str | None = None  # a halt turn's kind of halt: question (it asks the user) or done
+    priced: bool = True  # whether a price is known for its model: if not, cost_usd (0) says nothing
 
 
 @dataclass(frozen=True)
