@@ -60,6 +60,7 @@ class MissionState(StrEnum):
     INTERRUPTED = "interrupted"  # paused by the model provider, a kill or Ctrl-C: `cabal resume` goes on
     DONE = "done"
     FAILED = "failed"  # an error in the engine or the team's data: the message says which
+    DIVERGED = "diverged"  # a replay met a call its recording does not answer: the message says where, and how
 
 
 class NotStarted(StrEnum):
@@ -79,6 +80,7 @@ class StopReason(StrEnum):
     USER_HALT = "userHalt"  # the user asked the team to stop
     ERROR = "error"
     QUESTION = "questionToUser"  # paused: the Chair asked the user something
+    REPLAY_DIVERGED = "replayDiverged"  # a replayed call differs from the recording's, or it recorded none there
 
 
 # How people read the words above: every status line, show, transcript, export, page and CLI
@@ -90,6 +92,7 @@ STOP_PHRASES: dict[str, str] = {
     StopReason.USER_HALT: "stopped at your request",
     StopReason.ERROR: "error",
     StopReason.QUESTION: "waiting for your answer",
+    StopReason.REPLAY_DIVERGED: "a call the recording does not answer",
 }
 HALT_PHRASES: dict[str, str] = {"question": "a question for you", "done": "the mission is done"}
 

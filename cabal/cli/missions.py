@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,16 +50,17 @@ def outcome(result: MissionResult) -> str:
     text = f"{state_phrase(result.state, result.stop_reason)}, round {result.round}"
     if result.failed_turns:
         text += f", {result.failed_turns} failed turn{'s' if result.failed_turns > 1 else ''} (their work is missing)"
-    if result.state in ("failed", "interrupted") and result.detail:
+    if result.state in ("failed", "interrupted", "diverged") and result.detail:
         text += f": {result.detail}"
     return text
 
 
 def next_steps(result: MissionResult) -> list[str]:
-    """What to run or read next for a mission that paused or failed (a question is told apart)."""
+    """What to run or read next for a mission that paused or failed (a question is told apart; a
+    replay that diverged is told by ``report``)."""
     if result.state == "interrupted":
         return [f"resume with: cabal resume {result.mission_id}"]
-    return [f"traceback: {result.error_log}"] if result.error_log else []
+    return [f"traceback: {result.error_log}"] if result.error_log and result.state == "failed" else []
 
 
 def what_to_run_next(result: MissionResult) -> list[str]:
@@ -84,6 +86,8 @@ def what_to_run_next(result: MissionResult) -> list[str]:
         }.get(StopReason(result.stop_reason) if result.stop_reason else StopReason.CONCLUDED,
               f"take it further with: cabal continue {mission} \"a new direction\"")
         return [go_on, f"the whole of it: cabal export {mission} --format html -o report.html"]
+    if result.state == "diverged" and result.error_log:
+        return [f"where the replay diverged, and how: {result.error_log}"]
     return next_steps(result)  # interrupted: resume; failed: its traceback
 
 
@@ -105,6 +109,35 @@ def mismatch_of(error_log: str | Path | None) -> str | None:
     return "\n".join([headline, *diff]).rstrip()
 
 
+_LENIENT_REPLACES = ("--model", "--replay")  # the options the lenient command sets anew
+
+
+def lenient_command(args: argparse.Namespace, explanation: str) -> str | None:
+    """The command that replays leniently (by place alone) what ``args`` replayed strictly: the
+    command as typed, ``cabal replay`` with ``--replay lenient``, one that makes a new mission
+    (``run``, ``fork``) with its replayed model in lenient mode; None for a command that went on
+    with a mission (a diverged one goes no further)."""
+    if args.command not in ("replay", "run", "fork") or getattr(args, "argv", None) is None:
+        return None
+    typed, skipping = [], False
+    for word in args.argv:
+        if skipping:
+            skipping = False
+        elif word.split("=", 1)[0] in _LENIENT_REPLACES:
+            skipping = "=" not in word
+        else:
+            typed.append(word)
+    if args.command == "replay":
+        return shlex.join(["cabal", *typed, "--replay", "lenient"])
+    from cabal.llm.replay import parse_replay_spec, replay_spec
+
+    if args.model and args.model.startswith("replay:"):  # the recording as the user named it
+        ref, _, fallback = parse_replay_spec(args.model.removeprefix("replay:"))
+    else:  # the mission file's: the cassette the replay read
+        ref, fallback = explanation.removeprefix("replay of ").split(": at ", 1)[0], None
+    return shlex.join(["cabal", *typed, "--model", replay_spec(ref, "lenient", fallback)])
+
+
 def print_conversation(mission_id: str, home: str | None, url: str | None, stream: IO[str] | None = None) -> None:
     """The conversation so far, as the live display prints it (``cabal chat``)."""
     from cabal.cli.progress import round_heading
@@ -121,18 +154,21 @@ def print_conversation(mission_id: str, home: str | None, url: str | None, strea
 
 
 def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,
-           url: str | None = None, removed: str | None = None) -> None:
+           url: str | None = None, removed: str | None = None, args: argparse.Namespace | None = None) -> None:
     """The outcome of a run: state, usage, what was accepted and how to read it, what to do next.
-    ``removed``: the mission is gone after this report (a failed replay), said instead of how to read it."""
+    ``removed``: the mission is gone after this report (a diverged replay), said instead of how to
+    read it. ``args``: the command that ran it, given back changed where a hint says how to go on."""
     out = stream or sys.stdout
     print(f"\nmission: {result.mission_id}", file=out)
     print(f"state: {outcome(result)}", file=out)
     for line in next_steps(result) if removed is None else []:
         print(line, file=out)
-    explanation = mismatch_of(result.error_log) if result.state == "failed" else None
+    explanation = mismatch_of(result.error_log) if result.state == "diverged" else None
     if explanation:  # a strict replay that missed: where, and what changed
         print(printable(explanation), file=out)
-        print(f"hint: {ReplayMismatch.hint}", file=out)
+        lenient = lenient_command(args, explanation) if args is not None else None
+        print(printable(f"hint: to match calls by place only, replay leniently: {lenient}; or record the mission again"
+                        if lenient else f"hint: {ReplayMismatch.hint}"), file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
           f"{result.usage.cache_read_tokens:,} cached, {result.cost}", file=out)
     if result.unpriced_models:
@@ -235,7 +271,7 @@ def _driven(args: argparse.Namespace, drive: Callable[[Watch], MissionResult], m
             result = drive(watch)
         except KeyboardInterrupt:
             return _interrupted(watch, mission_id or watch.mission_id)
-    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
+    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url, args=args)
     return exit_status(result)
 
 

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from cabal.config import environment_number
 from cabal.entities import HaltAnswer
-from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError
+from cabal.errors import (CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError,
+                          ReplayMismatch)
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, model_name
@@ -591,6 +592,8 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
             run.close(wait=False)  # do not wait for model calls in flight
             _pause(run, "the user pressed Ctrl-C")
             raise
+        except ReplayMismatch as mismatch:  # the replay's verdict, not Cabal's fault
+            _fail(workspace, run, mismatch, MissionState.DIVERGED, StopReason.REPLAY_DIVERGED)
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
         run.close()
@@ -673,10 +676,13 @@ def _pause(run: MissionRun, why: str) -> None:
     run.emit(MissionInterrupted(run.mission_id, round=round_number, detail=why, hint=f"cabal resume {run.mission_id}"))
 
 
-def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
+def _fail(workspace: Workspace, run: MissionRun, error: Exception, state: MissionState = MissionState.FAILED,
+          reason: StopReason = StopReason.ERROR) -> None:
+    """End the mission ``state`` for ``error``: its one-line summary is the detail, and its whole
+    account (a replay's diff, an engine error's traceback) the mission's error.log."""
     summary = " ".join(str(error).split())[:500] or type(error).__name__
     detail = summary if isinstance(error, CabalError) else f"{type(error).__name__}: {summary}"
     workspace.private_mission_dir(run.mission_id)
     write_private(workspace.error_log_path(run.mission_id), "".join(traceback.format_exception(error)))
-    run.set_status(MissionState.FAILED, _round_of(run), StopReason.ERROR, detail)
-    run.emit(MissionStopped(run.mission_id, round=_round_of(run), reason=StopReason.ERROR, detail=detail))
+    run.set_status(state, _round_of(run), reason, detail)
+    run.emit(MissionStopped(run.mission_id, round=_round_of(run), reason=reason, detail=detail))

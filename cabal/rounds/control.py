@@ -55,7 +55,7 @@ class MissionResult:
     detail: str | None = None
     turns: int = 0  # turns committed (a turn stopped early counts once more, for what it spent)
     failed_turns: int = 0  # turns that found no valid answer: their work is missing
-    error_log: Path | None = None  # a failed mission's traceback, when an engine error failed it
+    error_log: Path | None = None  # the whole account of why it failed or diverged (a traceback, a replay's diff)
     output_switches: tuple[OutputSwitch, ...] = ()  # models that answer in JSON text since their provider refused tools
     forked_from: str | None = None  # the mission this one was forked from (cabal fork), and at which round
     forked_round: int | None = None
@@ -94,7 +94,7 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
         round=int(node.get("round") or 0), usage=spend.usage, cost_usd=round(spend.cost_usd, 6),
         pending_halt=_pending_halt(graph), transcript_path=path if path.exists() else None, detail=detail,
         turns=spend.turns, failed_turns=spend.failed_turns,
-        error_log=log if state == MissionState.FAILED and log.exists() else None,
+        error_log=log if state in (MissionState.FAILED, MissionState.DIVERGED) and log.exists() else None,
         output_switches=tuple(OutputSwitch(str(switch.get("model")), str(switch.get("agent")),
                                            int(switch.get("round") or 0), str(switch.get("prose") or ""))
                               for switch in model_output_switches(graph)),

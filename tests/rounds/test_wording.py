@@ -24,7 +24,7 @@ def test_every_stop_reason_and_halt_has_its_phrase() -> None:
     assert set(STOP_PHRASES) == set(StopReason)
     assert [stop_phrase(reason) for reason in StopReason] == [
         "concluded", "round limit reached", "budget spent", "stopped at your request", "error",
-        "waiting for your answer"]
+        "waiting for your answer", "a call the recording does not answer"]
     assert state_phrase("halted", "questionToUser") == "halted (waiting for your answer)"
     assert (state_phrase("running", None), stop_phrase(None)) == ("running", "")
     assert (halt_phrase("question"), halt_phrase("done")) == ("a question for you", "the mission is done")
