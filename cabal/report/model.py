@@ -375,7 +375,8 @@ class Mission(_Value):
     charter: str | None = None
     objectives: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
-    state: str = Field(description="running, halted, done or failed")
+    state: str = Field(description="running, halted, interrupted, done, failed or diverged (a replay met a call "
+                                   "its recording does not answer)")
     stop_reason: str | None = None
     detail: str | None = None
     stop_requested: bool = Field(False, description="the user asked the team to stop at its next round")
