@@ -1,8 +1,9 @@
 """Every export format, in one table: what ``cabal export``, ``cabal batch report``, the web
 page's download links and docs/guide/exports.md offer.
 
-A format renders a mission's report (``MissionReport``), a batch's (``BatchReport``) or both.
-Adding one is one row here and its renderer. The renderers are imported when a format is
+A format renders a mission's report (``MissionReport``), a batch's (``BatchReport``) or both;
+the reader's formats (Word, PDF) render a mission's accepted work, as one file or one file per
+product (``products``). Adding one is one row here and its renderer. The renderers are imported when a format is
 used, so a command that exports Markdown never loads the HTML templates.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -18,6 +20,7 @@ from cabal.errors import ConfigError
 
 if TYPE_CHECKING:
     from cabal.batch.report import BatchReport
+    from cabal.report.document import ReaderDocument
     from cabal.report.model import MissionReport
 
 Subject = Literal["mission", "batch"]
@@ -26,14 +29,16 @@ Subject = Literal["mission", "batch"]
 @dataclass(frozen=True)
 class ExportFormat:
     """One format: its name (``--format``, the download's suffix), how a link names it, its
-    media type, the file suffixes that choose it, and its renderers (None: not offered)."""
+    media type, the file suffixes that choose it, and its renderers (None: not offered). A
+    binary format's renderers give bytes."""
 
     name: str
     title: str
     media_type: str
     suffixes: tuple[str, ...]
-    mission: Callable[[MissionReport], str] | None = None
+    mission: Callable[[MissionReport], str | bytes] | None = None
     batch: Callable[[BatchReport, Path | None], str] | None = None  # Path: where an HTML page will be written
+    products: Callable[[MissionReport], list[tuple[str, bytes]]] | None = None  # (product name, file) for each
 
     def offers(self, subject: Subject) -> bool:
         return getattr(self, subject) is not None
@@ -54,6 +59,29 @@ def _mission_html(report: MissionReport) -> str:
     from cabal.report.html import render_html
 
     return render_html(report)
+
+
+def _layout(name: str) -> Callable[[ReaderDocument], bytes]:
+    """The renderer of a reader's format: Word or PDF."""
+    if name == "docx":
+        from cabal.report.word import render_word
+
+        return render_word
+    from cabal.report.pdf import render_pdf
+
+    return render_pdf
+
+
+def _reader_file(name: str, report: MissionReport) -> bytes:
+    from cabal.report.document import reader_documents
+
+    return _layout(name)(reader_documents(report)[0])
+
+
+def _reader_files(name: str, report: MissionReport) -> list[tuple[str, bytes]]:
+    from cabal.report.document import reader_documents
+
+    return [(document.title, _layout(name)(document)) for document in reader_documents(report, per_product=True)]
 
 
 def _batch_md(report: BatchReport, page: Path | None) -> str:
@@ -83,6 +111,10 @@ FORMATS: tuple[ExportFormat, ...] = (
     ExportFormat("md", "Markdown", "text/markdown; charset=utf-8", ("md", "markdown"), _mission_md, _batch_md),
     ExportFormat("json", "JSON", "application/json", ("json",), _mission_json, _batch_json),
     ExportFormat("csv", "CSV", "text/csv; charset=utf-8", ("csv",), batch=_batch_csv),
+    ExportFormat("docx", "Word", "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                 ("docx",), partial(_reader_file, "docx"), products=partial(_reader_files, "docx")),
+    ExportFormat("pdf", "PDF", "application/pdf", ("pdf",), partial(_reader_file, "pdf"),
+                 products=partial(_reader_files, "pdf")),
 )
 DEFAULT_FORMAT = "md"
 
@@ -110,10 +142,20 @@ def format_of(path: Path | None, subject: Subject) -> str:
     return next((chosen.name for chosen in formats(subject) if suffix in chosen.suffixes), DEFAULT_FORMAT)
 
 
-def render_mission(report: MissionReport, name: str) -> str:
-    """A mission's report in the format called ``name``."""
+def render_mission(report: MissionReport, name: str) -> str | bytes:
+    """A mission's report in the format called ``name`` (bytes for a binary one: Word, PDF)."""
     renderer = export_format(name, "mission").mission
     assert renderer is not None  # export_format offers only formats that have one
+    return renderer(report)
+
+
+def render_products(report: MissionReport, name: str) -> list[tuple[str, bytes]]:
+    """Each accepted product of a mission as its own file in the format called ``name``: (its
+    name, the file); a ``ConfigError`` for a format that has no file per product."""
+    renderer = export_format(name, "mission").products
+    if renderer is None:
+        per_product = [f.name for f in FORMATS if f.products is not None]
+        raise ConfigError(f"the {name} format has no file per product; these do: {', '.join(per_product)}")
     return renderer(report)
 
 

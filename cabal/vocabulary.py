@@ -63,6 +63,13 @@ class MissionState(StrEnum):
     DIVERGED = "diverged"  # a replay met a call its recording does not answer: the message says where, and how
 
 
+class MissionKind(StrEnum):
+    """What made a mission's products: a team in rounds, or one call of a model (``cabal baseline``)."""
+
+    TEAM = "team"
+    BASELINE = "baseline"
+
+
 class NotStarted(StrEnum):
     """Where a batch's mission is before it has a state of its own (a ``MissionState`` after)."""
 

@@ -17,11 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_an_unknown_format_is_an_error_listing_the_known_ones():
-    with pytest.raises(ConfigError, match=r"^unknown mission report format 'pdf'; use one of html, md, json$"):
-        render_mission(None, "pdf")  # type: ignore[arg-type] - refused before the report is read
+    with pytest.raises(ConfigError, match=r"^unknown mission report format 'rtf'; use one of html, md, json, docx, pdf$"):
+        render_mission(None, "rtf")  # type: ignore[arg-type] - refused before the report is read
     with pytest.raises(ConfigError, match=r"^unknown batch report format 'xml'; use one of html, md, json, csv$"):
         render_batch(None, "xml")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="use one of html, md, json$"):
+    with pytest.raises(ConfigError, match="use one of html, md, json, docx, pdf$"):
         export_format("csv", "mission")  # a batch's format only
 
 

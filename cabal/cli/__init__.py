@@ -49,6 +49,7 @@ COMMAND_MODULES = (
     "cabal.cli.replay",      # replay, script
     "cabal.cli.compare",     # diff
     "cabal.cli.eval",        # eval
+    "cabal.cli.worth",       # baseline, judge, cost
 )
 
 

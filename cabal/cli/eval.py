@@ -36,8 +36,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from cabal.batch.progress import BatchProgress
 
     progress = None if args.quiet else BatchProgress(sys.stderr)  # stderr: stdout may carry the report
+    if args.baseline and not args.judge_model:
+        raise ConfigError("--baseline needs --judge-model SPEC: the model that judges each team against its baseline")
     result = evals.run_eval(args.batch, repeat=args.repeat, min_pass=args.min_pass, workers=args.workers,
-                            dask=args.dask, home=args.home, url=args.url, on_event=progress)
+                            dask=args.dask, home=args.home, url=args.url, on_event=progress,
+                            baseline_judge=args.judge_model if args.baseline else None)
     write_report(render_eval(result, chosen), target, chosen)
     print(f"evaluation {result.eval_id}: {verdict(result)}", file=sys.stderr if target is None else sys.stdout)
     return exits.DONE if not evals.failing(result) else exits.FAILED
@@ -60,4 +63,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=("md", "html", "json", "csv"), help="default: from -o, else md")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument("--quiet", action="store_true", help="no progress of the runs on stderr")
+    parser.add_argument("--baseline", action="store_true",
+                        help="also run each mission's baseline (one call of its model) and judge the team against it")
+    parser.add_argument("--judge-model", metavar="SPEC", help="with --baseline: the blind judge's model")
     parser.set_defaults(func=cmd_eval)

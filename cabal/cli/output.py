@@ -18,13 +18,21 @@ def chosen_format(given: str | None, target: Path | None, allowed: tuple[str, ..
     return given or (named if named in allowed else None) or default
 
 
-def write_report(text: str, target: Path | None, chosen: str) -> None:
-    """``text`` to ``target`` (saying so), or to stdout when there is none."""
+def write_report(text: str | bytes, target: Path | None, chosen: str) -> None:
+    """``text`` to ``target`` (saying so), or to stdout when there is none; a binary file (Word,
+    PDF) to stdout only when it is not a terminal (a pipe, a redirect)."""
+    data = text if isinstance(text, bytes) else text.encode()
     if target is None:
-        sys.stdout.write(text)
+        if isinstance(text, str):
+            sys.stdout.write(text)
+        elif sys.stdout.isatty():
+            raise ConfigError(f"a {chosen} file is not for a terminal: write it with -o FILE.{chosen}")
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
         return
     try:
-        target.write_text(text, encoding="utf-8")
+        target.write_bytes(data)
     except OSError as error:
         raise ConfigError(f"cannot write {target}: {error.strerror}") from None
-    print(f"wrote {target} ({chosen}, {len(text.encode()):,} bytes)")
+    print(f"wrote {target} ({chosen}, {len(data):,} bytes)")

@@ -7,8 +7,10 @@ import csv
 import io
 import json
 
-from cabal.evals.run import Change, EvalResult, GroupSummary, failing, summarize
+from cabal.evals.run import Change, EvalResult, GroupSummary, failing, summarize, versus_summary
+from cabal.evals.versus import CRITERIA, Comparison
 from cabal.limits import printable
+from cabal.vocabulary import NOT_PRICED
 
 EVAL_FORMATS = ("md", "html", "json", "csv")
 
@@ -16,8 +18,9 @@ EVAL_FORMATS = ("md", "html", "json", "csv")
 def render_eval(result: EvalResult, chosen: str) -> str:
     summaries = summarize(result)
     if chosen == "json":
+        versus = versus_summary(result)
         data = {**result.model_dump(mode="json"), "summary": [_summary_json(s) for s in summaries],
-                "passed": not failing(result)}
+                "passed": not failing(result), "versus_baseline": versus.model_dump() if versus else None}
         return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     if chosen == "csv":
         out = io.StringIO()
@@ -44,6 +47,12 @@ def eval_markdown(result: EvalResult, summaries: list[GroupSummary]) -> list[str
     lines = [f"# Evaluation {result.name}", "", f"`{result.eval_id}` · batch `{result.batch_id}` · "
              f"{len(result.runs)} runs ({result.repeat} per request) in {result.elapsed_s:.1f} s", "",
              verdict(result), ""]
+    versus = versus_summary(result)
+    if versus is not None:
+        lines += ["## The team against one call of its model (judged blind, in both orders)", "",
+                  f"wins {versus.wins}, ties {versus.ties}, losses {versus.losses}; the team spent "
+                  + (f"{versus.token_ratio:.1f}x the baselines' tokens" if versus.token_ratio else "no tokens")
+                  + (f" and {versus.dollar_ratio:.1f}x their dollars" if versus.dollar_ratio else "") + ".", ""]
     for summary in summaries:
         lines += [f"## {summary.group}: {' '.join(summary.request.split())[:100]}", "",
                   "| expectation | pass rate | passed |", "|---|---|---|"]
@@ -99,3 +108,92 @@ def _number(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+# ------------------------------------------------------------------ a blind comparison
+
+
+def render_judgement(comparison: Comparison, chosen: str) -> str:
+    """``cabal judge``'s report: md, json or html (the Markdown rendered, every text escaped)."""
+    if chosen == "json":
+        data = {**comparison.model_dump(mode="json"), "wins": comparison.wins}
+        return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    text = printable("\n".join(judgement_markdown(comparison)) + "\n")
+    if chosen == "html":
+        from cabal.report.html import markdown_html
+
+        return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
+                f"content=\"width=device-width, initial-scale=1\"><title>Judged blind</title><style>{_PAGE_CSS}</style>"
+                f"</head><body><main>{markdown_html(text)}</main></body></html>\n")
+    return text
+
+
+_PAGE_CSS = ("body{font:16px/1.5 system-ui,sans-serif;margin:0;color:#1d1d1f}main{max-width:60rem;margin:auto;"
+             "padding:1rem}table{border-collapse:collapse;display:block;overflow-x:auto}td,th{border:1px solid #ccc;"
+             "padding:.3rem .5rem;vertical-align:top;text-align:left}code{overflow-wrap:anywhere}")
+
+
+def judgement_markdown(comparison: Comparison) -> list[str]:
+    a, b, wins = comparison.a, comparison.b, comparison.wins
+    overall = {"A": f"A ({a.mission_id}) serves the user better", "B": f"B ({b.mission_id}) serves the user better",
+               "tie": "a tie: no side is better in both orders"}[comparison.overall]
+    lines = ["# Judged blind, in both orders", "",
+             f"- A: `{a.mission_id}` ({_made(a.kind)}, {a.documents} documents, {a.words:,} words)",
+             f"- B: `{b.mission_id}` ({_made(b.kind)}, {b.documents} documents, {b.words:,} words)",
+             f"- judge: {comparison.judge_model}; each comparison asked twice, once with each side shown first; a side "
+             "wins only where both orders agree", "",
+             f"**Overall: {overall}.** Deliverables: A {wins['A']}, B {wins['B']}, tie {wins['tie']}. "
+             f"Confidence: {', '.join(comparison.confidence)}.", "",
+             "| deliverable | A's document | B's document | verdict | A shown first | B shown first |",
+             "|---|---|---|---|---|---|"]
+    for row in comparison.deliverables:
+        orders = {o.shown_first: o.verdict or "no answer" for o in row.orders}
+        lines.append(f"| {_cell(row.name)} | {_cell(row.a_name or '(none)')} | {_cell(row.b_name or '(none)')} | "
+                     f"**{row.verdict}** | {orders.get('A', '-')} | {orders.get('B', '-')} |")
+    lines += ["", "## Cost", "", "| | calls | tokens in | tokens out | US$ without caching | US$ with caching "
+              "(estimate) | cacheable input |", "|---|---|---|---|---|---|---|"]
+    for label, side in (("A", a), ("B", b)):
+        cost = side.cost
+        if cost is None:
+            lines.append(f"| {label} | - | - | - | not recorded | not recorded | - |")
+            continue
+        lines.append(f"| {label} ({cost.model}) | {cost.calls} | {cost.input_tokens:,} | {cost.output_tokens:,} | "
+                     f"{_dollars(cost.usd_without_cache)} | {_dollars(cost.usd_with_cache)} | "
+                     f"{cost.cacheable_share:.0%} |")
+    if a.cost and b.cost and b.cost.total_tokens:
+        lines += ["", f"A spent {a.cost.total_tokens / b.cost.total_tokens:.1f}x B's tokens"
+                  + (f" and {a.cost.usd_without_cache / b.cost.usd_without_cache:.1f}x its dollars without caching"
+                     if a.cost.usd_without_cache and b.cost.usd_without_cache else "") + "."]
+    judge_usd = _dollars(comparison.judge_usd)
+    lines += ["", f"The judge: {comparison.judge_usage.calls} calls, {comparison.judge_usage.total_tokens:,} tokens, "
+                  f"{judge_usd}.", ""]
+    if comparison.scores:
+        lines += ["## Scores (1-10, the mean of both orders)", "", "| | " + " | ".join(CRITERIA) + " |",
+                  "|---|" + "---|" * len(CRITERIA)]
+        lines += [f"| {side} | " + " | ".join(f"{scores[c]:.1f}" for c in CRITERIA) + " |"
+                  for side, scores in comparison.scores.items()]
+        lines.append("")
+    lines += ["## Reasons", ""]
+    for row in comparison.deliverables:
+        lines.append(f"### {row.name}")
+        lines += [f"- {order.shown_first} shown first: **{order.verdict or 'no answer'}**: {order.reason}"
+                  for order in row.orders]
+        lines.append("")
+    lines.append("### Overall")
+    lines += [f"- {order.shown_first} shown first: **{order.verdict or 'no answer'}**: {order.reason}"
+              for order in comparison.overall_orders]
+    lines += ["", f"Deliverables matched {comparison.matching}."]
+    lines += [f"Problem: {problem}" for problem in comparison.problems]
+    return lines
+
+
+def _made(kind: str) -> str:
+    return "one call of the model" if kind == "baseline" else "a team in rounds"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _dollars(value: float | None) -> str:
+    return NOT_PRICED if value is None else f"${value:.4f}"

@@ -10,6 +10,7 @@ one again runs the missions again rather than finding the last evaluation's. Its
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import secrets
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -62,6 +63,11 @@ class RunRecord(_Value):
     checks: tuple[CheckResult, ...] = ()
     judge: tuple[JudgeScore, ...] = ()
     judge_cost_usd: float = 0.0
+    baseline_id: str | None = Field(None, description="the baseline run of the same mission (eval --baseline)")
+    versus: Literal["win", "tie", "loss"] | None = Field(None, description="the team against its baseline, judged "
+                                                                           "blind in both orders")
+    baseline_tokens: int = 0
+    baseline_cost_usd: float = 0.0
 
 
 class EvalResult(_Value):
@@ -199,8 +205,10 @@ def _anchored(expect: Expectations, base: Path) -> Expectations:
 
 def run_eval(batch_file: str | Path, *, repeat: int = 1, min_pass: float = 0.8, workers: int | None = None,
              dask: str | None = None, home: str | Path | None = None, url: str | None = None,
-             on_event: Callable[[Any], None] | None = None) -> EvalResult:
-    """Run every request of ``batch_file`` ``repeat`` times, check and judge each run, store the result."""
+             on_event: Callable[[Any], None] | None = None, baseline_judge: str | None = None) -> EvalResult:
+    """Run every request of ``batch_file`` ``repeat`` times, check and judge each run, store the result.
+    ``baseline_judge``: also run each mission's baseline (one call of its model) and judge the
+    team against it blind with that model (``cabal eval --baseline --judge-model SPEC``)."""
     from cabal.batch.api import run_batch
     from cabal.batch.plan import plan_of_spec, slug
     from cabal.rounds.workspace import Workspace
@@ -216,7 +224,8 @@ def run_eval(batch_file: str | Path, *, repeat: int = 1, min_pass: float = 0.8, 
     workspace = Workspace.at(home, url)
     planned = {m.mission_id: m for m in plan.missions}
     with ThreadPoolExecutor(JUDGE_THREADS) as pool:
-        runs = list(pool.map(lambda row: _run_record(workspace, row, planned[row.mission_id], expectations, repeat > 1),
+        runs = list(pool.map(lambda row: _versus(workspace, _run_record(workspace, row, planned[row.mission_id],
+                                                                          expectations, repeat > 1), baseline_judge),
                              batch.report.rows))
     result = EvalResult(eval_id=eval_id, name=spec.name or path.stem, source=str(path.resolve()),
                         batch_id=plan.batch_id, repeat=repeat, min_pass=min_pass, started_at=started,
@@ -260,6 +269,44 @@ def _run_record(workspace: Any, row: Any, planned: Any, expectations: dict[int, 
     return RunRecord(group=group, request=row.request, repeat=planned.repeat, mission_id=row.mission_id,
                      state=row.state, tokens=row.tokens, cost_usd=row.cost_usd, rounds=row.round,
                      wall_s=row.duration_s, checks=tuple(checks), judge=tuple(scores), judge_cost_usd=judge_cost)
+
+
+def _versus(workspace: Any, record: RunRecord, judge: str | None) -> RunRecord:
+    """``record`` with its mission judged against a baseline of the same mission file, when asked."""
+    if judge is None or record.state != "done":
+        return record
+    from cabal.evals.versus import compare_missions
+    from cabal.rounds.baseline import run_baseline
+
+    with workspace.graph(record.mission_id) as graph:
+        spec = json.loads(str((graph.get(record.mission_id) or {}).get("spec") or "{}"))
+    baseline = run_baseline(spec, home=workspace.home, url=workspace.url)
+    comparison = compare_missions(record.mission_id, baseline.mission_id, judge, home=workspace.home, url=workspace.url)
+    return record.model_copy(update={
+        "baseline_id": baseline.mission_id, "versus": {"A": "win", "B": "loss"}.get(comparison.overall, "tie"),
+        "baseline_tokens": baseline.usage.total_tokens, "baseline_cost_usd": baseline.cost_usd})
+
+
+class VersusSummary(_Value):
+    """The team against one call of its model, over an evaluation's runs (``--baseline``)."""
+
+    wins: int
+    ties: int
+    losses: int
+    token_ratio: float | None = Field(description="the team's tokens over its baselines', all runs together")
+    dollar_ratio: float | None
+
+
+def versus_summary(result: EvalResult) -> VersusSummary | None:
+    judged = [run for run in result.runs if run.versus is not None]
+    if not judged:
+        return None
+    tokens, baseline_tokens = sum(r.tokens for r in judged), sum(r.baseline_tokens for r in judged)
+    dollars, baseline_dollars = sum(r.cost_usd for r in judged), sum(r.baseline_cost_usd for r in judged)
+    return VersusSummary(wins=sum(r.versus == "win" for r in judged), ties=sum(r.versus == "tie" for r in judged),
+                         losses=sum(r.versus == "loss" for r in judged),
+                         token_ratio=round(tokens / baseline_tokens, 3) if baseline_tokens else None,
+                         dollar_ratio=round(dollars / baseline_dollars, 3) if baseline_dollars else None)
 
 
 # ---------------------------------------------------------------------------------- storage

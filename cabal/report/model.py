@@ -388,10 +388,15 @@ class Mission(_Value):
     started_at: str | None = Field(None, description="when it started (ISO 8601), for a mission that records it")
     forked_from: str | None = Field(None, description="the mission this one was forked from (cabal fork)")
     forked_round: int | None = Field(None, description="the round of that mission this one started from")
+    kind: Literal["team", "baseline"] = Field("team", description="team: a team in rounds; baseline: one call of "
+                                                                   "the model wrote every document (cabal baseline)")
+    file_answers: tuple[str, ...] = Field((), description="the answers the mission file gave in advance (answers:)")
 
     @property
     def lineage(self) -> str | None:
-        """``forked from m-... at round N``, for a fork."""
+        """``forked from m-... at round N``, for a fork; ``a baseline ...`` for a baseline."""
+        if self.kind == "baseline":
+            return "a baseline: one call of the model wrote every document"
         return f"forked from {self.forked_from} at round {self.forked_round}" if self.forked_from else None
 
 

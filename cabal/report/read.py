@@ -110,7 +110,17 @@ def _mission(mission_id: str, node: dict) -> Mission:
         budget_tokens=node.get("budget_tokens"), budget_cost_usd=node.get("budget_cost_usd"),
         started_at=node.get("started_at") or None,
         forked_from=node.get("forked_from") or None, forked_round=node.get("forked_round"),
+        kind="baseline" if node.get("kind") == "baseline" else "team", file_answers=_file_answers(node),
     )
+
+
+def _file_answers(node: dict) -> tuple[str, ...]:
+    """The ``answers:`` of the mission file as the mission stored it (its spec, JSON)."""
+    try:
+        answers = json.loads(str(node.get("spec") or "{}")).get("answers") or ()
+    except ValueError:
+        return ()
+    return tuple(str(answer) for answer in answers)
 
 
 # --------------------------------------------------------------------------- the products

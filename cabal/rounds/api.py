@@ -57,7 +57,7 @@ from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace, missio
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.sources import Collected, Wanted, collect, latest_versions, typed_wanted
 from cabal.tools.host import ToolHost
-from cabal.vocabulary import BUDGET_HALT, USER_ID, MissionState, Role, StopReason, stop_phrase
+from cabal.vocabulary import BUDGET_HALT, USER_ID, MissionKind, MissionState, Role, StopReason, stop_phrase
 
 
 
@@ -85,13 +85,7 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
         overrides = {**overrides, "name": model}
 
     def resolved(settings: ModelSettings) -> ModelSettings:
-        settings = settings.from_environment().with_overrides(**overrides)
-        name = near_mission(settings.name, base)
-        if name.startswith("replay:"):
-            from cabal.llm.replay import resolved_replay_spec
-
-            name = resolved_replay_spec(name, home)
-        return settings.with_overrides(name=name)
+        return resolved_settings(settings, overrides, base, home)
 
     chosen = stored or {DEFAULT_KEY: spec.model_settings(), **spec.agent_model_settings(_roster(team))}
     default = resolved(chosen[DEFAULT_KEY])
@@ -99,6 +93,21 @@ def _agent_models(spec: MissionSpec, model: Any, overrides: dict[str, Any], base
     models = build_agent_models({agent_id: resolved(settings) for agent_id, settings in chosen.items()
                                  if agent_id != DEFAULT_KEY}, model=in_process, switched=switched)
     return models, default, f"{OBJECT_PREFIX}{model_name(in_process)}" if in_process is not None else default.name
+
+
+def resolved_settings(settings: ModelSettings, overrides: dict[str, Any], base: Path | None,
+                      home: str | Path | None) -> ModelSettings:
+    """A model's settings as a run uses them: the environment's ``CABAL_MODEL*`` then
+    ``overrides`` over ``settings``; a relative ``scripted:`` path found from ``base`` (the
+    mission file's folder); a replayed mission's id made its cassette's path (in the workspace
+    at ``home``)."""
+    settings = settings.from_environment().with_overrides(**overrides)
+    name = near_mission(settings.name, base)
+    if name.startswith("replay:"):
+        from cabal.llm.replay import resolved_replay_spec
+
+        name = resolved_replay_spec(name, home)
+    return settings.with_overrides(name=name)
 
 
 def _team(workspace: Workspace, spec: MissionSpec) -> Team:
@@ -209,7 +218,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
             "spec": spec.model_dump_json(), "model": model_spec, "model_settings": settings.model_dump_json(),
             "agent_models": json.dumps({a: s.model_dump(mode="json") for a, s in models.settings().items()}),
             "agents": agents, "budget_tokens": run.budget.max_tokens, "budget_cost_usd": run.budget.max_cost_usd,
-        }, {}, session_id=f"{mission_id}.start")
+            "kind": MissionKind.TEAM}, {}, session_id=f"{mission_id}.start")
         # One write: the mission exists with all its sources, or not at all.
         clusters = [start, *(ingest_clusters(run.membrane, mission_id, collected) if collected else [])]
         run.membrane.commit(clusters)
@@ -420,6 +429,9 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
     tools = None
     try:
         node = mission_node(graph, mission_id)
+        if node.get("kind") == MissionKind.BASELINE:
+            raise MissionError(f"mission {mission_id} is a baseline: one call wrote it whole, so nothing is left to "
+                               "resume or continue", hint="run `cabal baseline MISSION_FILE` again for another")
         spec = parse_mission(json.loads(node["spec"]), source=mission_id)
         status = status_of(workspace, graph, mission_id)
         if status.state == MissionState.RUNNING:

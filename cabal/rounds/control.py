@@ -23,7 +23,7 @@ from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
 from cabal.vocabulary import (
-    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionState, StopReason, cost_phrase, state_phrase,
+    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionKind, MissionState, StopReason, cost_phrase, state_phrase,
     stop_phrase,
 )
 
@@ -59,6 +59,7 @@ class MissionResult:
     output_switches: tuple[OutputSwitch, ...] = ()  # models that answer in JSON text since their provider refused tools
     forked_from: str | None = None  # the mission this one was forked from (cabal fork), and at which round
     forked_round: int | None = None
+    kind: MissionKind = MissionKind.TEAM  # a baseline: one call wrote every document (cabal baseline)
     started_at: str | None = None  # when it started (ISO 8601, UTC), for a mission that records it
     unpriced_turns: int = 0  # turns on a model no price is known for: cost_usd leaves them out
     unpriced_models: tuple[str, ...] = ()  # those models
@@ -70,7 +71,9 @@ class MissionResult:
 
     @property
     def lineage(self) -> str | None:
-        """``forked from m-... at round N``, for a fork."""
+        """``forked from m-... at round N``, for a fork; ``a baseline ...`` for a baseline."""
+        if self.kind == MissionKind.BASELINE:
+            return "a baseline: one call of the model wrote every document"
         return f"forked from {self.forked_from} at round {self.forked_round}" if self.forked_from else None
 
 
@@ -99,6 +102,7 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
                                            int(switch.get("round") or 0), str(switch.get("prose") or ""))
                               for switch in model_output_switches(graph)),
         forked_from=node.get("forked_from") or None, forked_round=node.get("forked_round"),
+        kind=MissionKind.BASELINE if node.get("kind") == MissionKind.BASELINE else MissionKind.TEAM,
         started_at=node.get("started_at") or None, unpriced_turns=spend.unpriced_turns,
         unpriced_models=spend.unpriced_models,
     )

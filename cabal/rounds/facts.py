@@ -158,3 +158,40 @@ class FactsDraft:
         drafted: dict[str, Any] = {name: value if name == "direction" else tuple(value)
                                    for name, value in vars(self).items()}
         return TurnFacts(round=round, step=step, agent=agent, request=request, team=team, focus=focus, **drafted)
+
+
+# ------------------------------------------------------------- calls outside the round
+
+
+@dataclass(frozen=True)
+class BaselineFacts:
+    """The one call of a baseline (``cabal baseline``): what its prompt shows, as data.
+
+    ``answers``: what the user said before the work started (the mission file's ``answers:``);
+    ``sources``: the sources as the prompt quotes them; ``tool_results``: what the tools it
+    called answered so far, in order."""
+
+    request: str
+    answers: tuple[str, ...]
+    sources: tuple[Source, ...]
+    tool_results: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ComparedDocument:
+    """One document of a side, as a comparison's judge reads it (references already written as names)."""
+
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ComparisonFacts:
+    """One call of a blind comparison (``cabal judge``): the request and the two sets, in the
+    order this call shows them (``first`` is labelled X, ``second`` Y). ``pairs`` lists the
+    matched deliverables as (index into ``first`` or None, index into ``second`` or None)."""
+
+    request: str
+    first: tuple[ComparedDocument, ...]
+    second: tuple[ComparedDocument, ...]
+    pairs: tuple[tuple[int | None, int | None], ...]

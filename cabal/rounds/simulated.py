@@ -55,7 +55,7 @@ from cabal.errors import ModelError
 from cabal.llm.scripted import FunctionChatModel, ModelRequest
 from cabal.refs import parse_refs
 from cabal.rounds.context import REQUESTED_CONTEXT
-from cabal.rounds.facts import TreeProduct, TurnFacts
+from cabal.rounds.facts import BaselineFacts, ComparisonFacts, TreeProduct, TurnFacts
 from cabal.tools.spec import SEPARATOR as TOOL_SEPARATOR
 from cabal.vocabulary import CHAIR_ID, count_of
 
@@ -112,6 +112,10 @@ class SimulatedTeam:
 
     def __call__(self, request: ModelRequest) -> dict:
         facts = request.facts
+        if isinstance(facts, BaselineFacts):
+            return baseline_answer(request, facts)
+        if isinstance(facts, ComparisonFacts):
+            return {"tool": "final_output", "args": comparison_answer(facts)}
         if not isinstance(facts, TurnFacts):
             raise ModelError("the simulated team plays Cabal missions: the call carries no turn facts "
                              "(it is only answered inside the round engine)", provider="simulated")
@@ -499,6 +503,55 @@ def _quote(served: str) -> Quote | None:
             sentence = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
             return Quote(_clip(sentence, QUOTE_CHARS).replace('"', "'"), ref)
     return None
+
+
+# ------------------------------------------------------------- calls outside the round
+
+
+def baseline_answer(request: ModelRequest, facts: BaselineFacts) -> dict:
+    """The one call of a baseline: the first offered tool once, when there is one; then one
+    document per deliverable the request names, each saying what it is for, quoting the first
+    section of the user's files the prompt shows and what the tool answered."""
+    offered, answered = _mcp_tool(request), _tool_answer(request)
+    names = deliverables(facts.request)
+    if offered is not None and answered is None:
+        return {"tool": offered["name"], "args": _tool_arguments(offered, names[0])}
+    prompt = "\n".join(str(m.content) for m in request.messages if m.type == "human")
+    sections = re.split(r"\n(?=\[\[s:)", prompt.partition("## The user's files")[2]) if facts.sources else []
+    quote = next((found for section in sections[1:] if (found := _quote(section)) is not None), None)
+    documents = []
+    for name in names:
+        parts = [f"# {name}", "", f"What it is for: {_clip(facts.request, 300)}"]
+        parts += [f"What the user told us: {answer}" for answer in facts.answers]
+        if quote is not None:
+            parts.append(f"The user's files say: \"{quote.text}\" {quote.ref}")
+        if answered:
+            parts.append(f"A tool answered: {answered}.")
+        parts += ["", "- Who uses it, and when", "- What it gives them", "- The first step, its owner and its day"]
+        documents.append({"name": name, "content": _clip("\n".join(parts), CONTENT_CHARS)})
+    return {"tool": "final_output", "args": {"documents": documents}}
+
+
+def comparison_answer(facts: ComparisonFacts) -> dict:
+    """A judge's verdicts that do not depend on the order the sets are shown in: per deliverable,
+    the document that uses more of the request's own words (a document against none wins; equal
+    counts tie), and overall the side that won more deliverables."""
+    asked = {word for word in re.findall(r"[a-z]{4,}", facts.request.lower())}
+
+    def merit(index: int | None, side: tuple) -> int:
+        return -1 if index is None else len(asked & set(re.findall(r"[a-z]{4,}", side[index].text.lower())))
+
+    verdicts = []
+    for number, (first, second) in enumerate(facts.pairs, 1):
+        x, y = merit(first, facts.first), merit(second, facts.second)
+        better = "X" if x > y else "Y" if y > x else "tie"
+        verdicts.append({"deliverable": number, "better": better,
+                         "reason": f"X uses {max(x, 0)} of the request's words, Y {max(y, 0)}."})
+    wins = {side: sum(v["better"] == side for v in verdicts) for side in ("X", "Y")}
+    overall = "X" if wins["X"] > wins["Y"] else "Y" if wins["Y"] > wins["X"] else "tie"
+    score = {"faithful": 5, "practical": 5, "complete": 5, "clear": 5, "consistent": 5}
+    return {"deliverables": verdicts, "overall": overall, "confidence": "low",
+            "overallReason": f"X won {wins['X']} deliverable(s), Y {wins['Y']}.", "scores": {"X": score, "Y": score}}
 
 
 # ------------------------------------------------------------------------------ factories

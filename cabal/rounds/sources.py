@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cabal.sources import CITED_ID, Collected, SourceText, chunk_node_id, read_source, source_node_id
+from cabal.errors import ConfigError
+from cabal.sources import CITED_ID, Collected, SourceText, chunk_node_id, latest_versions, read_source, source_node_id
 from cabal.vocabulary import USER_ID
 
 if TYPE_CHECKING:  # the reading commands (status, show) load neither the membrane nor the graph client here
@@ -69,7 +70,12 @@ def changed_sources(membrane: Membrane, mission_id: str, current: list[dict], ro
             lines.append(f"source {source['source_id']} ({source['name']}) is now {path.stat().st_size:,} bytes, "
                          f"beyond the limit of {max_bytes:,} per file; the team keeps version {source['version']}")
             continue
-        text = read_source(path, str(source["name"]), source.get("note") or None)
+        try:
+            text = read_source(path, str(source["name"]), source.get("note") or None)
+        except ConfigError as error:  # a document gone unreadable (encrypted, broken): the team keeps its version
+            lines.append(f"source {source['source_id']} ({source['name']}) cannot be read now: {error.message}; "
+                         f"the team keeps version {source['version']}")
+            continue
         if text.sha256 == source.get("sha256"):
             continue
         if text.skipped is not None:
@@ -124,6 +130,18 @@ def shown_id(node_id: str) -> str:
     return source.split(".", 1)[0] + (f"#{section}" if section else "")
 
 
+def section_block(cited: str, heading: str, text: str) -> str:
+    """One section of a source as a prompt quotes it: the id to cite, its heading, its lines quoted."""
+    return f"[[s:{cited}]]" + (f" ({heading})" if heading else "") + "\n" + quoted(text)
+
+
+def whole_source(source_id: str, text: SourceText) -> str:
+    """A source read but not yet stored, as ``read_source_text`` shows a stored one whole (what
+    a baseline's one call reads: the same quoting, ids and sections as Bootstrap's)."""
+    body = [section_block(chunk_node_id(source_id, c.position), c.heading, c.text) for c in text.chunks]
+    return f"{source_id} {text.name} {QUOTE_NOTE}\n" + "\n".join(body)
+
+
 def read_source_text(graph: ContextGraph, cited: str, current: Mapping[str, dict], limit: int) -> str:
     """The ``source`` need: a whole source (its sections in order, cut at ``limit``) or one section."""
     node_id = cited_node(cited, current)
@@ -138,8 +156,7 @@ def read_source_text(graph: ContextGraph, cited: str, current: Mapping[str, dict
     body: list[str] = []
     used, cut = 0, False
     for chunk in chunks:
-        block = f"[[s:{shown_id(chunk['id'])}]]" + (f" ({chunk['heading']})" if chunk.get("heading") else "") \
-            + "\n" + quoted(str(chunk["text"]))
+        block = section_block(shown_id(chunk["id"]), str(chunk.get("heading") or ""), str(chunk["text"]))
         if body and used + len(block) > limit:
             cut = True
             break
@@ -162,3 +179,13 @@ def search_text(graph: ContextGraph, query: str, item_chars: int) -> str:
         blocks.append(f"[[s:{shown_id(chunk['id'])}]]" + (f" ({chunk['heading']})" if chunk.get("heading") else "")
                       + "\n" + quoted(text))
     return f"search {query!r}: {len(found)} section(s), best first {QUOTE_NOTE}\n" + "\n".join(blocks)
+
+
+def source_texts(graph: ContextGraph) -> list[tuple[str, str]]:
+    """Each source's latest version as a reader reads it: its name and its sections' text, in
+    ingest order (what a judge of the mission's documents reads)."""
+    texts = []
+    for source in latest_versions(graph.find("source")):
+        chunks = sorted(graph.find("chunk", {"source_id": source["id"]}), key=lambda c: int(c["position"]))
+        texts.append((str(source["name"]), "\n".join(str(c["text"]) for c in chunks)))
+    return texts

@@ -1,6 +1,6 @@
 """Cutting a source's text into chunks a prompt can quote and the full-text index can find.
 
-Markdown is cut at its headings (each chunk keeps the heading it sits under); CSV in groups of
+Markdown (and a document read as Markdown) is cut at its headings (each chunk keeps the heading it sits under); CSV in groups of
 rows, each chunk starting with the header row; JSON by items (a list's elements, an object's
 keys); any other text at blank lines. A piece longer than ``CHUNK_MAX_CHARS`` is cut at line
 ends, then hard. Pure: text in, chunks out.
@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable
 
+from cabal.sources.documents import DOCUMENT_FORMATS
 from cabal.sources.model import CHUNK_CHARS, CHUNK_MAX_CHARS, Chunk
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
@@ -22,7 +23,7 @@ HEADING_CHARS = 200
 
 
 def chunk_text(text: str, format: str) -> tuple[Chunk, ...]:  # noqa: A002 - the format's name
-    if format in ("markdown", "html", "pdf"):  # html and pdf text keep their headings as "# ..."
+    if format in ("markdown", *DOCUMENT_FORMATS):  # a document is read as Markdown, its headings as "# ..."
         pieces = _markdown(text)
     elif format == "csv":
         pieces = _csv(text)

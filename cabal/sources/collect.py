@@ -3,7 +3,8 @@
 Every entry is confined: a mission file's entry to the mission file's folder, a ``--source``
 or an upload to the folder or file it names; a ``..`` or a symlink that leaves it is refused
 with the entry's location. Limits (count, one file's size, the total) are checked before a
-byte is read beyond them. A binary or undecodable file is skipped with its reason, never read.
+byte is read beyond them. Documents (Word, PDF, PowerPoint, Excel, HTML) are read by
+``documents``; any other binary or undecodable file is skipped with its reason, never read.
 """
 
 from __future__ import annotations
@@ -12,22 +13,23 @@ import glob
 import hashlib
 import os
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 from cabal.errors import ConfigError
 from cabal.sources.chunks import chunk_text
+from cabal.sources.documents import DOCUMENT_FORMATS, document_text, sniffed_format
 from cabal.sources.model import MB, Collected, SourceEntry, SourceLimits, SourceText, Wanted
 
 FORMATS: dict[str, str] = {
     ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text", ".rst": "text", ".log": "text",
     ".csv": "csv", ".tsv": "csv", ".json": "json", ".yaml": "yaml", ".yml": "yaml",
-    ".html": "html", ".htm": "html", ".pdf": "pdf",
+    ".html": "html", ".htm": "html", ".xhtml": "html", ".pdf": "pdf", ".docx": "docx", ".pptx": "pptx", ".xlsx": "xlsx",
     **{ext: "code" for ext in (".py", ".js", ".ts", ".tsx", ".jsx", ".go", ".rs", ".java", ".kt", ".c", ".h",
                                ".cc", ".cpp", ".hpp", ".cs", ".rb", ".php", ".swift", ".sh", ".sql", ".css",
                                ".toml", ".ini", ".cfg", ".xml", ".r", ".scala", ".lua", ".pl")},
 }
-"""A file's format by its extension; any other file is read as text if it decodes as UTF-8."""
+"""A file's format by its extension (a document's content, when it shows one, comes first: see
+``read_source``); any other file is read as text if it decodes as UTF-8."""
 
 
 def collect(wanted: list[Wanted], limits: SourceLimits) -> Collected:
@@ -52,7 +54,14 @@ def collect(wanted: list[Wanted], limits: SourceLimits) -> Collected:
         if total > limits.total_bytes:
             raise ConfigError(f"{entry.where}: the sources reach {total / MB:.2f} MB at {name}, beyond the limit "
                               f"of {limits.total_mb:g} MB in all (source_limits.total_mb)")
-    return Collected(tuple(read_source(path, name, entry.note) for path, entry, name in paths))
+    return Collected(tuple(_read(path, name, entry) for path, entry, name in paths))
+
+
+def _read(path: Path, name: str, entry: Wanted) -> SourceText:
+    try:
+        return read_source(path, name, entry.note)
+    except ConfigError as error:  # a document that cannot be read: say which entry named it
+        raise ConfigError(f"{entry.where}: {error.message}", hint=error.hint) from None
 
 
 def _expand(entry: Wanted) -> list[tuple[Path, str]]:
@@ -120,11 +129,15 @@ def _shown(path: Path, base: Path) -> str:
 
 
 def read_source(path: Path, name: str, note: str | None) -> SourceText:
-    """One file as text in chunks, or skipped with the reason (binary, undecodable, empty)."""
+    """One file as text in chunks, or skipped with the reason (binary, undecodable, empty). A
+    document (Word, PDF, PowerPoint, Excel, HTML) that cannot be read is a ``ConfigError``.
+
+    The format is the content's where it shows one (a PDF is a PDF whatever its name), else the
+    name's the user gave: ``path`` is the file a symlink leads to, whose name may say nothing."""
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
-    format = FORMATS.get(path.suffix.lower(), "text")  # noqa: A001 - the format's name
-    text, skipped = _decode(data, format)
+    format = sniffed_format(data) or FORMATS.get(Path(name).suffix.lower(), "text")  # noqa: A001 - the format's name
+    text, skipped = _decode(data, format, name)
     base = SourceText(str(path), name, note, len(data), digest, format)
     if skipped is None and not text.strip():
         skipped = "empty: no text in it"
@@ -133,73 +146,16 @@ def read_source(path: Path, name: str, note: str | None) -> SourceText:
     return SourceText(**{**vars(base), "chunks": chunk_text(text, format)})
 
 
-def _decode(data: bytes, format: str) -> tuple[str, str | None]:  # noqa: A002
-    if format == "pdf":
-        return _pdf_text(data)
-    if b"\x00" in data[:8192] or b"\x00" in data:
+def _decode(data: bytes, format: str, name: str) -> tuple[str, str | None]:  # noqa: A002
+    if format in DOCUMENT_FORMATS:
+        return document_text(data, format, name), None
+    if b"\x00" in data:
         return "", "binary: it holds NUL bytes"
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         return "", f"not UTF-8 text (byte {error.start})"
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if format == "html":
-        return _html_text(text), None
-    return text, None
-
-
-class _TextOfHtml(HTMLParser):
-    """The text of an HTML page: tags dropped, script and style left out, blocks on new lines."""
-
-    _BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "table"}
-    _SKIPPED = {"script", "style", "noscript", "template"}
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._skipping = 0
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in self._SKIPPED:
-            self._skipping += 1
-        elif tag in self._BLOCKS:
-            self.parts.append("\n\n" if tag.startswith("h") or tag == "p" else "\n")
-            if tag[0] == "h" and tag[1:].isdigit():
-                self.parts.append("#" * int(tag[1:]) + " ")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._SKIPPED:
-            self._skipping = max(0, self._skipping - 1)
-        elif tag in self._BLOCKS:
-            self.parts.append("\n\n" if tag.startswith("h") or tag == "p" else "\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skipping:
-            self.parts.append(data)
-
-
-def _html_text(text: str) -> str:
-    parser = _TextOfHtml()
-    parser.feed(text)
-    parser.close()
-    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
-    return "\n".join(lines).strip()
-
-
-def _pdf_text(data: bytes) -> tuple[str, str | None]:
-    try:
-        from pypdf import PdfReader
-        from pypdf.errors import PdfReadError
-    except ImportError:
-        return "", "a PDF, and pypdf is not installed (pip install 'cabal[pdf]')"
-    import io
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        pages = [(page.extract_text() or "").strip() for page in reader.pages]
-    except (PdfReadError, ValueError, KeyError, OSError) as error:
-        return "", f"an unreadable PDF ({' '.join(str(error).split())[:120]})"
-    return "\n\n".join(f"## Page {n}\n\n{text}" for n, text in enumerate(pages, start=1) if text), None
+    return text.replace("\r\n", "\n").replace("\r", "\n"), None
 
 
 def mission_wanted(entries: list[SourceEntry], base: Path, origin: str, lines: dict[int, int]) -> list[Wanted]:

@@ -91,7 +91,7 @@ class SourceText:
     note: str | None
     size: int
     sha256: str
-    format: str  # markdown, text, csv, json, yaml, html, code, pdf
+    format: str  # markdown, text, csv, json, yaml, code; docx, pdf, pptx, xlsx, html (read as Markdown)
     chunks: tuple[Chunk, ...] = ()
     skipped: str | None = None  # why it was not read (binary, undecodable, empty)
 

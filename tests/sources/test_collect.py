@@ -56,33 +56,12 @@ def test_each_format_is_read_as_text_in_chunks_and_a_binary_file_is_skipped_with
                                      "competitor,plan,price\nNotion,Plus,10\nEvernote,Personal,14.99"),)),
         "docs/d.json": ("json", (Chunk(1, "2 items", '{"plan": "Plus"}\n{"plan": "Free"}'),)),
         "docs/e.yaml": ("yaml", (Chunk(1, "", "plans:\n  - Plus"),)),
-        "docs/f.html": ("html", (Chunk(1, "Title", "# Title\n\nHello you & me"),)),
+        "docs/f.html": ("html", (Chunk(1, "Title", "# Title\n\nHello **you** & me"),)),
         "docs/g.py": ("code", (Chunk(1, "", "def price():\n    return 8"),)),
     }
     skipped = {f.name: f.skipped for f in files if f.skipped is not None}
     assert skipped == {"docs/h.bin": "binary: it holds NUL bytes", "docs/i.txt": "not UTF-8 text (byte 3)"}
     assert [f.name for f in files] == sorted(f.name for f in files)  # a folder's files in order
-
-
-def test_a_pdf_is_read_through_pypdf(tmp_path: Path) -> None:
-    pypdf = pytest.importorskip("pypdf")
-    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
-
-    writer = pypdf.PdfWriter()
-    page = writer.add_blank_page(width=300, height=200)
-    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-                             NameObject("/BaseFont"): NameObject("/Helvetica")})
-    page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject(
-        {NameObject("/F1"): writer._add_object(font)})})
-    stream = DecodedStreamObject()
-    stream.set_data(b"BT /F1 12 Tf 20 100 Td (Student plan costs 4 USD) Tj ET")
-    page[NameObject("/Contents")] = writer._add_object(stream)
-    with (tmp_path / "prices.pdf").open("wb") as out:
-        writer.write(out)
-
-    (text,) = collected(mission_file(tmp_path, "  - prices.pdf\n")).files
-    assert (text.format, text.skipped) == ("pdf", None)
-    assert text.chunks == (Chunk(1, "Page 1", "## Page 1\n\nStudent plan costs 4 USD"),)
 
 
 def test_long_text_is_cut_into_bounded_chunks_under_their_heading() -> None:

@@ -145,6 +145,9 @@ def test_the_exports_are_the_reports_own(client: TestClient, asking: str, graph_
         assert response.text == render_report(report, chosen)
         assert response.headers["content-disposition"] == f'attachment; filename="{asking}.{chosen}"'
     assert json.loads(client.get(f"/missions/{asking}/report.json").text)["mission"]["id"] == asking
+    for chosen, start in (("docx", b"PK\x03\x04"), ("pdf", b"%PDF-")):  # the accepted documents, for readers
+        response = client.get(f"/missions/{asking}/report.{chosen}")
+        assert (response.status_code, response.content[:len(start)]) == (200, start)
 
 
 # ---------------------------------------------------------------------------- changing
