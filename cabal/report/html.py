@@ -104,7 +104,6 @@ def template_environment(*folders: Path) -> Environment:
                               autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                               keep_trailing_newline=True)  # an included section ends as its file does
     environment.filters["thousands"] = lambda number: f"{number:,}"
-    environment.filters["dollars"] = lambda number: f"${number:.4f}"
     environment.filters["price_hint"] = price_hint
     environment.filters["when"] = when
     environment.filters["stop_phrase"] = stop_phrase  # a stop reason as people read it, on every page

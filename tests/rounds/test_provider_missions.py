@@ -14,10 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.events import ModelRetried
 from cabal.rounds.mission import load_mission
+from cabal.rounds.workspace import Workspace
+from cabal.web.app import create_app
+from cabal.web.security import Security
 from tests.llm.fake_anthropic import CannedResponse, Disconnect, Hang
 from tests.llm.fake_ollama import FakeOllama, ollama_script_responder
 from tests.llm.fake_openai import TEST_KEY as OPENAI_KEY
@@ -124,6 +128,13 @@ def test_a_local_model_without_a_price_reads_not_priced_and_says_how_to_price_it
     assert f"<p class=\"muted\">{hint}</p>" in page.read_text()
     assert f"\n{hint}.\n" in markdown.read_text()
     assert re.search(r"^In all: \d+ turns, .* cached, not priced\.$", markdown.read_text(), re.MULTILINE)
+    # The web room's list and mission page say it as the exports do.
+    app = create_app(Workspace.at(home), Security.for_address("127.0.0.1", 8765), poll_s=0.2)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        listing, page = client.get("/").text, client.get(f"/missions/{mission_id}").text
+    row = listing.split(f'data-mission="{mission_id}"', 1)[1].split("</a>", 1)[0]
+    assert "<b>not priced</b>" in row and "$0.0000" not in row
+    assert f"<p class=\"muted\">{hint}</p>" in page and "$0.0000" not in page
 
 
 def test_an_openai_outage_pauses_the_mission_and_resume_ends_with_the_graph_of_a_calm_run(
