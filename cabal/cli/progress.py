@@ -66,7 +66,7 @@ class Progress:
         self._started = time.time()
         self._spent_before = (0, 0.0)  # what earlier runs of the mission spent
         self._committed = (0, 0.0)  # tokens and dollars of the turns finished in this run
-        self._turns = (0, 0)  # the turns finished in this run, and how many of them were on a model without a price
+        self._turns = (0, 0)  # the mission's turns finished, and how many of them were on a model without a price
         self._budget: tuple[int | None, float | None] = (None, None)
         self._heading: int | None = None  # the round whose heading was printed last
         self._live: Any = None
@@ -91,11 +91,14 @@ class Progress:
             self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._spent_before = (event.spent_tokens, event.spent_cost_usd)
+            self._turns = (event.spent_turns, event.spent_unpriced_turns)  # a total's cost is the whole mission's
             self._heading = None  # the round's lines still to come are shown under its heading
             self._where = f"round {event.round}"
             where = f"at the start of round {event.round}" if event.at_start else f"in round {event.round}"
+            spent = cost_phrase(event.spent_cost_usd, unpriced=event.spent_unpriced_turns, of=event.spent_turns)
             self._print(f"mission {event.mission} resumed {where} "
-                        f"({event.spent_tokens:,} tokens, ${event.spent_cost_usd:.4f} spent so far)")
+                        + (f"({event.spent_tokens:,} tokens so far; cost {spent})" if event.spent_unpriced_turns
+                           else f"({event.spent_tokens:,} tokens, {spent} spent so far)"))
         elif isinstance(event, MissionContinued):
             self._say(Line(round=event.round, speaker="you", text=event.direction, kind="direction"))
             self._print(f"the mission continues, up to round {event.rounds}")

@@ -481,6 +481,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
                                 else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6),
+                                spent_turns=spend.turns, spent_unpriced_turns=spend.unpriced_turns,
                                 names=_names(run.team)))
         _tell_tool_problems(run, tools)
         _recheck_sources(run, int(node.get("round") or 0))

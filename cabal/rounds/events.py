@@ -96,6 +96,8 @@ class MissionResumed(MissionEvent):
     spent_cost_usd: float
     names: dict[str, str] = field(default_factory=dict)  # the team's own names by agent id (team.names, cards)
     at_start: bool = False
+    spent_turns: int = 0  # the turns earlier runs committed, and how many were on a model without a price
+    spent_unpriced_turns: int = 0
 
 
 @dataclass(frozen=True)
