@@ -225,9 +225,11 @@ class ReplayMismatch(CabalError):
     """A replayed call finds no recorded answer: its messages or tools changed since the recording
     (strict replay), or the cassette has no call at its place.
 
-    Not a provider failure: the run stops (the mission fails, exit status 1) and says where."""
+    Neither a provider failure nor Cabal's: the run stops there (the mission is ``diverged``, exit
+    status 1) and says where. The command line's hint gives the lenient replay's whole command."""
 
-    hint = "replay with --replay lenient to match calls by place only, or record the mission again"
+    hint = ("replay leniently to match calls by place only (--model 'replay:ID_OR_PATH?mode=lenient'), or record "
+            "the mission again")
 
     def __init__(self, *, place: str, source: str, what: str, why: str, diff: str = "") -> None:
         self.place = place

@@ -9,6 +9,7 @@ plain strings stored in the graph and printed in JSON.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 
 CABAL_VERSION = "0.1.0"
@@ -68,6 +69,7 @@ class MissionState(StrEnum):
     INTERRUPTED = "interrupted"  # paused by the model provider, a kill or Ctrl-C: `cabal resume` goes on
     DONE = "done"
     FAILED = "failed"  # an error in the engine or the team's data: the message says which
+    DIVERGED = "diverged"  # a replay met a call its recording does not answer: the message says where, and how
 
 
 class MissionKind(StrEnum):
@@ -94,6 +96,7 @@ class StopReason(StrEnum):
     USER_HALT = "userHalt"  # the user asked the team to stop
     ERROR = "error"
     QUESTION = "questionToUser"  # paused: the Chair asked the user something
+    REPLAY_DIVERGED = "replayDiverged"  # a replayed call differs from the recording's, or it recorded none there
 
 
 # How people read the words above: every status line, show, transcript, export, page and CLI
@@ -105,6 +108,7 @@ STOP_PHRASES: dict[str, str] = {
     StopReason.USER_HALT: "stopped at your request",
     StopReason.ERROR: "error",
     StopReason.QUESTION: "waiting for your answer",
+    StopReason.REPLAY_DIVERGED: "a call the recording does not answer",
 }
 HALT_PHRASES: dict[str, str] = {"question": "a question for you", "done": "the mission is done"}
 
@@ -122,6 +126,26 @@ def halt_phrase(halt_type: str) -> str:
 def count_of(number: int, singular: str, plural: str | None = None) -> str:
     """``number`` things in words: "1 attempt", "3 attempts" (``plural``: when it is not singular + s)."""
     return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
+NOT_PRICED = "not priced"
+"""What a cost reads for a model no price is known for (a local one): never $0, which says it was free."""
+
+
+def cost_phrase(cost_usd: float, *, unpriced: int = 0, of: int = 0) -> str:
+    """A cost as people read it: ``$0.0123``; "not priced" when none of the ``of`` turns it sums
+    was on a priced model, and the priced part "+ not priced" when ``unpriced`` of them were not."""
+    if not unpriced:
+        return f"${cost_usd:.4f}"
+    return NOT_PRICED if unpriced >= of else f"${cost_usd:.4f} + {NOT_PRICED}"
+
+
+def price_hint(models: Sequence[str]) -> str:
+    """How to count the cost of ``models``, which no price is known for."""
+    one = len(models) == 1
+    return (f"{', '.join(models)} {'is' if one else 'are'} {NOT_PRICED}: to count {'its' if one else 'their'} cost, "
+            "give the model a price in the mission file (model: {name: ..., price: {input_per_mtok: N, "
+            "output_per_mtok: N}}, US dollars per million tokens)")
 
 
 def state_phrase(state: str, reason: str | None) -> str:

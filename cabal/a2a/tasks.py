@@ -33,7 +33,8 @@ FINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED, 
 
 def task_state(result: MissionResult) -> TaskState:
     """The task state of a mission where it stands: one the user stopped is canceled; one that
-    paused (interrupted) or failed is failed, with its detail in the status message."""
+    paused (interrupted), failed or diverged from its recording is failed, with its detail in the
+    status message."""
     if result.state == MissionState.HALTED:
         return TaskState.TASK_STATE_INPUT_REQUIRED
     if result.state == MissionState.RUNNING:

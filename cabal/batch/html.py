@@ -14,7 +14,8 @@ from cabal.batch.render import clip, duration, rounds_text, state_text
 from cabal.batch.report import BatchReport, MissionRow
 
 STATE_COLOURS = {
-    "done": "#2e7d32", "halted": "#f9a825", "interrupted": "#607d8b", "failed": "#c62828", "running": "#1565c0",
+    "done": "#2e7d32", "halted": "#f9a825", "interrupted": "#607d8b", "failed": "#c62828", "diverged": "#ad1457",
+    "running": "#1565c0",
     "pending": "#9e9e9e", "refused": "#6a1b9a", "invalid": "#8d6e63",
 }
 LABEL_W, BAR_W, VALUE_W, ROW_H = 150, 250, 90, 20  # two charts side by side on a laptop screen

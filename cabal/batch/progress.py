@@ -119,7 +119,7 @@ class BatchProgress:
         self._status()
 
     def status_line(self) -> str:
-        counts = {state: 0 for state in ("done", "running", "halted", "failed")}
+        counts = {state: 0 for state in ("done", "running", "halted", "failed", "diverged")}
         for state in self.states.values():
             state = "failed" if state == NotStarted.INVALID else state  # a mission file that did not load
             if state in counts:
@@ -128,7 +128,8 @@ class BatchProgress:
         tokens = f"{self.spend.tokens:,} tokens" + (f" of {tokens_budget:,}" if tokens_budget else "")
         cost = f"${self.spend.cost_usd:.4f}" + (f" of ${cost_budget:.2f}" if cost_budget else "")
         line = (f"{counts['done']}/{len(self.states)} done · {counts['running']} running · {counts['halted']} halted · "
-                f"{counts['failed']} failed · {tokens} · {cost}")
+                f"{counts['failed']} failed · " + (f"{counts['diverged']} diverged · " if counts["diverged"] else "")
+                + f"{tokens} · {cost}")
         left = self.time_left()
         return line + (f" · ~{duration(left)} left" if left is not None else "")
 

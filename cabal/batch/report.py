@@ -28,7 +28,7 @@ MISSION_REPORT = "report.html"  # a mission's own report, in its folder, where o
 # The states a batch has nothing more to do for, unless someone answers or raises a limit.
 FINISHED = ENDED | {NotStarted.INVALID}
 STATE_ORDER = (MissionState.DONE, MissionState.HALTED, MissionState.INTERRUPTED, MissionState.FAILED,
-               MissionState.RUNNING, NotStarted.PENDING, NotStarted.REFUSED, NotStarted.INVALID)
+               MissionState.DIVERGED, MissionState.RUNNING, NotStarted.PENDING, NotStarted.REFUSED, NotStarted.INVALID)
 
 
 def needs_run(state: str, answered: bool) -> bool:

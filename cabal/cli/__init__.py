@@ -60,6 +60,7 @@ COMMAND_MODULES = (
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: a hint may give the command back changed
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -135,7 +135,7 @@ def _conclude(result: Any) -> int:
               f"  answer: cabal resume {row.mission_id} --answer '...'  (or: cabal batch resume {report.batch_id} "
               f"--answer {row.mission_id}='...')")
     for row in report.rows:
-        if row.state in ("invalid", "refused", "failed"):
+        if row.state in ("invalid", "refused", "failed", "diverged"):
             print(f"{row.state}: {row.key} ({row.mission_id}): {row.detail}")
     print(f"report: cabal batch report {report.batch_id} --format html --output report.html")
     return batch_exit(report)
@@ -143,10 +143,10 @@ def _conclude(result: Any) -> int:
 
 def batch_exit(report: Any) -> int:
     """The exit status of the batch's worst mission, as ``cabal run`` would give it: failed (or
-    never able to run) over halted (an answer waits) over interrupted or not started (a budget,
+    diverged from its recording, or never able to run) over halted (an answer waits) over interrupted or not started (a budget,
     a kill, an outage) over done with failed turns over done."""
     states = report.totals.states
-    if any(states.get(state) for state in ("failed", "invalid", "refused")):
+    if any(states.get(state) for state in ("failed", "diverged", "invalid", "refused")):
         return exits.FAILED
     if states.get("halted"):
         return exits.HALTED

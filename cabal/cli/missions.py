@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from cabal.cli.pipes import reader_may_leave
 from cabal.errors import ConfigError, GraphUnavailable, ReplayMismatch, ResourceNotFound
 from cabal.limits import printable
 from cabal.private import open_private
-from cabal.vocabulary import BUDGET_HALT, StopReason, state_phrase
+from cabal.vocabulary import BUDGET_HALT, StopReason, price_hint, state_phrase
 
 if TYPE_CHECKING:
     from cabal.cli.progress import Progress
@@ -50,16 +51,17 @@ def outcome(result: MissionResult) -> str:
     text = f"{state_phrase(result.state, result.stop_reason)}, round {result.round}"
     if result.failed_turns:
         text += f", {result.failed_turns} failed turn{'s' if result.failed_turns > 1 else ''} (their work is missing)"
-    if result.state in ("failed", "interrupted") and result.detail:
+    if result.state in ("failed", "interrupted", "diverged") and result.detail:
         text += f": {result.detail}"
     return text
 
 
 def next_steps(result: MissionResult) -> list[str]:
-    """What to run or read next for a mission that paused or failed (a question is told apart)."""
+    """What to run or read next for a mission that paused or failed (a question is told apart; a
+    replay that diverged is told by ``report``)."""
     if result.state == "interrupted":
         return [f"resume with: cabal resume {result.mission_id}"]
-    return [f"traceback: {result.error_log}"] if result.error_log else []
+    return [f"traceback: {result.error_log}"] if result.error_log and result.state == "failed" else []
 
 
 def what_to_run_next(result: MissionResult) -> list[str]:
@@ -85,6 +87,8 @@ def what_to_run_next(result: MissionResult) -> list[str]:
         }.get(StopReason(result.stop_reason) if result.stop_reason else StopReason.CONCLUDED,
               f"take it further with: cabal continue {mission} \"a new direction\"")
         return [go_on, f"the whole of it: cabal export {mission} --format html -o report.html"]
+    if result.state == "diverged" and result.error_log:
+        return [f"where the replay diverged, and how: {result.error_log}"]
     return next_steps(result)  # interrupted: resume; failed: its traceback
 
 
@@ -106,6 +110,35 @@ def mismatch_of(error_log: str | Path | None) -> str | None:
     return "\n".join([headline, *diff]).rstrip()
 
 
+_LENIENT_REPLACES = ("--model", "--replay")  # the options the lenient command sets anew
+
+
+def lenient_command(args: argparse.Namespace, explanation: str) -> str | None:
+    """The command that replays leniently (by place alone) what ``args`` replayed strictly: the
+    command as typed, ``cabal replay`` with ``--replay lenient``, one that makes a new mission
+    (``run``, ``fork``) with its replayed model in lenient mode; None for a command that went on
+    with a mission (a diverged one goes no further)."""
+    if args.command not in ("replay", "run", "fork") or getattr(args, "argv", None) is None:
+        return None
+    typed, skipping = [], False
+    for word in args.argv:
+        if skipping:
+            skipping = False
+        elif word.split("=", 1)[0] in _LENIENT_REPLACES:
+            skipping = "=" not in word
+        else:
+            typed.append(word)
+    if args.command == "replay":
+        return shlex.join(["cabal", *typed, "--replay", "lenient"])
+    from cabal.llm.replay import parse_replay_spec, replay_spec
+
+    if args.model and args.model.startswith("replay:"):  # the recording as the user named it
+        ref, _, fallback = parse_replay_spec(args.model.removeprefix("replay:"))
+    else:  # the mission file's: the cassette the replay read
+        ref, fallback = explanation.removeprefix("replay of ").split(": at ", 1)[0], None
+    return shlex.join(["cabal", *typed, "--model", replay_spec(ref, "lenient", fallback)])
+
+
 def print_conversation(mission_id: str, home: str | None, url: str | None, stream: IO[str] | None = None) -> None:
     """The conversation so far, as the live display prints it (``cabal chat``)."""
     from cabal.cli.progress import round_heading
@@ -122,20 +155,25 @@ def print_conversation(mission_id: str, home: str | None, url: str | None, strea
 
 
 def report(result: MissionResult, *, question_shown: bool, stream: IO[str] | None = None, home: str | None = None,
-           url: str | None = None, removed: str | None = None) -> None:
+           url: str | None = None, removed: str | None = None, args: argparse.Namespace | None = None) -> None:
     """The outcome of a run: state, usage, what was accepted and how to read it, what to do next.
-    ``removed``: the mission is gone after this report (a failed replay), said instead of how to read it."""
+    ``removed``: the mission is gone after this report (a diverged replay), said instead of how to
+    read it. ``args``: the command that ran it, given back changed where a hint says how to go on."""
     out = stream or sys.stdout
     print(f"\nmission: {result.mission_id}", file=out)
     print(f"state: {outcome(result)}", file=out)
     for line in next_steps(result) if removed is None else []:
         print(line, file=out)
-    explanation = mismatch_of(result.error_log) if result.state == "failed" else None
+    explanation = mismatch_of(result.error_log) if result.state == "diverged" else None
     if explanation:  # a strict replay that missed: where, and what changed
         print(printable(explanation), file=out)
-        print(f"hint: {ReplayMismatch.hint}", file=out)
+        lenient = lenient_command(args, explanation) if args is not None else None
+        print(printable(f"hint: to match calls by place only, replay leniently: {lenient}; or record the mission again"
+                        if lenient else f"hint: {ReplayMismatch.hint}"), file=out)
     print(f"usage: {result.usage.input_tokens:,} in, {result.usage.output_tokens:,} out, "
-          f"{result.usage.cache_read_tokens:,} cached, ${result.cost_usd:.4f}", file=out)
+          f"{result.usage.cache_read_tokens:,} cached, {result.cost}", file=out)
+    if result.unpriced_models:
+        print(printable(price_hint(result.unpriced_models)), file=out)
     if removed is not None:
         print(removed, file=out)
         return
@@ -236,7 +274,7 @@ def _driven(args: argparse.Namespace, drive: Callable[[Watch], MissionResult], m
             result = drive(watch)
         except KeyboardInterrupt:
             return _interrupted(watch, mission_id or watch.mission_id)
-    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url)
+    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url, args=args)
     return exit_status(result)
 
 
@@ -313,7 +351,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if result.pending_halt else None,
         "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
                   "cache_read_tokens": result.usage.cache_read_tokens, "calls": result.usage.calls,
-                  "cost_usd": result.cost_usd,
+                  "cost_usd": result.cost_usd, "unpriced_models": list(result.unpriced_models),
                   "by_model": [{"model": row.model, **row.spend.model_dump()} for row in mission.usage.by_model]},
         "output_switches": [{"model": switch.model, "agent": switch.agent, "round": switch.round, "output": "json",
                              "reason": switch.reason} for switch in result.output_switches],
@@ -344,11 +382,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(printable(f"  {source.source_id} {source.name} changed: now version {source.version} "
                         f"(read again at round {source.round}; what cited version {source.version - 1} still does)"))
     print(f"usage: {result.usage.calls} calls, {result.usage.input_tokens + result.usage.output_tokens:,} tokens, "
-          f"${result.cost_usd:.4f}")
+          f"{result.cost}")
     if len(mission.usage.by_model) > 1:  # a model per role or agent: what each one spent
         for spent in mission.usage.by_model:
             print(printable(f"  {spent.model}: {spent.spend.turns} turns, {spent.spend.total_tokens:,} tokens, "
-                            f"${spent.spend.cost_usd:.4f}"))
+                            f"{spent.spend.cost}"))
+    if result.unpriced_models:
+        print(printable(price_hint(result.unpriced_models)))
     print(f"read the products: cabal show {result.mission_id}")
     return 0
 
@@ -375,18 +415,29 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+MISSION_ORDERS = ("newest", "active", "id")
+"""How ``cabal missions --sort`` may order the list."""
+
+
 def cmd_missions(args: argparse.Namespace) -> int:
     from cabal.rounds.workspace import Workspace
 
     if args.missions_command == "rm":
         return _remove_missions(args)
     workspace = Workspace.at(args.home, args.url, reading=True)
+    found = []
     for mission_id in workspace.missions():
         try:
-            result = rounds.mission_status(mission_id, home=args.home, url=args.url)
+            found.append(rounds.mission_status(mission_id, home=args.home, url=args.url))
         except ResourceNotFound:  # a graph named like a mission that holds none
             continue
-        print(f"{mission_id}: {outcome(result)}" + (f" · {result.lineage}" if result.lineage else ""))
+    orders: dict[str, Callable[[MissionResult], Any]] = {
+        "newest": lambda result: (result.started_at or "", result.mission_id),  # one recorded before: last
+        "active": lambda result: (workspace.active_at(result.mission_id), result.mission_id),
+        "id": lambda result: result.mission_id,
+    }
+    for result in sorted(found, key=orders[args.sort], reverse=args.sort != "id"):
+        print(f"{result.mission_id}: {outcome(result)}" + (f" · {result.lineage}" if result.lineage else ""))
     return 0
 
 
@@ -514,6 +565,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     missions = common(commands.add_parser("missions", help="list the missions of the workspace; "
                                                            "rm ID...: remove missions"))
+    missions.add_argument("--sort", choices=MISSION_ORDERS, default="newest",
+                          help="newest (default): the most recently started first; active: the most recently "
+                               "run first, as cabal serve lists them; id: by id")
     missions.set_defaults(func=cmd_missions, missions_command=None)
     remove = common(missions.add_subparsers(dest="missions_command", title="commands", metavar="{rm}").add_parser(
         "rm", help="remove missions: each one's graph, checkpoints, cassette, transcript and logs (a running "

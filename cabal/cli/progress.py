@@ -23,7 +23,7 @@ from cabal.rounds.events import (
     MissionStarted, MissionStopped, ModelCalled, ModelRetried, Presented, RoundStarted, RunEnded, StepStarted,
     ToolReturned, TurnDone, TurnStarted, UserMessage, Warned,
 )
-from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome, stop_phrase
+from cabal.vocabulary import CHAIR_ID, StopReason, TurnOutcome, cost_phrase, stop_phrase
 
 REFRESHES_PER_SECOND = 4
 
@@ -66,6 +66,7 @@ class Progress:
         self._started = time.time()
         self._spent_before = (0, 0.0)  # what earlier runs of the mission spent
         self._committed = (0, 0.0)  # tokens and dollars of the turns finished in this run
+        self._turns = (0, 0)  # the mission's turns finished, and how many of them were on a model without a price
         self._budget: tuple[int | None, float | None] = (None, None)
         self._heading: int | None = None  # the round whose heading was printed last
         self._live: Any = None
@@ -90,10 +91,14 @@ class Progress:
             self._started = event.at
             self._budget = (event.budget_tokens, event.budget_cost_usd)
             self._spent_before = (event.spent_tokens, event.spent_cost_usd)
+            self._turns = (event.spent_turns, event.spent_unpriced_turns)  # a total's cost is the whole mission's
             self._heading = None  # the round's lines still to come are shown under its heading
             self._where = f"round {event.round}"
-            self._print(f"mission {event.mission} resumed in round {event.round} "
-                        f"({event.spent_tokens:,} tokens, ${event.spent_cost_usd:.4f} spent so far)")
+            where = f"at the start of round {event.round}" if event.at_start else f"in round {event.round}"
+            spent = cost_phrase(event.spent_cost_usd, unpriced=event.spent_unpriced_turns, of=event.spent_turns)
+            self._print(f"mission {event.mission} resumed {where} "
+                        + (f"({event.spent_tokens:,} tokens so far; cost {spent})" if event.spent_unpriced_turns
+                           else f"({event.spent_tokens:,} tokens, {spent} spent so far)"))
         elif isinstance(event, MissionContinued):
             self._say(Line(round=event.round, speaker="you", text=event.direction, kind="direction"))
             self._print(f"the mission continues, up to round {event.rounds}")
@@ -151,13 +156,14 @@ class Progress:
         self._working.pop(event.agent, None)
         tokens, cost = self._committed
         self._committed = (tokens + event.input_tokens + event.output_tokens, cost + event.cost_usd)
+        self._turns = (self._turns[0] + 1, self._turns[1] + (not event.priced))
         # Tagged: a turn that failed, and one that asks the user (a Plan that concludes asks nothing).
         note = (" (failed)" if event.outcome == TurnOutcome.FAILED
                 else " (question)" if event.outcome == TurnOutcome.HALT and event.halt == "question" else "")
         retries = (f", {event.attempts - 1} retr{'y' if event.attempts == 2 else 'ies'}" if event.attempts > 1 else "")
         total_tokens, total_cost = self._total()
         text = (f"round {event.round} · {event.step} · {self._who(event.agent)}{note}{retries} · "
-                f"{total_tokens:,} tokens · ${total_cost:.4f}")
+                f"{total_tokens:,} tokens · {cost_phrase(total_cost, unpriced=self._turns[1], of=self._turns[0])}")
         if event.outcome == TurnOutcome.FAILED and event.problems:
             text += f"\n  rejected: {'; '.join(event.problems)}"
         self._print(text, dim=event.outcome == TurnOutcome.FINAL)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from cabal import rounds
-from cabal.cli.missions import exit_status, mismatch_of, report, watching
+from cabal.cli.missions import exit_status, report, watching
 from cabal.cli.options import add_graph_options, add_record_option, add_replay_options
 from cabal.errors import ConfigError
 
@@ -23,11 +23,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         result = replay_mission(args.mission_id, mode=args.replay or "strict", fallback=args.fallback_model,
                                 home=args.home, url=args.url, record=not args.no_record, on_event=watch.listener())
     # A replay that missed the recording holds nothing the recording does not: once the miss is
-    # told (where, and the diff), it is removed rather than left in `cabal missions` as a failed
-    # mission. Any other failure keeps it, for its traceback; --keep keeps it anyway.
-    missed = result.state == "failed" and mismatch_of(result.error_log) is not None and not args.keep
-    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url,
-           removed=f"the failed replay {result.mission_id} is removed (keep it with --keep)" if missed else None)
+    # told (where, and the diff), it is removed rather than left in `cabal missions` as a diverged
+    # mission. A failure keeps it, for its traceback; --keep keeps it anyway.
+    missed = result.state == "diverged" and not args.keep
+    report(result, question_shown=watch.live, stream=watch.stream, home=args.home, url=args.url, args=args,
+           removed=f"the diverged replay {result.mission_id} is removed (keep it with --keep)" if missed else None)
     if missed:
         rounds.remove_mission(result.mission_id, home=args.home, url=args.url)
     return exit_status(result)

@@ -10,6 +10,7 @@ import json
 from cabal.evals.run import Change, EvalResult, GroupSummary, failing, summarize, versus_summary
 from cabal.evals.versus import CRITERIA, Comparison
 from cabal.limits import printable
+from cabal.vocabulary import NOT_PRICED
 
 EVAL_FORMATS = ("md", "html", "json", "csv")
 
@@ -196,4 +197,4 @@ def _cell(text: str) -> str:
 
 
 def _dollars(value: float | None) -> str:
-    return "not priced" if value is None else f"${value:.4f}"
+    return NOT_PRICED if value is None else f"${value:.4f}"

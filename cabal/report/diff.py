@@ -116,12 +116,21 @@ def diff_missions(a: MissionReport, b: MissionReport) -> MissionDiff:
 def _lineage(a: Mission, b: Mission) -> str | None:
     """B forked from A (or A from B) at a round, or both from one mission, in words."""
     if b.forked_from == a.id and b.forked_round:
-        return f"B was forked from A at the start of round {b.forked_round}: rounds 1 to {b.forked_round - 1} are A's"
+        return f"B was forked from A at the start of round {b.forked_round}: {_shared(b.forked_round, 'A')}"
     if a.forked_from == b.id and a.forked_round:
-        return f"A was forked from B at the start of round {a.forked_round}: rounds 1 to {a.forked_round - 1} are B's"
+        return f"A was forked from B at the start of round {a.forked_round}: {_shared(a.forked_round, 'B')}"
     if a.forked_from and a.forked_from == b.forked_from:
         return (f"both were forked from {a.forked_from}: A at round {a.forked_round}, B at round {b.forked_round}")
     return None
+
+
+def _shared(forked_round: int, original: str) -> str:
+    """What a fork at ``forked_round`` holds of its original, in words: its rounds before that one."""
+    if forked_round == 1:
+        return f"only the bootstrap is {original}'s"
+    if forked_round == 2:
+        return f"round 1 is {original}'s"
+    return f"rounds 1 to {forked_round - 1} are {original}'s"
 
 
 def word_diff(old: str, new: str) -> tuple[Piece, ...]:

@@ -21,7 +21,7 @@ from markupsafe import Markup, escape
 from cabal.limits import printable
 from cabal.report.model import MissionReport
 from cabal.report.svg import OUTCOME_COLOURS, STATUS_COLOURS, product_anchor, product_tree, timeline_svg
-from cabal.vocabulary import CABAL_VERSION, stop_phrase
+from cabal.vocabulary import CABAL_VERSION, price_hint, stop_phrase
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -104,7 +104,7 @@ def template_environment(*folders: Path) -> Environment:
                               autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                               keep_trailing_newline=True)  # an included section ends as its file does
     environment.filters["thousands"] = lambda number: f"{number:,}"
-    environment.filters["dollars"] = lambda number: f"${number:.4f}"
+    environment.filters["price_hint"] = price_hint
     environment.filters["when"] = when
     environment.filters["stop_phrase"] = stop_phrase  # a stop reason as people read it, on every page
     return environment

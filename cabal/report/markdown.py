@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from cabal.limits import printable
 from cabal.report.model import Line, MissionReport, Product, Spend, Version
-from cabal.vocabulary import count_of, stop_phrase
+from cabal.vocabulary import count_of, price_hint, stop_phrase
 
 CONTENT_LEVEL = 5  # a version's own top heading becomes #####, below "#### v2"
 _HEADING = re.compile(r"^(#{1,6})(\s)")
@@ -220,19 +220,21 @@ def conversation_line(line: Line, text: str | None = None, *, bold: bool = False
 def usage_section(report: MissionReport) -> list[str]:
     total = report.usage.total
     lines = ["## Usage", "", f"In all: {spend_text(total)}.", "",
-             "| agent | turns | input tokens | output tokens | cached | cost (USD) |", "|---|--:|--:|--:|--:|--:|"]
+             "| agent | turns | input tokens | output tokens | cached | cost |", "|---|--:|--:|--:|--:|--:|"]
     lines += [f"| {report.who(row.agent)} | {_cells(row.spend)} |" for row in report.usage.by_agent]
-    lines += ["", "| round | turns | input tokens | output tokens | cached | cost (USD) |", "|--:|--:|--:|--:|--:|--:|"]
+    lines += ["", "| round | turns | input tokens | output tokens | cached | cost |", "|--:|--:|--:|--:|--:|--:|"]
     lines += [f"| {row.round} | {_cells(row.spend)} |" for row in report.usage.by_round]
     if report.usage.by_model:
-        lines += ["", "| model | turns | input tokens | output tokens | cached | cost (USD) |", "|---|--:|--:|--:|--:|--:|"]
+        lines += ["", "| model | turns | input tokens | output tokens | cached | cost |", "|---|--:|--:|--:|--:|--:|"]
         lines += [f"| {_in_cell(row.model)} | {_cells(row.spend)} |" for row in report.usage.by_model]
+    if report.usage.unpriced_models:
+        lines += ["", price_hint(report.usage.unpriced_models) + "."]
     return [*lines, ""]
 
 
 def spend_text(spend: Spend) -> str:
     return (f"{spend.turns} turns, {spend.input_tokens:,} input tokens, {spend.output_tokens:,} output tokens, "
-            f"{spend.cache_read_tokens:,} cached, ${spend.cost_usd:.4f}")
+            f"{spend.cache_read_tokens:,} cached, {spend.cost}")
 
 
 def _in_cell(text: str) -> str:
@@ -242,7 +244,7 @@ def _in_cell(text: str) -> str:
 
 def _cells(spend: Spend) -> str:
     return (f"{spend.turns} | {spend.input_tokens:,} | {spend.output_tokens:,} | {spend.cache_read_tokens:,} | "
-            f"{spend.cost_usd:.4f}")
+            f"{spend.cost}")
 
 
 def demote_headings(text: str, levels: int) -> str:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cabal.errors import ResourceNotFound
 from cabal.refs import Ref, substitute_refs
-from cabal.vocabulary import USER_ID
+from cabal.vocabulary import USER_ID, cost_phrase
 
 REPORT_FORMAT: Final = "cabal.mission-report"
 REPORT_FORMAT_VERSION: Final = 1
@@ -75,12 +75,19 @@ class Spend(_Value):
     output_tokens: int = 0
     cache_read_tokens: int = Field(0, description="input tokens read from the prompt cache (part of input_tokens)")
     cost_usd: float = 0.0
+    unpriced_turns: int = Field(0, description="turns on a model no price is known for: cost_usd leaves them out")
 
     def __add__(self, other: Spend) -> Spend:
         return Spend(turns=self.turns + other.turns, input_tokens=self.input_tokens + other.input_tokens,
                      output_tokens=self.output_tokens + other.output_tokens,
                      cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-                     cost_usd=round(self.cost_usd + other.cost_usd, 6))
+                     cost_usd=round(self.cost_usd + other.cost_usd, 6),
+                     unpriced_turns=self.unpriced_turns + other.unpriced_turns)
+
+    @property
+    def cost(self) -> str:
+        """The cost as people read it (``$0.0123``, or "not priced")."""
+        return cost_phrase(self.cost_usd, unpriced=self.unpriced_turns, of=self.turns)
 
     @property
     def total_tokens(self) -> int:
@@ -110,6 +117,8 @@ class Usage(_Value):
     by_round: tuple[RoundSpend, ...]
     by_model: tuple[ModelSpend, ...] = Field((), description="each model's turns (missions run before turns "
                                                              "recorded their model: none)")
+    unpriced_models: tuple[str, ...] = Field((), description="the models no price is known for: their turns cost "
+                                                             "nothing that is counted")
 
 
 # ------------------------------------------------------------------------------ the work
@@ -287,6 +296,13 @@ class Turn(_Value):
     cache_read_tokens: int
     cost_usd: float
     model: str | None = Field(None, description="the model the agent called (a model per role or agent)")
+    priced: bool = Field(True, description="whether a price was known for the model: if not, cost_usd is 0 and "
+                                           "says nothing")
+
+    @property
+    def cost(self) -> str:
+        """The turn's cost as people read it (``$0.0123``, or "not priced")."""
+        return cost_phrase(self.cost_usd, unpriced=0 if self.priced else 1, of=1)
 
 
 class ToolCall(_Value):
@@ -359,7 +375,8 @@ class Mission(_Value):
     charter: str | None = None
     objectives: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
-    state: str = Field(description="running, halted, done or failed")
+    state: str = Field(description="running, halted, interrupted, done, failed or diverged (a replay met a call "
+                                   "its recording does not answer)")
     stop_reason: str | None = None
     detail: str | None = None
     stop_requested: bool = Field(False, description="the user asked the team to stop at its next round")

@@ -25,7 +25,7 @@ from cabal.sources.model import source_node_id
 from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Step
 
 TURN_FIELDS = ["round", "step", "agent", "outcome", "attempts", "prose", "problems", "input_tokens", "output_tokens",
-               "cache_read_tokens", "cost_usd", "call_input_tokens", "model"]
+               "cache_read_tokens", "cost_usd", "call_input_tokens", "model", "priced"]
 
 TOOL_CALL_FIELDS = ["round", "step", "agent", "server", "tool", "arguments", "why", "outcome", "digest"]
 
@@ -271,6 +271,7 @@ def _turn(node: dict) -> Turn:
         problems=tuple(node.get("problems") or ()), input_tokens=int(node.get("input_tokens") or 0),
         output_tokens=int(node.get("output_tokens") or 0), cache_read_tokens=int(node.get("cache_read_tokens") or 0),
         cost_usd=float(node.get("cost_usd") or 0), model=node.get("model") or None,
+        priced=node.get("priced") is not False,
     )
 
 
@@ -288,14 +289,16 @@ def _usage(turns: list[Turn]) -> Usage:
     total = Spend()
     for turn in turns:
         spend = Spend(turns=1, input_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
-                      cache_read_tokens=turn.cache_read_tokens, cost_usd=turn.cost_usd)
+                      cache_read_tokens=turn.cache_read_tokens, cost_usd=turn.cost_usd,
+                      unpriced_turns=0 if turn.priced else 1)
         total, by_agent[turn.agent], by_round[turn.round] = total + spend, by_agent[turn.agent] + spend, by_round[turn.round] + spend
         if turn.model:
             by_model[turn.model] = by_model[turn.model] + spend
     return Usage(total=total,
                  by_agent=tuple(AgentSpend(agent=a, spend=s) for a, s in sorted(by_agent.items(), key=lambda i: natural_key(i[0]))),
                  by_round=tuple(RoundSpend(round=r, spend=s) for r, s in sorted(by_round.items())),
-                 by_model=tuple(ModelSpend(model=m, spend=s) for m, s in sorted(by_model.items())))
+                 by_model=tuple(ModelSpend(model=m, spend=s) for m, s in sorted(by_model.items())),
+                 unpriced_models=tuple(sorted({str(turn.model) for turn in turns if not turn.priced})))
 
 
 # --------------------------------------------------------------------------------- helpers

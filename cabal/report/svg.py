@@ -101,10 +101,10 @@ def timeline_svg(report: MissionReport) -> Markup:
         tokens = spent.total_tokens if spent else 0
         bar = round(BARS * tokens / most) if tokens else 0
         parts.append(Markup(
-            '<g><title>round {r}: {tokens} tokens, ${cost}</title>'
+            '<g><title>round {r}: {tokens} tokens, {cost}</title>'
             '<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="#c9d6ea"/></g>'
             '<text x="{cx}" y="{ty}" class="axis" text-anchor="middle">{r}</text>').format(
-            r=round_number, tokens=f"{tokens:,}", cost=f"{spent.cost_usd:.4f}" if spent else "0", x=x + 8,
+            r=round_number, tokens=f"{tokens:,}", cost=spent.cost if spent else "$0", x=x + 8,
             y=BARS - bar + 4, w=column - 16, h=bar, cx=x + column / 2, ty=BARS + 17))
         for row, step in enumerate(steps):
             for place, turn in enumerate(cells.get((step, round_number), ())):

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from cabal.config import environment_number
 from cabal.entities import HaltAnswer
-from cabal.errors import CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError
+from cabal.errors import (CabalError, CallRefused, ConfigError, GraphUnavailable, MissionError, ModelError,
+                          ReplayMismatch)
 from cabal.graph import ContextGraph
 from cabal.limits import answer_problems
 from cabal.llm import Budget, CallLimiter, ModelSettings, model_name
@@ -42,6 +43,7 @@ from cabal.rounds.engine import ANSWER_FROM_FILE, RoundGraph, build_graph
 from cabal.rounds.gates import GATE_NAMES
 from cabal.rounds.events import (GraphRestarted, MissionContinued, MissionEvent, MissionInterrupted, MissionResumed,
                                  MissionStarted, MissionStopped, RunEnded, Warned, fan_out)
+from cabal.rounds.fork import FORKED_ROUND
 from cabal.rounds.ids import continue_session
 from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_mission
 from cabal.rounds.run import MissionRun
@@ -475,11 +477,13 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
             if problems:
                 raise MissionError("the answer cannot be used: " + "; ".join(map(str, problems)))
         spend = mission_spend(graph)
-        run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=int(node.get("round") or 0),
+        going_on, at_start = _resumed_round(node, extend)
+        run.emit(MissionResumed(mission_id, name=str(node.get("name") or mission_id), round=going_on, at_start=at_start,
                                 answer=answer, model=settings.name if model is None or isinstance(model, str)
                                 else model_name(model),
                                 budget_tokens=run.budget.max_tokens, budget_cost_usd=run.budget.max_cost_usd,
                                 spent_tokens=spend.usage.total_tokens, spent_cost_usd=round(spend.cost_usd, 6),
+                                spent_turns=spend.turns, spent_unpriced_turns=spend.unpriced_turns,
                                 names=_names(run.team)))
         _tell_tool_problems(run, tools)
         _recheck_sources(run, int(node.get("round") or 0))
@@ -495,6 +499,16 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
         if tools is not None:
             tools.close()
         graph.close()
+
+
+def _resumed_round(node: dict, extend: int | None) -> tuple[int, bool]:
+    """The round a resumed run goes on in, and whether it begins that round. The mission node
+    holds the last round begun: a fork that has not run yet holds the round before the one it
+    was forked at, and an ended mission given more rounds goes on with the next one."""
+    last = int(node.get("round") or 0)
+    if extend is not None or int(node.get(FORKED_ROUND) or 0) == last + 1:
+        return last + 1, True
+    return last, False
 
 
 def _stored_models(node: dict, spec: MissionSpec, team: Team) -> dict[str, ModelSettings]:
@@ -593,6 +607,8 @@ def _drive(workspace: Workspace, run: MissionRun, payload: Any, *, reopen: bool 
             run.close(wait=False)  # do not wait for model calls in flight
             _pause(run, "the user pressed Ctrl-C")
             raise
+        except ReplayMismatch as mismatch:  # the replay's verdict, not Cabal's fault
+            _fail(workspace, run, mismatch, MissionState.DIVERGED, StopReason.REPLAY_DIVERGED)
         except Exception as error:  # noqa: BLE001 - an engine error must end the mission honestly
             _fail(workspace, run, error)
         run.close()
@@ -675,10 +691,13 @@ def _pause(run: MissionRun, why: str) -> None:
     run.emit(MissionInterrupted(run.mission_id, round=round_number, detail=why, hint=f"cabal resume {run.mission_id}"))
 
 
-def _fail(workspace: Workspace, run: MissionRun, error: Exception) -> None:
+def _fail(workspace: Workspace, run: MissionRun, error: Exception, state: MissionState = MissionState.FAILED,
+          reason: StopReason = StopReason.ERROR) -> None:
+    """End the mission ``state`` for ``error``: its one-line summary is the detail, and its whole
+    account (a replay's diff, an engine error's traceback) the mission's error.log."""
     summary = " ".join(str(error).split())[:500] or type(error).__name__
     detail = summary if isinstance(error, CabalError) else f"{type(error).__name__}: {summary}"
     workspace.private_mission_dir(run.mission_id)
     write_private(workspace.error_log_path(run.mission_id), "".join(traceback.format_exception(error)))
-    run.set_status(MissionState.FAILED, _round_of(run), StopReason.ERROR, detail)
-    run.emit(MissionStopped(run.mission_id, round=_round_of(run), reason=StopReason.ERROR, detail=detail))
+    run.set_status(state, _round_of(run), reason, detail)
+    run.emit(MissionStopped(run.mission_id, round=_round_of(run), reason=reason, detail=detail))

@@ -30,6 +30,7 @@ from cabal.entities import TITLE_MAX_CHARS, VERSION_CONTENT_MIN_CHARS, Acceptanc
 from cabal.errors import AnswerProblem, MissionError
 from cabal.llm import call_metadata, make_model, model_name
 from cabal.llm.answering import Answered, ask_until_valid
+from cabal.llm.prices import price_of
 from cabal.llm.usage import Usage
 from cabal.llm.cassette import CASSETTE_FILE, recording
 from cabal.membrane import Cluster, Membrane
@@ -270,6 +271,7 @@ def _clusters(membrane: Membrane, mission_id: str, spec: MissionSpec, model_spec
         "reasoning": "", "attempts": asked.answered.rejected + 1, "problems": [], "model": name,
         "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
         "cache_read_tokens": usage.cache_read_tokens, "cost_usd": round(usage.cost_usd(name), 6),
+        "priced": price_of(name) is not None,
         "calls": {"input_tokens": [c.input_tokens for c in asked.calls],
                   "output_tokens": [c.output_tokens for c in asked.calls],
                   "cache_read_tokens": [c.cache_read_tokens for c in asked.calls]}}, {}, session_id=f"{turn}.record"))

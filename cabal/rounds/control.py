@@ -23,7 +23,8 @@ from cabal.rounds.workspace import Workspace
 from cabal.rounds.workspace import mission_graph as _mission_graph
 from cabal.rounds.workspace import mission_node
 from cabal.vocabulary import (
-    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionKind, MissionState, Step, StopReason, state_phrase,
+    USER_COLLAB_TYPE, USER_DIRECTION_TYPE, USER_ID, MissionKind, MissionState, Step, StopReason, cost_phrase,
+    state_phrase,
     stop_phrase,
 )
 
@@ -55,11 +56,19 @@ class MissionResult:
     detail: str | None = None
     turns: int = 0  # turns committed (a turn stopped early counts once more, for what it spent)
     failed_turns: int = 0  # turns that found no valid answer: their work is missing
-    error_log: Path | None = None  # a failed mission's traceback, when an engine error failed it
+    error_log: Path | None = None  # the whole account of why it failed or diverged (a traceback, a replay's diff)
     output_switches: tuple[OutputSwitch, ...] = ()  # models that answer in JSON text since their provider refused tools
     forked_from: str | None = None  # the mission this one was forked from (cabal fork), and at which round
     forked_round: int | None = None
     kind: MissionKind = MissionKind.TEAM  # a baseline: one call wrote every document (cabal baseline)
+    started_at: str | None = None  # when it started (ISO 8601, UTC), for a mission that records it
+    unpriced_turns: int = 0  # turns on a model no price is known for: cost_usd leaves them out
+    unpriced_models: tuple[str, ...] = ()  # those models
+
+    @property
+    def cost(self) -> str:
+        """What it cost, as people read it (``$0.0123``, or "not priced")."""
+        return cost_phrase(self.cost_usd, unpriced=self.unpriced_turns, of=self.turns)
 
     @property
     def lineage(self) -> str | None:
@@ -89,12 +98,14 @@ def status_of(workspace: Workspace, graph: ContextGraph, mission_id: str) -> Mis
         round=int(node.get("round") or 0), usage=spend.usage, cost_usd=round(spend.cost_usd, 6),
         pending_halt=_pending_halt(graph), transcript_path=path if path.exists() else None, detail=detail,
         turns=spend.turns, failed_turns=spend.failed_turns,
-        error_log=log if state == MissionState.FAILED and log.exists() else None,
+        error_log=log if state in (MissionState.FAILED, MissionState.DIVERGED) and log.exists() else None,
         output_switches=tuple(OutputSwitch(str(switch.get("model")), str(switch.get("agent")),
                                            int(switch.get("round") or 0), str(switch.get("prose") or ""))
                               for switch in model_output_switches(graph)),
         forked_from=node.get("forked_from") or None, forked_round=node.get("forked_round"),
         kind=MissionKind.BASELINE if node.get("kind") == MissionKind.BASELINE else MissionKind.TEAM,
+        started_at=node.get("started_at") or None, unpriced_turns=spend.unpriced_turns,
+        unpriced_models=spend.unpriced_models,
     )
 
 

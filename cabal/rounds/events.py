@@ -81,7 +81,9 @@ class MissionStarted(MissionEvent):
 @dataclass(frozen=True)
 class MissionResumed(MissionEvent):
     """A process picks a mission up again: with the user's answer, or after a crash. ``spent_*``
-    is what earlier runs spent, so a display can count the whole mission against its budget."""
+    is what earlier runs spent, so a display can count the whole mission against its budget.
+    ``round`` is the round the run goes on in; ``at_start``: it begins that round (a fork that
+    has not run yet, an ended mission given more rounds) rather than going on in the middle of it."""
 
     kind: ClassVar[str] = "mission_resume"
     name: str
@@ -93,6 +95,9 @@ class MissionResumed(MissionEvent):
     spent_tokens: int
     spent_cost_usd: float
     names: dict[str, str] = field(default_factory=dict)  # the team's own names by agent id (team.names, cards)
+    at_start: bool = False
+    spent_turns: int = 0  # the turns earlier runs committed, and how many were on a model without a price
+    spent_unpriced_turns: int = 0
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,7 @@ class TurnDone(MissionEvent):
     problems: tuple[str, ...]
     summary: str
     halt: str | None = None  # a halt turn's kind of halt: question (it asks the user) or done
+    priced: bool = True  # whether a price is known for its model: if not, cost_usd (0) says nothing
 
 
 @dataclass(frozen=True)

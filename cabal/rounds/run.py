@@ -20,6 +20,7 @@ from cabal.graph import ContextGraph, reads
 from cabal.graph.behind import WriteBehind
 from cabal.llm import Budget, CallLimiter, ModelSettings, RetryNotice, Usage
 from cabal.llm.observe import CallRecord, calls_heard_by
+from cabal.llm.prices import price_of
 from cabal.membrane import Cluster, Membrane
 from cabal.rounds.agent_models import AgentModels
 from cabal.rounds.budget import BudgetSpent, SpendMeter
@@ -294,7 +295,8 @@ class MissionRun:
                         attempts=result.attempts, calls=len(result.calls), input_tokens=result.usage.input_tokens,
                         output_tokens=result.usage.output_tokens, cache_read_tokens=result.usage.cache_read_tokens,
                         cost_usd=record["cost_usd"], problems=tuple(record["problems"]), summary=record["prose"],
-                        halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT and result.halt else None)
+                        halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT and result.halt else None,
+                        priced=record["priced"])
         return FinishedTurn(result, writer.unit(writes, record), done)
 
     def _turn_tools(self, place: TurnPlace, step: Step) -> TurnTools | None:
@@ -370,6 +372,7 @@ class MissionRun:
             "input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens,
             "cache_read_tokens": result.usage.cache_read_tokens,
             "model": model, "cost_usd": round(result.usage.cost_usd(model), 6),
+            "priced": price_of(model) is not None,  # else its cost reads "not priced", never $0
             "calls": {"input_tokens": [c.input_tokens for c in result.calls],
                       "output_tokens": [c.output_tokens for c in result.calls],
                       "cache_read_tokens": [c.cache_read_tokens for c in result.calls]},

@@ -337,6 +337,8 @@ class Spend:
     cost_usd: float
     turns: int
     failed_turns: int
+    unpriced_turns: int = 0  # turns on a model no price is known for (counted as $0)
+    unpriced_models: tuple[str, ...] = ()  # their models
 
 
 def _place(round_number: Any, step: Any) -> tuple[int, int]:
@@ -360,10 +362,10 @@ def charter_map(mission: dict, key: str) -> dict:
 
 
 def mission_spend(graph: ContextGraph) -> Spend:
-    usage, cost, turns, failed = Usage(), 0.0, 0, 0
+    usage, cost, turns, failed, unpriced = Usage(), 0.0, 0, 0, []
     for turn in graph.find("moment", {"type": "turn"},
                            fields=["input_tokens", "output_tokens", "cache_read_tokens", "cost_usd", "outcome",
-                                   "call_input_tokens"]):
+                                   "call_input_tokens", "model", "priced"]):
         usage = usage + Usage(input_tokens=int(turn.get("input_tokens") or 0),
                               output_tokens=int(turn.get("output_tokens") or 0),
                               cache_read_tokens=int(turn.get("cache_read_tokens") or 0),
@@ -371,7 +373,9 @@ def mission_spend(graph: ContextGraph) -> Spend:
         cost += float(turn.get("cost_usd") or 0)
         turns += 1
         failed += turn.get("outcome") == "failed"
-    return Spend(usage, cost, turns, failed)
+        if turn.get("priced") is False:  # a turn recorded before turns said so was priced, or $0 by a price
+            unpriced.append(str(turn.get("model")))
+    return Spend(usage, cost, turns, failed, len(unpriced), tuple(sorted(set(unpriced))))
 
 
 OUTPUT_SWITCH = "model_output_switch"  # the moment type of a model moved to JSON answers

@@ -23,6 +23,7 @@ class Action(StrEnum):
     STOP = "stop"  # the user asks the team to stop at its next round
     PAUSE = "pause"  # a model outage, the budget's refusal, a kill or Ctrl-C pauses the run
     FAIL = "fail"  # an error in the engine or the team's data ends it
+    DIVERGE = "diverge"  # a replayed call its recording does not answer ends it
 
 
 State = MissionState | NotStarted
@@ -37,7 +38,7 @@ class Transition:
     stop_reasons: frozenset[StopReason] | None = None  # the source's stop reason must be one of these
 
 
-ENDED = frozenset({MissionState.DONE, MissionState.FAILED})
+ENDED = frozenset({MissionState.DONE, MissionState.FAILED, MissionState.DIVERGED})
 """The states no run leaves by itself: only ``continue`` takes a mission out of ``done``."""
 
 TRANSITIONS: tuple[Transition, ...] = (
@@ -56,6 +57,8 @@ TRANSITIONS: tuple[Transition, ...] = (
                "the run cannot go on now but can later: `cabal resume`"),
     Transition(Action.FAIL, frozenset({MissionState.RUNNING}), MissionState.FAILED,
                "an error that running again would not mend"),
+    Transition(Action.DIVERGE, frozenset({MissionState.RUNNING}), MissionState.DIVERGED,
+               "a replay meets a call its recording does not answer (stop reason replayDiverged): it ends there"),
 )
 _BY_ACTION = {transition.action: transition for transition in TRANSITIONS}
 

@@ -160,6 +160,15 @@ class Workspace:
         """Where the traceback of the engine error that failed a mission is kept."""
         return self.mission_dir(mission_id) / "error.log"
 
+    def active_at(self, mission_id: str) -> float:
+        """When a process last drove the mission (seconds since the epoch; 0 if never): the
+        newest file of its folder (the lock is opened when a run starts, the transcript written
+        when it stops)."""
+        try:
+            return max((entry.stat().st_mtime for entry in self.mission_dir(mission_id).iterdir()), default=0.0)
+        except OSError:
+            return 0.0
+
     def missions(self) -> list[str]:
         with ContextGraph.open(self.url, name="cabal", home=self.home) as graph:
             return [name for name in graph.list_graphs() if name.startswith(MISSION_PREFIX)]

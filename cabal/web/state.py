@@ -44,7 +44,7 @@ class MissionRow:
     rounds: int | None
     question: str | None  # the question waiting for the user
     tokens: int
-    cost_usd: float
+    cost: str  # what it cost, as people read it ($0.0123, or "not priced")
     budget_tokens: int | None
     budget_cost_usd: float | None
     driver: str | None  # who runs it now: THIS_SERVER, ANOTHER_PROCESS, or nobody
@@ -169,19 +169,10 @@ class WorkspaceReader:
             stop_reason=str(status.stop_reason) if status.stop_reason else None, round=status.round,
             rounds=node.get("rounds"),
             question=str(status.pending_halt.get("message")) if status.pending_halt else None,
-            tokens=status.usage.total_tokens, cost_usd=status.cost_usd, budget_tokens=node.get("budget_tokens"),
+            tokens=status.usage.total_tokens, cost=status.cost, budget_tokens=node.get("budget_tokens"),
             budget_cost_usd=node.get("budget_cost_usd"), driver=self.driver(mission_id, status),
-            active_at=self._active_at(mission_id), lineage=status.lineage,
+            active_at=self.workspace.active_at(mission_id), lineage=status.lineage,
         )
-
-    def _active_at(self, mission_id: str) -> float:
-        """When a process last drove the mission: the newest file of its folder (the lock is
-        opened when a run starts, the transcript written when it stops)."""
-        folder = self.workspace.mission_dir(mission_id)
-        try:
-            return max((entry.stat().st_mtime for entry in folder.iterdir()), default=0.0)
-        except OSError:
-            return 0.0
 
     def status(self, mission_id: str) -> MissionResult:
         return self._reading(lambda: status_of(self.workspace, self._graph(mission_id), mission_id))

@@ -74,7 +74,7 @@ def test_the_view_is_plain_lines_when_output_is_not_a_terminal() -> None:
         "m-a (r1) starts on vm:11",
         "m-b (r2) starts on vm:12",
         "m-b · turn_done · round 1 · step write · agent operative-1 · outcome final · attempts 1 · calls 1 · "
-        "input_tokens 400 · output_tokens 100 · cache_read_tokens 0 · cost_usd 0.01",
+        "input_tokens 400 · output_tokens 100 · cache_read_tokens 0 · cost_usd 0.01 · priced True",
         "m-a (r1) done (concluded) in 4.0 s "
         "[2/3 done · 1 running · 0 halted · 0 failed · 1,500 tokens of 20,000 · $0.0300 of $1.00 · ~4.0 s left]",
         "the batch's token budget is spent (20,000 of 20,000 tokens): no new model call starts; running missions pause "

@@ -107,12 +107,12 @@ def test_a_batch_in_every_state_is_counted_in_order_and_coloured_by_state() -> N
 
     md, html = render(everyone, "md"), render(everyone, "html")
 
-    assert md.splitlines()[2].startswith("8 missions: " + ", ".join(f"1 {state}" for state in states) + " · ")
+    assert md.splitlines()[2].startswith("9 missions: " + ", ".join(f"1 {state}" for state in states) + " · ")
     assert "running now" in md and "Batch budget" not in md
     # The outcomes bar: one segment and one legend entry per state, in the report's order.
     segments = re.findall(r'<rect x="[\d.]+" y="0" width="([\d.]+)" height="24" fill="(#\w+)"><title>1 (\w+)</title>',
                           html)
-    assert segments == [(f"{BAR_W / 8:.1f}", STATE_COLOURS[state], state) for state in states]
+    assert segments == [(f"{BAR_W / 9:.1f}", STATE_COLOURS[state], state) for state in states]
     # Each table row's mark has its own state's colour (the table keeps the plan's order).
     marks = re.findall(r'<span class="state" style="background:(#\w+)"></span>(\w+)</td>', html)
     assert marks == [(STATE_COLOURS[state], state) for state in reversed(states)]

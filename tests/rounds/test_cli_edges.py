@@ -404,6 +404,28 @@ def test_missions_rm_removes_all_a_mission_leaves_and_refuses_a_running_one(grap
     assert again.returncode == 1 and again.stderr.startswith(f"cabal: mission not found: '{gone}' (known: ")
 
 
+def test_missions_lists_the_newest_first_or_in_the_order_sort_asks(graph_server) -> None:
+    from cabal.rounds import continue_mission, run_mission
+
+    home = str(graph_server.home)
+    made = []
+    for _ in range(3):
+        made.append(run_mission(LAUNCH, home=home, model="simulated", rounds=1).mission_id)
+        time.sleep(1.1)  # a mission's start is recorded to the second
+
+    def listed(*sort: str) -> list[str]:
+        ran = cabal("missions", *sort, "--home", home)
+        assert ran.returncode == 0, ran.stderr
+        return [line.partition(":")[0] for line in ran.stdout.splitlines() if line.partition(":")[0] in made]
+
+    assert listed() == made[::-1]
+    assert listed("--sort", "newest") == made[::-1]
+    assert listed("--sort", "id") == sorted(made)
+    continue_mission(made[0], "One more round, on the price.", rounds=1, home=home)  # the oldest runs last
+    assert listed() == made[::-1]
+    assert listed("--sort", "active") == [made[0], made[2], made[1]]
+
+
 def test_a_missing_key_or_a_card_of_an_unknown_kind_is_a_usage_error_and_starts_nothing(graph_server,
                                                                                          tmp_path: Path) -> None:
     home = str(graph_server.home)

@@ -136,6 +136,22 @@ def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
     assert f"{fork_id}: done (round limit reached), round 3 · forked from {mission_id} at round 3\n" in listed.stdout
 
 
+@pytest.mark.parametrize(("round_number", "shared"), [(1, "only the bootstrap is A's"), (2, "round 1 is A's")])
+def test_a_fork_says_it_begins_the_round_it_was_forked_at_and_diff_what_it_shares(
+        home: str, original: tuple[str, dict[int, History]], round_number: int, shared: str) -> None:
+    mission_id, _ = original
+
+    forked = cabal("fork", mission_id, "--round", str(round_number), "--home", home)
+
+    assert forked.returncode == 0, forked.stderr
+    fork_id = re.search(rf"^forked {mission_id} at the start of round {round_number}: (\S+)$", forked.stdout,
+                        re.MULTILINE)[1]
+    resumed = next(line for line in forked.stdout.splitlines() if " resumed " in line)
+    assert resumed.startswith(f"mission {fork_id} resumed at the start of round {round_number} (")
+    diff = cabal("diff", mission_id, fork_id, "--home", home)
+    assert f"\n\nB was forked from A at the start of round {round_number}: {shared}\n\n" in diff.stdout
+
+
 def test_a_fork_of_a_fork_and_its_own_round_limit(home: str, original: tuple[str, dict[int, History]]) -> None:
     mission_id, _ = original
     first = fork_mission(mission_id, round=2, home=home)

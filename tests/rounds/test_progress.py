@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import time
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -132,6 +133,27 @@ def test_a_resumed_run_shows_its_rounds_heading_only_questions_are_tagged_and_a_
         "round 5 · plan · chair-1 · 924 tokens · $0.0000\n"
         "paused: the user pressed Ctrl-C; go on with: cabal resume m-demo-000001\n")
     assert progress.interrupted
+
+
+def test_a_model_without_a_price_reads_not_priced_from_the_resume_on_and_a_priced_one_beside_it_adds_up() -> None:
+    out = io.StringIO()
+    progress = Progress(out)
+    unpriced = replace(done("operative-1", Step.WRITE, (100, 12), 0.0, round=2), priced=False)
+
+    for event in [
+        MissionResumed(M, name="demo", round=2, answer=None, model="ollama:qwen3:8b", budget_tokens=None,
+                       budget_cost_usd=None, spent_tokens=900, spent_cost_usd=0.0, spent_turns=4,
+                       spent_unpriced_turns=4),
+        unpriced,
+        done("chair-1", Step.PLAN, (10, 2), 0.25, round=2),
+    ]:
+        progress(event)
+    progress.close()
+
+    assert out.getvalue() == (
+        "mission m-demo-000001 resumed in round 2 (900 tokens so far; cost not priced)\n"
+        "round 2 · write · operative-1 · 1,012 tokens · not priced\n"
+        "round 2 · plan · chair-1 · 1,024 tokens · $0.2500 + not priced\n")
 
 
 def test_a_terminal_shows_every_working_agent_at_once_with_the_spend_against_the_budget() -> None:

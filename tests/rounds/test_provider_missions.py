@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.events import ModelRetried
 from cabal.rounds.mission import load_mission
+from cabal.rounds.workspace import Workspace
+from cabal.web.app import create_app
+from cabal.web.security import Security
 from tests.llm.fake_anthropic import CannedResponse, Disconnect, Hang
 from tests.llm.fake_ollama import FakeOllama, ollama_script_responder
 from tests.llm.fake_openai import TEST_KEY as OPENAI_KEY
@@ -92,6 +97,44 @@ def test_a_mission_files_price_prices_a_local_model(ollama_api: FakeOllama, grap
 
     expected = (result.usage.input_tokens * 1.0 + result.usage.output_tokens * 2.0) / 1_000_000
     assert result.cost_usd == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_local_model_without_a_price_reads_not_priced_and_says_how_to_price_it(ollama_api: FakeOllama, graph_server,
+                                                                                 tmp_path: Path) -> None:
+    ollama_api.respond_with(ollama_script_responder(EXAMPLES["launch"][1]))
+    home = str(graph_server.home)
+
+    ran = subprocess.run([str(CABAL), "run", str(EXAMPLES["launch"][0]), "--model", "ollama:qwen3:8b", "--home", home],
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+    assert ran.returncode == 0, ran.stderr
+    mission_id = re.search(r"^mission: (\S+)$", ran.stdout, re.MULTILINE)[1]
+    hint = ("qwen3:8b is not priced: to count its cost, give the model a price in the mission file (model: "
+            "{name: ..., price: {input_per_mtok: N, output_per_mtok: N}}, US dollars per million tokens)")
+    assert re.search(r"^round 1 · write · .* · [\d,]+ tokens · not priced$", ran.stdout, re.MULTILINE)
+    assert "$0.0000" not in ran.stdout
+    usage = next(line for line in ran.stdout.splitlines() if line.startswith("usage: "))
+    assert usage.endswith(" cached, not priced")
+    assert hint in ran.stdout.splitlines()
+    status = subprocess.run([str(CABAL), "status", mission_id, "--home", home], capture_output=True, text=True)
+    assert re.search(r"^usage: \d+ calls, [\d,]+ tokens, not priced$", status.stdout, re.MULTILINE)
+    assert hint in status.stdout.splitlines()
+    page, markdown = tmp_path / "report.html", tmp_path / "report.md"
+    for target in (page, markdown):
+        exported = subprocess.run([str(CABAL), "export", mission_id, "-o", str(target), "--home", home,
+                                   "--format", target.suffix[1:]], capture_output=True, text=True)
+        assert exported.returncode == 0, exported.stderr
+        assert "$0.0000" not in target.read_text() and "not priced" in target.read_text()
+    assert f"<p class=\"muted\">{hint}</p>" in page.read_text()
+    assert f"\n{hint}.\n" in markdown.read_text()
+    assert re.search(r"^In all: \d+ turns, .* cached, not priced\.$", markdown.read_text(), re.MULTILINE)
+    # The web room's list and mission page say it as the exports do.
+    app = create_app(Workspace.at(home), Security.for_address("127.0.0.1", 8765), poll_s=0.2)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        listing, page = client.get("/").text, client.get(f"/missions/{mission_id}").text
+    row = listing.split(f'data-mission="{mission_id}"', 1)[1].split("</a>", 1)[0]
+    assert "<b>not priced</b>" in row and "$0.0000" not in row
+    assert f"<p class=\"muted\">{hint}</p>" in page and "$0.0000" not in page
 
 
 def test_an_openai_outage_pauses_the_mission_and_resume_ends_with_the_graph_of_a_calm_run(

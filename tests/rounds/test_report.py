@@ -144,7 +144,7 @@ def test_export_md_is_the_transcript_and_json_follows_the_published_schema(launc
     for section in ("## Request", "## Mission", "## Products", "## Conversation", "## Questions and answers",
                     "## Usage", "## Failed turns", "## Turns"):
         assert f"\n{section}\n" in md.stdout
-    assert "| Ada (operative-1) | 6 | 8,128 | 773 | 0 | 0.0000 |" in md.stdout
+    assert "| Ada (operative-1) | 6 | 8,128 | 773 | 0 | $0.0000 |" in md.stdout
     assert exported.stdout == f"wrote {tmp_path / 'launch.json'} (json, {(tmp_path / 'launch.json').stat().st_size:,} bytes)\n"
     data = json.loads((tmp_path / "launch.json").read_text())
     jsonschema.Draft202012Validator(json.loads((SCHEMAS / "mission-report.schema.json").read_text())).validate(data)

@@ -24,7 +24,7 @@ def test_every_stop_reason_and_halt_has_its_phrase() -> None:
     assert set(STOP_PHRASES) == set(StopReason)
     assert [stop_phrase(reason) for reason in StopReason] == [
         "concluded", "round limit reached", "budget spent", "stopped at your request", "error",
-        "waiting for your answer"]
+        "waiting for your answer", "a call the recording does not answer"]
     assert state_phrase("halted", "questionToUser") == "halted (waiting for your answer)"
     assert (state_phrase("running", None), stop_phrase(None)) == ("running", "")
     assert (halt_phrase("question"), halt_phrase("done")) == ("a question for you", "the mission is done")
@@ -55,6 +55,8 @@ def test_a_simulated_mission_out_of_rounds_then_continued_reads_in_words_everywh
     assert continued.returncode == 0, continued.stderr
     told = [line for line in continued.stdout.splitlines() if "Focus on the cakes." in line]
     assert told == ["you: Focus on the cakes. (the mission continues with this new direction)"]
+    assert any(line.startswith(f"mission {mission_id} resumed at the start of round 2 (")
+               for line in continued.stdout.splitlines())
 
     status = cabal("status", mission_id, "--home", home)
     shown = cabal("show", mission_id, "--home", home)

@@ -73,7 +73,7 @@ def test_the_missions_list_shows_state_round_question_and_spend(client: TestClie
 
 def _row(mission_id: str, active_at: float) -> MissionRow:
     return MissionRow(id=mission_id, name="x", request="r", model=None, started_at=None, state="done", stop_reason=None, round=1, rounds=2, question=None,
-                      tokens=0, cost_usd=0.0, budget_tokens=None, budget_cost_usd=None, driver=None, active_at=active_at)
+                      tokens=0, cost="$0.0000", budget_tokens=None, budget_cost_usd=None, driver=None, active_at=active_at)
 
 
 def test_the_list_groups_a_batchs_missions_under_the_batch_and_the_rest_after() -> None:

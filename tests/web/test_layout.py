@@ -6,6 +6,7 @@ its HTML export and a batch's HTML report."""
 
 from __future__ import annotations
 
+import shutil
 
 import pytest
 
@@ -20,6 +21,7 @@ from cabal.rounds.workspace import mission_report
 from cabal.web.forms import SIMULATED
 from tests.batch.test_render import row
 
+from .conftest import LAUNCH
 from .test_browser import browser, web  # noqa: F401 - the fixtures: Chromium, and `cabal serve` on a free port
 
 WIDTHS = (1280, 390)
@@ -62,10 +64,25 @@ def concluded(workspace) -> str:
 
 
 @pytest.fixture(scope="module")
-def pages(web, concluded: str, workspace, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:  # noqa: F811
+def scripted_from_afar(workspace, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A mission whose model is a script deep in a project's folders: a long path the report's
+    header names, with no hyphen or space to break it at."""
+    folder = tmp_path_factory.mktemp("acme").joinpath(
+        "acme_corporation", "teams", "customer_onboarding", "missions", "launch_scripts")
+    folder.mkdir(parents=True)
+    script = folder / "launch_plan_for_the_new_student_product.script.yaml"
+    shutil.copy(LAUNCH.with_name("launch.script.yaml"), script)
+    return run_mission(LAUNCH, model=f"scripted:{script}", home=workspace.home).mission_id
+
+
+@pytest.fixture(scope="module")
+def pages(web, concluded: str, scripted_from_afar: str, workspace,  # noqa: F811
+          tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("layout")
     export = folder / "export.html"
     export.write_text(render_html(mission_report(concluded, home=workspace.home)))
+    long_path = folder / "export-long-path.html"
+    long_path.write_text(render_html(mission_report(scripted_from_afar, home=workspace.home)))
     batch = folder / "batch.html"
     batch.write_text(html_page(BatchReport("b-clinics-1234abcd", "clinics", "/plans/clinics", False, BatchBudget(), tuple(
         row(key, state, 0.0, seconds, products_accepted=3, products_total=4, round=3,
@@ -80,7 +97,7 @@ def pages(web, concluded: str, workspace, tmp_path_factory: pytest.TempPathFacto
     judgement.write_text(render_judgement(compare_missions(concluded, baseline, "simulated", home=workspace.home,
                                                            price_as="claude-sonnet-4-6"), "html"))
     return {"missions": f"{web}/", "mission": f"{web}/missions/{concluded}", "export": export.as_uri(),
-            "batch": batch.as_uri(), "judgement": judgement.as_uri()}
+            "export-long-path": long_path.as_uri(), "batch": batch.as_uri(), "judgement": judgement.as_uri()}
 
 
 def run_baseline(request: str, *, home) -> str:
@@ -90,7 +107,7 @@ def run_baseline(request: str, *, home) -> str:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", ["missions", "mission", "export", "batch", "judgement"])
+@pytest.mark.parametrize("name", ["missions", "mission", "export", "export-long-path", "batch", "judgement"])
 def test_every_page_fits_its_screen_with_readable_text_and_charts_that_fill_their_box(
         browser, pages: dict[str, str], name: str, width: int) -> None:  # noqa: F811
     context = browser.new_context(viewport={"width": width, "height": 900})
