@@ -190,12 +190,9 @@ def _ask(chat: Any, spec: MissionSpec, collected: Collected | None, host: ToolHo
 
 
 def _offered(host: ToolHost) -> list[Any]:
-    """Every tool the mission offers its writers, each once."""
-    offered: dict[str, Any] = {}
-    for role in (Role.OPERATIVE,):
-        for tool in host.tools_for(WRITER, role, Step.WRITE):
-            offered.setdefault(tool.name, tool)
-    return list(offered.values())
+    """The tools the mission offers a writer (an operative, in the Write step): the baseline's
+    one writer gets what the team's writers get."""
+    return host.tools_for(WRITER, Role.OPERATIVE, Step.WRITE)
 
 
 def _read(arguments: dict[str, Any], sections: dict[str, int]) -> tuple[BaselineAnswer | None, list[AnswerProblem]]:
