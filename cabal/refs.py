@@ -64,6 +64,11 @@ def parse_refs(text: str) -> list[Ref]:
     return [Ref(match[1], match[2]) for match in _REF_RE.finditer(text)]
 
 
+def located_refs(text: str) -> list[tuple[int, int, Ref]]:
+    """Every reference in ``text`` with where it stands: (start, end, ref), in order."""
+    return [(match.start(), match.end(), Ref(match[1], match[2])) for match in _REF_RE.finditer(text)]
+
+
 def find_malformed(text: str) -> list[str]:
     """Spans shaped like a reference that are not one (unknown kind, bad id), in order."""
     return [

@@ -83,14 +83,16 @@ def report() -> MissionReport:
 
 def test_citations_become_numbered_notes_a_source_cited_twice_keeps_its_number() -> None:
     first = noted("Under 5 [[s:s1#2]], see [[s:s2]] and again [[s:s1#2]].", report())
-    second = noted("Coffee [[s:s3.v2#1]] and [[s:s2]]; [[p:p-price]]; [[s:s9]].", report(), earlier=first.notes)
+    second = noted("Coffee [[s:s3.v2#1]] and [[s:s2]]; see [[p:p-price]]; the ceiling [[p:p-price]]; [[s:s9]].",
+                   report(), earlier=first.notes)
 
     assert first == NotedText("Under 5 [^1], see [^2] and again [^1].", (
-        Note(1, "s1#2", "s1 brief.docx §2 (Constraints)"), Note(2, "s2", "s2 prices.xlsx")))
-    assert second == NotedText("Coffee [^3] and [^2]; Student price; [[s:s9]].", (
-        *first.notes, Note(3, "s3.v2#1", "s3 notes.pdf v2 §1 (Today)")))
+        Note(1, "s1#2", "brief.docx: Constraints"), Note(2, "s2", "prices.xlsx")))
+    # Another document: its name where the sentence names it, a "see" note where a citation would stand.
+    assert second == NotedText("Coffee [^3] and [^2]; see Student price; the ceiling [^4]; [[s:s9]].", (
+        *first.notes, Note(3, "s3.v2#1", "notes.pdf (version 2): Today"), Note(4, "p:p-price", "see “Student price”")))
     assert noted_all(["a [[s:s2]]", "b [[s:s2]]"], report(), marker=lambda n: f"<{n}>") == (
-        ("a <1>", "b <1>"), (Note(1, "s2", "s2 prices.xlsx"),))
+        ("a <1>", "b <1>"), (Note(1, "s2", "prices.xlsx"),))
     assert [s.id for s in cited_sources(second.notes, report())] == ["s1", "s2", "s3.v2"]
 
 
@@ -128,13 +130,13 @@ def test_the_word_export_has_headings_lists_tables_and_notes_then_the_sources() 
         ("Normal", "Seven of twelve pay for nothing today^3."),
         ("Normal", "Unknown citation stays: [[s:s9]]."),
         ("Heading 1", "Notes"),
-        ("Normal", "1. s1 brief.docx §2 (Constraints)"),
-        ("Normal", "2. s2 prices.xlsx"),
-        ("Normal", "3. s3 notes.pdf v2 §1 (Today)"),
+        ("Normal", "1. brief.docx: Constraints"),
+        ("Normal", "2. prices.xlsx"),
+        ("Normal", "3. notes.pdf (version 2): Today"),
         ("Heading 1", "Sources"),
-        ("List Bullet", "s1 brief.docx: What we promise"),
-        ("List Bullet", "s2 prices.xlsx"),
-        ("List Bullet", "s3 notes.pdf (version 2)"),
+        ("List Bullet", "brief.docx: What we promise"),
+        ("List Bullet", "prices.xlsx"),
+        ("List Bullet", "notes.pdf (version 2)"),
         ("table", "plan | price"),
         ("table", "student | 3.99^2"),
         ("table", "pro | 8"),
@@ -155,8 +157,8 @@ def test_the_pdf_export_reads_as_the_word_one_does() -> None:
                          "Students pay 3.99 USD a month1, below every paid competitor2."]
     for expected in ("1. The brief caps it under 5 USD1.", "• Résumé of risks: churn in summer — watch it",
                      "plan price", "student 3.99[2]", "price = 3.99", "Seven of twelve pay for nothing today3.",
-                     "Notes", "1. s1 brief.docx §2 (Constraints)", "3. s3 notes.pdf v2 §1 (Today)", "Sources",
-                     "• s3 notes.pdf (version 2)"):
+                     "Notes", "1. brief.docx: Constraints", "3. notes.pdf (version 2): Today", "Sources",
+                     "• notes.pdf (version 2)"):
         assert expected in lines
     assert "never shown" not in " ".join(lines)  # only accepted work
     assert "Σ ≠ ∞." in lines[lines.index("price = 3.99") + 1]
@@ -169,7 +171,7 @@ def test_one_file_per_product_holds_its_own_notes_numbered_from_one() -> None:
     evidence = word_text(files[1][1])
     assert evidence[:3] == [("Title", "Interview evidence"), ("Subtitle", "student-price (m-price-000001), round 3"),
                             ("Normal", "Seven of twelve pay for nothing today^1.")]
-    assert ("Normal", "1. s3 notes.pdf v2 §1 (Today)") in evidence
+    assert ("Normal", "1. notes.pdf (version 2): Today") in evidence
     with pytest.raises(ConfigError, match=r"^the md format has no file per product; these do: docx, pdf$"):
         render_products(report(), "md")
 
@@ -214,7 +216,7 @@ def test_cabal_export_writes_word_and_pdf_files_of_a_finished_mission(tmp_path: 
     word = word_text((tmp_path / "work.docx").read_bytes())
     assert [text for style, text in word if style.startswith("Heading")] == [
         "Student price", "Interview evidence", "Notes", "Sources"]
-    assert ("Normal", "1. s1 docs/product-brief.md §4 (Constraints)") in word
+    assert ("Normal", "1. docs/product-brief.md: Constraints") in word
     assert pdf_lines((tmp_path / "each" / "Student price.pdf").read_bytes())[-2:] == [
-        "• s1 docs/product-brief.md: What we promise and the price ceiling",
-        "• s3 docs/competitor-prices.csv: Monthly prices of the apps students use today"]
+        "• docs/product-brief.md: What we promise and the price ceiling",
+        "• docs/competitor-prices.csv: Monthly prices of the apps students use today"]

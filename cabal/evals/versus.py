@@ -158,32 +158,34 @@ class Comparison(_Value):
 
 
 def documents_of(report: MissionReport) -> tuple[ComparedDocument, ...]:
-    """A mission's accepted documents as a blind judge reads them: references written as names
-    (products without version numbers, agents and notes without who wrote them)."""
-    names = {p.id: p.name for p in report.products}
-    versions = {v.id: p.name for p in report.products for v in p.versions}
+    """A mission's accepted documents as a blind judge reads them: each as its readers get it
+    (``handout``), with nothing that says how it was made (agents and notes without who wrote
+    them)."""
     # An agent's id written as plain text says how the set was made: the team's members are not named.
     members = re.compile("|".join(rf"\b{re.escape(a.id)}\b" for a in report.agents)) if report.agents else None
+
+    def blind(ref: Any) -> str | None:
+        return "a team member" if ref.kind == "a" else "a note" if ref.kind == "c" else None
+
     shown = []
     for product in report.live_products:
         version = product.accepted_version
         if product.status != "accepted" or version is None:
             continue
-
-        def blind(ref: Any) -> str | None:
-            if ref.kind == "a":
-                return "a team member"
-            if ref.kind == "c":
-                return "a note"
-            if ref.kind == "v":
-                return versions.get(ref.id, "another document")
-            if ref.kind == "p":
-                return names.get(ref.id, "another document")
-            return None
-
-        text = report.readable(substitute_refs(version.content or "", blind))
+        text = handout(substitute_refs(version.content or "", blind), report)
         shown.append(ComparedDocument(product.name, members.sub("a team member", text) if members else text))
     return tuple(shown)
+
+
+def handout(text: str, report: MissionReport) -> str:
+    """A text as a reader gets it handed out: references as names, citations and references to
+    other documents as numbered notes listed at its end."""
+    from cabal.report.notes import noted
+
+    body = noted(text, report, marker=lambda number: f"[{number}]")
+    if not body.notes:
+        return body.body
+    return body.body.rstrip() + "\n\nNotes\n" + "\n".join(f"[{n.number}] {n.label}" for n in body.notes)
 
 
 def match(a: tuple[ComparedDocument, ...], b: tuple[ComparedDocument, ...]) -> list[tuple[int | None, int | None]]:

@@ -485,16 +485,16 @@ class MissionReport(_Value):
         return substitute_refs(text, name)
 
     def citation_label(self, cited: str) -> str | None:
-        """How a citation reads: ``interview-notes.md §2 (What hurts)``; None for an unknown id."""
+        """How a citation reads for a reader: the file's name and the section's title
+        (``interview-notes.md: What hurts``); the name alone for a whole file or a section
+        without a title (never a bare section number); None for an unknown id."""
         node_id, _, section = cited.partition("#")
         source = next((s for s in self.sources if s.id == node_id), None)
         if source is None:
             return None
-        label = f"{source.source_id} {source.name}" + (f" v{source.version}" if source.version > 1 else "")
-        if not section:
-            return label
-        part = next((c for c in source.cited_sections if c.id == cited), None)
-        return f"{label} §{section}" + (f" ({part.heading})" if part is not None and part.heading else "")
+        label = source.name + (f" (version {source.version})" if source.version > 1 else "")
+        part = next((c for c in source.cited_sections if c.id == cited), None) if section else None
+        return f"{label}: {part.heading}" if part is not None and part.heading else label
 
     def subtree(self, product: Product) -> tuple[Product, ...]:
         """``product`` and every product below it, in tree order."""

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from cabal.refs import located_refs
 from cabal.report.model import MissionReport, Source
+
+PRODUCT_NOTE = "p:"  # a note's ``cited`` for a reference to another document: ``p:`` and its id
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,33 @@ def noted(text: str, report: MissionReport, *, marker: Callable[[int], str] = fo
             notes.append(Note(numbers[cited], cited, label))
         return marker(numbers[cited])
 
-    return NotedText(report.readable(text, cite=cite), tuple(notes))
+    products = {p.id: p for p in report.products}
+    versions = {v.id: p for p in report.products for v in p.versions}
+    parts, last = [], 0
+    for start, end, ref in located_refs(text):
+        parts.append(text[last:start])
+        last = end
+        document = products.get(ref.id) if ref.kind == "p" else versions.get(ref.id) if ref.kind == "v" else None
+        if document is not None and not _named_in_sentence(text[:start]):
+            # Put where a citation goes ("... at the card box [[p:p1]]."), a reference to another
+            # document is a note that says "see" it, not its whole title mid-sentence (a plan
+            # pasted the decision's title 27 times); as a noun ("see [[p:p1]]") it is its name.
+            parts.append(cite(f"{PRODUCT_NOTE}{document.id}", f"see “{document.name}”"))
+        else:
+            parts.append(report.readable(text[start:end], cite=cite))
+    parts.append(text[last:])
+    return NotedText("".join(parts), tuple(notes))
+
+
+# Words after which a reference is a noun of the sentence ("and [[p:p1]]", "see [[p:p1]]"), not a citation.
+_NOUN_AFTER = frozenset({"a", "an", "and", "as", "at", "by", "from", "in", "into", "of", "on", "or", "per", "see",
+                         "than", "the", "to", "under", "use", "with", "follow", "follows", "read", "is", "are"})
+
+
+def _named_in_sentence(before: str) -> bool:
+    """Whether a reference after ``before`` is a noun of the sentence (after "and", "see", ...)."""
+    words = before.rstrip().rsplit(None, 1)
+    return bool(words) and words[-1].strip("(\"'“‘").casefold() in _NOUN_AFTER
 
 
 def noted_all(texts: Iterable[str], report: MissionReport, *,
@@ -80,6 +109,6 @@ def cited_sources(notes: Iterable[Note], report: MissionReport) -> tuple[Source,
 
 
 def source_entry(source: Source) -> str:
-    """A source as the list at the end shows it: ``s2 interview-notes.md (version 2): its note``."""
+    """A source as the list at the end shows it: ``interview-notes.md (version 2): its note``."""
     version = f" (version {source.version})" if source.version > 1 else ""
-    return f"{source.source_id} {source.name}{version}" + (f": {source.note}" if source.note else "")
+    return f"{source.name}{version}" + (f": {source.note}" if source.note else "")

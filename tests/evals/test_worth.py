@@ -69,7 +69,7 @@ def test_a_baseline_calls_the_missions_tool_and_stores_each_document_accepted(gr
     assert [(c.server, c.tool, c.outcome) for c in report.tool_calls] == [("prices", "lookup", "ok")]
     text = report.readable(report.products[0].accepted_version.content)
     assert "A tool answered: No price for Overview" in text  # the tool's own answer, quoted
-    assert "[[s:" not in text and "[s1 docs/product-brief.md §1 (Margin Study: product brief)]" in text  # read as a name
+    assert "[[s:" not in text and "[docs/product-brief.md: Margin Study: product brief]" in text  # read as a name
     assert [t.step for t in report.turns] == ["baseline"]
     with pytest.raises(MissionError, match="is a baseline"):
         resume_mission(result.mission_id, home=graph_server.home)

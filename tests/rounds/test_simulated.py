@@ -165,7 +165,7 @@ def test_a_version_quotes_the_best_section_found_and_cites_it(home: Path) -> Non
     (version,) = report.product("Overview").versions
     quoted = "The user's material says: \"The student plan must cost less than 5 USD a month.\" "
     assert quoted + "[[s:s1#4]], from [[s:s1]]." in version.content
-    assert quoted + "[s1 docs/product-brief.md §4 (Constraints)], from [s1 docs/product-brief.md]." \
+    assert quoted + "[docs/product-brief.md: Constraints], from [docs/product-brief.md]." \
         in report.readable(version.content)
     with ContextGraph.open(name=result.mission_id, home=home) as graph:
         cited = sorted(link["to"] for link in graph.links_from(version.id, "cites"))

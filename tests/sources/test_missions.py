@@ -112,9 +112,9 @@ def test_the_example_requests_a_source_searches_and_cites_and_ends_done(example,
     report = read_report(graph, result.mission_id)
     html = render_html(report)
     # Each citation links to the cited text, which the report quotes under that anchor.
-    assert 'href="#cited-s1-4">s1 docs/product-brief.md §4 (Constraints)</a>' in html
-    assert 'href="#cited-s2-2">s2 docs/interview-notes.md §2 (What they pay for today)</a>' in html
-    assert 'href="#cited-s3">s3 docs/competitor-prices.csv</a>' in html
+    assert 'href="#cited-s1-4">docs/product-brief.md: Constraints</a>' in html
+    assert 'href="#cited-s2-2">docs/interview-notes.md: What they pay for today</a>' in html
+    assert 'href="#cited-s3">docs/competitor-prices.csv</a>' in html
     for anchor in ("cited-s1-4", "cited-s2-2", "cited-s3"):
         assert html.count(f'id="{anchor}"') == 1
     assert "[[s:" not in html.split('<h2 id="sources">')[0]  # resolved in the products, shown raw only in the appendix
@@ -309,12 +309,12 @@ def test_the_charter_objectives_and_constraints_link_their_references_as_version
     charter = html.split("<h2>Mission</h2>")[1].split("</div>\n</div>")[0]
 
     assert charter == (
-        '\n<p>Price the student plan from <a href="#cited-s1-4">s1 docs/product-brief.md §4 (Constraints)</a>, '
+        '\n<p>Price the student plan from <a href="#cited-s1-4">docs/product-brief.md: Constraints</a>, '
         '&lt;b&gt;not&lt;/b&gt; from guesses.</p><div class="columns">\n'
         f'  <div><h3>Objectives</h3><ul><li>Make <a href="#{product_anchor(report, product)}">Student price</a> the product '
         'to accept</li></ul></div>\n'
-        '  <div><h3>Constraints</h3><ul><li>Quote <a href="#cited-s3">s3 docs/competitor-prices.csv</a> for every '
+        '  <div><h3>Constraints</h3><ul><li>Quote <a href="#cited-s3">docs/competitor-prices.csv</a> for every '
         'price</li></ul>')
     assert "[[" not in html.split('<h2 id="sources">')[0]
-    assert ("Price the student plan from [s1 docs/product-brief.md §4 (Constraints)], <b>not</b> from guesses."
+    assert ("Price the student plan from [docs/product-brief.md: Constraints], <b>not</b> from guesses."
             in render_markdown(report))
