@@ -126,8 +126,8 @@ class NewVersion(Entity):
 
     content_title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS)
     content: str = Field(min_length=VERSION_CONTENT_MIN_CHARS,
-                         description="The real thing, complete, in plain text: never a placeholder, an outline "
-                                     "of what you will write, or a plan to do it later")
+                         description="The real thing, complete, in Markdown as its readers will get it: never a "
+                                     "placeholder, an outline of what you will write, or a plan to do it later")
     change_summary: str = Field(min_length=1, description="What changed since the previous version (not just "
                                                           "'updated')")
 

@@ -72,6 +72,9 @@ class MissionState(StrEnum):
     DIVERGED = "diverged"  # a replay met a call its recording does not answer: the message says where, and how
 
 
+ANSWER_FROM_FILE = "mission file"  # where an unattended answer came from (answer_source on the halt)
+
+
 class MissionKind(StrEnum):
     """What made a mission's products: a team in rounds, or one call of a model (``cabal baseline``)."""
 

@@ -35,7 +35,7 @@ from cabal.rounds.showing import BOUNDS, whole
 from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, shown_id, source_line
 from cabal.rounds.team import Team
-from cabal.vocabulary import CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
+from cabal.vocabulary import ANSWER_FROM_FILE, CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
 from cabal.yaml_reader import read_text_file
 
 # What each step shows, and the bounds of its texts, is the contract in showing.py; these two
@@ -474,9 +474,10 @@ class ContextBuilder:
         # The user's notes left since the last round are read at this Reflect (and at Plan & Assign).
         notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID
                  and c.get("round") == self.snapshot.round - 1]
-        return [self._section("Your products", owned),
-                self._section("From the user", [f"The user wrote: {self._text(c.get('comment'), ids)}" for c in notes]),
-                self._sources_list()]
+        return [self._section("Your products", owned), self._answered_halts(),
+                self._section("The user's notes since the last round",
+                              [f"The user wrote: {self._text(c.get('comment'), ids)}" for c in notes]),
+                self._sources_text(ids)]
 
     def _reflection_block(self, reflection: dict, ids: TempIds, *, who: bool = True) -> str:
         """A reflection whole: the DoD status and gaps, the answers to feedback, the next version's plan."""
@@ -520,7 +521,7 @@ class ContextBuilder:
                 for a in snapshot.active_assignments()]),
             "## Operatives\n" + "\n".join(f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)"
                                           for a in self.team.agents if a.role == Role.OPERATIVE),
-            self._sources_list(),
+            self._sources_text(ids),
             self._answered_halts(),
         ]
 
@@ -566,7 +567,8 @@ class ContextBuilder:
                                                           str(assignment.get("objective") or ""),
                                                           assignment.get("importance"),
                                                           ids.text_to_model(assignment.get("context") or "")))
-        return [self._section("Your assignments this round", blocks), self._sources_text(ids) if blocks else ""]
+        return [self._section("Your assignments this round", blocks), self._answered_halts() if blocks else "",
+                self._sources_text(ids) if blocks else ""]
 
     def _detail_peer_review(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = [v for v in self.snapshot.new_versions()
@@ -581,7 +583,8 @@ class ContextBuilder:
         mine = [self._product_detail(p, ids, with_feedback=False) for p in self.snapshot.owned_by(agent_id)
                 if p["id"] not in judged and self.snapshot.latest_version(p["id"])]
         return [self._section("New versions to review", blocks),
-                self._section("Your own products, for consistency (not to review)", mine), self._sources_list()]
+                self._section("Your own products, for consistency (not to review)", mine), self._answered_halts(),
+                self._sources_text(ids)]
 
     def _judged_block(self, version: dict, contents: dict[str, str], ids: TempIds) -> str:
         product = self.snapshot.products[version["product_id"]]
@@ -608,7 +611,7 @@ class ContextBuilder:
                     block += self._inspection_lines(inspection, ids, by=False)
             blocks.append("\n".join(block))
         self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
-        return [self._section("New versions to inspect", blocks), self._sources_text(ids)]
+        return [self._section("New versions to inspect", blocks), self._answered_halts(), self._sources_text(ids)]
 
     def _detail_presentation(self, agent_id: str, ids: TempIds) -> list[str]:
         events = self._round_events(ids)
@@ -645,7 +648,7 @@ class ContextBuilder:
                       for r in self.snapshot.reviews_of(version["id"])]
             blocks.append("\n".join(block))
         self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
-        return [*plan, self._section("Versions written this round", blocks)]
+        return [*plan, self._section("Versions written this round", blocks), self._answered_halts()]
 
     def _round_events(self, ids: TempIds) -> list[Event]:
         """What happened this round, one line each: assignments, versions, decisions with their
@@ -712,17 +715,30 @@ class ContextBuilder:
     # ------------------------------------------------------------------- shared pieces
 
     def _answered_halts(self) -> str:
+        """What the user said: the answers to the Chair's questions, the user's open notes, and the
+        mission file's answers no question has taken yet (the user gave them before the work
+        started). Every product must follow them (a version that departs from them is wrong)."""
         # A gate's answer (a plan signed off, a tool call decided) is no answer to the agents' questions.
         answered = [h for h in self.snapshot.halts if h.get("status") == "answered" and not h.get("gate")]
         answered = sorted(answered, key=lambda h: h.get("answered_round", 0))[-3:]
-        lines = [f"You asked: {whole(h.get('message'), BOUNDS.text)}\nThe user answered: {whole(h.get('answer'), BOUNDS.text)}"
-                 for h in answered]
+        lines = [f"The Chair asked: {whole(h.get('message'), BOUNDS.text)}\nThe user answered: "
+                 f"{whole(h.get('answer'), BOUNDS.text)}" for h in answered]
+        in_advance = self._answers_in_advance()
+        lines += [f"The user said, before the work started: {whole(answer, BOUNDS.text)}" for answer in in_advance]
         user_notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID]
         lines += [f"The user wrote: {whole(c.get('comment'), BOUNDS.text)}" for c in user_notes[-3:]]
         self._facts.from_user += [UserWord(str(h.get("answer")), int(h.get("answered_round") or h.get("round") or 0),
                                            str(h.get("message"))) for h in answered]
         self._facts.from_user += [UserWord(str(c.get("comment")), int(c.get("round") or 0)) for c in user_notes[-3:]]
-        return self._section("From the user", lines)
+        self._facts.in_advance = list(in_advance)
+        return self._section("From the user (every product follows these words; a departure from them is an error)",
+                             lines)
+
+    def _answers_in_advance(self) -> list[str]:
+        """The mission file's answers that no question of the Chair's has taken yet."""
+        answers = json.loads(str(self.snapshot.mission.get("spec") or "{}")).get("answers") or []
+        used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in self.snapshot.halts)
+        return [str(answer) for answer in answers[used:]]
 
     def _since_last_turn(self, agent_id: str, step: str, ids: TempIds) -> str:
         """Delta loading: acceptances and verdicts since the agent's previous round."""

@@ -43,9 +43,9 @@ from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.tooluse import APPROVE, TOOL_GATE, ApprovalPending
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.entities import Halt
-from cabal.vocabulary import BUDGET_HALT, CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step, StopReason, TurnOutcome
+from cabal.vocabulary import (ANSWER_FROM_FILE, BUDGET_HALT, CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step,
+                              StopReason, TurnOutcome)
 
-ANSWER_FROM_FILE: Final = "mission file"  # where an unattended answer came from (answer_source on the halt)
 
 
 class RoundState(TypedDict, total=False):

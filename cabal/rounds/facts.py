@@ -129,6 +129,7 @@ class TurnFacts:
     sources: tuple[Source, ...] = ()  # Bootstrap, Plan, Write: the user's sources listed
     direction: str | None = None  # Plan: the new direction of a mission the user continued after it ended
     from_user: tuple[UserWord, ...] = ()  # Bootstrap, Plan: the user's answers and notes shown
+    in_advance: tuple[str, ...] = ()  # the mission file's answers no question has taken yet, shown as the user's words
     plan_changes: str | None = None  # Plan: the changes the user asked for at the plan's sign-off
     # Not in the prompt: how many of the mission file's ``answers:`` are left for the Chair's
     # questions (set by the run), so a fake Chair asks only a question the run answers by itself.
@@ -153,6 +154,7 @@ class FactsDraft:
     sources: list[Source] = field(default_factory=list)
     direction: str | None = None
     from_user: list[UserWord] = field(default_factory=list)
+    in_advance: list[str] = field(default_factory=list)
     plan_changes: str | None = None
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
