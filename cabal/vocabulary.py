@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Final
 
 CABAL_VERSION = "0.1.0"
 """The package's version, here so that every layer can read it (pyproject.toml reads it from here too)."""
@@ -72,7 +73,7 @@ class MissionState(StrEnum):
     DIVERGED = "diverged"  # a replay met a call its recording does not answer: the message says where, and how
 
 
-ANSWER_FROM_FILE = "mission file"  # where an unattended answer came from (answer_source on the halt)
+ANSWER_FROM_FILE: Final = "mission file"  # where an unattended answer came from (answer_source on the halt)
 
 
 class MissionKind(StrEnum):

@@ -798,8 +798,9 @@ PROSE_RULES = [
                                                  "only on your met, so never claim it before it is true (not while "
                                                  "an inspection asks for changes)"),
     (WriteOutput, ("versions",), "One new version of every product assigned to you this round; none of any other"),
-    (WriteOutput, ("NewVersion", "content"), "The real thing, complete, in plain text: never a placeholder, an "
-                                             "outline of what you will write, or a plan to do it later"),
+    (WriteOutput, ("NewVersion", "content"), "The real thing, complete, in Markdown as its readers will get it: "
+                                             "never a placeholder, an outline of what you will write, or a plan to "
+                                             "do it later"),
     (WriteOutput, ("FeedbackResponse", "action"), "accept: you take it: say the change (plannedChange) your "
                                                   "version makes or will make; defer: not now: it leaves the open "
                                                   "feedback (it no longer blocks acceptance) and stays listed as "

@@ -206,7 +206,7 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists", hint=f"cabal resume {mission_id}")
         tools = _tool_host(workspace, mission_id, spec).start()  # a required server that fails: nothing written
-        run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers, call_limiter,
+        run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.queued_answers(), call_limiter,
                            starting=starting.budget, tools=tools)
         for agent in run.team.agents:  # an unknown skill is an error now, not at its first prompt
             for skill in agent.skills:
@@ -456,7 +456,7 @@ def _resume(mission_id: str, *, answer: str | None = None, model: Any = None, ro
                                             home=workspace.home)
         used = sum(h.get("answer_source") == ANSWER_FROM_FILE for h in graph.find("halt"))
         tools = _tool_host(workspace, mission_id, spec).start()  # connected again, as at the start
-        run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.answers[used:],
+        run = _mission_run(workspace, graph, mission_id, spec, team, models, on_event, spec.queued_answers()[used:],
                            call_limiter, tools=tools)
         pending = status.pending_halt
         # A run killed between asking the Chair's question and taking the mission file's answer

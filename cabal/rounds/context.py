@@ -471,13 +471,8 @@ class ContextBuilder:
                 block += "\nThe directive you are working to:\n" + self._directive(directives[product["id"]], ids)
             owned.append(block)
         self._facts.products += [self._product_fact(p, ids) for p in mine]
-        # The user's notes left since the last round are read at this Reflect (and at Plan & Assign).
-        notes = [c for c in self.snapshot.open_collabs() if c.get("author") == USER_ID
-                 and c.get("round") == self.snapshot.round - 1]
-        return [self._section("Your products", owned), self._answered_halts(),
-                self._section("The user's notes since the last round",
-                              [f"The user wrote: {self._text(c.get('comment'), ids)}" for c in notes]),
-                self._sources_text(ids)]
+        # The user's words (the notes left since the last round among them) are read at this Reflect.
+        return [self._section("Your products", owned), self._answered_halts(), self._sources_text(ids)]
 
     def _reflection_block(self, reflection: dict, ids: TempIds, *, who: bool = True) -> str:
         """A reflection whole: the DoD status and gaps, the answers to feedback, the next version's plan."""

@@ -183,7 +183,13 @@ class MissionSpec(BaseModel):
                           "`model`, not both). Each entry is a model spec or a mapping of model settings (those it leaves out come from "
                           "the default)")
     answers: list[str] = Field(
-        default_factory=list, description="replies to the Chair's questions, used in order (unattended runs)"
+        default_factory=list, description="what the user says before the work starts: every step that writes, "
+                                          "judges or decides reads the ones no question has taken; each question "
+                                          "of the Chair's takes the next as its answer (unattended runs)"
+    )
+    chat_answers: list[str] = Field(
+        default_factory=list, description="answers the user gave in chat, in order, after the mission file's "
+                                          "(a replay feeds them back): never shown before a question asks for them"
     )
     gates: GatesSpec = Field(default_factory=GatesSpec, description="where the engine waits for the user's "
                                                                      "sign-off: gates: {plan: ask}")
@@ -224,6 +230,10 @@ class MissionSpec(BaseModel):
     @property
     def when_spent(self) -> Literal["ask", "stop"]:
         return self.budget.when_spent
+
+    def queued_answers(self) -> list[str]:
+        """The answers the Chair's questions take, in order: the mission file's, then the chat's."""
+        return [*self.answers, *self.chat_answers]
 
     def starting_budget(self, budget_usd: float | str | None = None) -> MissionBudget:
         """The budget a new mission starts with. The cost limit: ``budget_usd`` (``--budget-usd``:

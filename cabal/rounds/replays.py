@@ -28,7 +28,7 @@ from cabal.rounds.events import MissionEvent, MissionStarted, RoundStarted, Turn
 from cabal.rounds.ids import continue_session, status_session, turn_id
 from cabal.rounds.workspace import Workspace, mission_graph, mission_node
 from cabal.sources import Chunk, Collected, SourceText
-from cabal.vocabulary import USER_DIRECTION_TYPE, USER_ID, MissionState
+from cabal.vocabulary import ANSWER_FROM_FILE, USER_DIRECTION_TYPE, USER_ID, MissionState
 
 
 # The engine's write of a round's start (``status_session``): where a run reads the user's notes.
@@ -80,7 +80,11 @@ def recorded_mission(mission_id: str, *, home: str | Path | None = None, url: st
         notes = _notes(graph)
     spec = json.loads(node["spec"])
     halts.sort(key=lambda h: (int(h.get("answered_round") or 0), str(h["id"])))
-    spec["answers"] = [str(h["answer"]) for h in halts]
+    # The mission file's answers stay what they were (the team read those no question took as the
+    # user's words); the ones the user gave in chat come after them, never shown before asked for.
+    # (A replay gives its chat answers from its file: a replay of it keeps them as they were.)
+    spec["chat_answers"] = [*spec.get("chat_answers", []),
+                            *(str(h["answer"]) for h in halts if h.get("answer_source") != ANSWER_FROM_FILE)]
     spec.pop("model", None)
     spec.pop("sources", None)  # read from the graph instead: the files may have changed or gone since
     return RecordedMission(spec, sources, continuations, withdrawn, notes)

@@ -115,7 +115,7 @@ def test_a_reader_that_goes_away_never_fails_the_mission(graph_server) -> None:
     mission_id = read.split("mission ", 1)[1].split(":", 1)[0]
 
     assert (status, err) == (0, "")
-    assert read.splitlines()[1] == "round 0 · bootstrap · chair-1 (question) · 1,089 tokens · $0.0000"
+    assert read.splitlines()[1] == "round 0 · bootstrap · chair-1 (question) · 1,165 tokens · $0.0000"
     assert cabal("status", mission_id, "--home", home).stdout.startswith(f"{mission_id}: done (concluded), round 4\n")
 
     asked = mission_id_of(cabal("run", str(QUESTION), "--home", home).stdout)

@@ -504,10 +504,13 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
         assert {t["round"] for t in turns(graph).values()} == {0, 1, 2}  # round 3 never started
 
     plan_2 = player.prompts_of("chair-1", 2)["plan"]
-    assert "## From the user\n" in plan_2 and f"\nThe user wrote: {note}" in plan_2
+    assert "## From the user (every product follows these words; a departure from them is an error)\n" in plan_2
+    assert f"\nThe user wrote: {note}" in plan_2
     assert f"- c1 on the mission [user_independent, importance 6] by user (round 1): {note}" in plan_2
     for operative in ("operative-1", "operative-2"):
-        assert f"## From the user\nThe user wrote: {note}" in player.prompts_of(operative, 2)["reflect"]
+        reflect = player.prompts_of(operative, 2)["reflect"]  # the note, beside the answer the Chair was given
+        assert f"\nThe user answered: Students first: university students who take lecture notes. Teachers come " \
+               f"later.\nThe user wrote: {note}\n" in reflect
     assert [c.key for c in player.calls if note in c.prompt and c.key[0] == 1] == []
     assert [c.key for c in player.calls if c.key[0] == 3] == []
 
