@@ -5,6 +5,7 @@ who Margin is for first)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from ag_ui.core import (Event, EventType, RunAgentInput, RunErrorEvent, RunFinis
                         StateSnapshotEvent, TextMessageContentEvent, TextMessageStartEvent, UserMessage)
 from pydantic import TypeAdapter
 
-from cabal.rounds import mission_report, mission_status
+from cabal.rounds import mission_report, mission_status, run_mission
 from cabal.rounds.workspace import Workspace
 from cabal.web.server import WebServer
 from tests.web.conftest import serve_in_thread
@@ -221,3 +222,50 @@ def test_the_example_client_runs_a_mission_and_answers_its_question(workspace: W
         f"? {QUESTION} (students / teachers / both)"
     assert "-- round 4: presentation" in lines
     assert lines[-2:] == ["run finished: done (concluded), round 4", "accepted: " + ", ".join(ACCEPTED)]
+
+
+def test_a_mission_file_s_settings_start_a_thread_and_its_next_message_takes_it_further(
+        workspace: Workspace) -> None:
+    thread = str(uuid.uuid4())
+    props = {"cabal": {"mission": {"name": "picnic", "team": {"operatives": 1}, "rounds": 1}, "model": "simulated"}}
+    with serving(workspace) as server:
+        first = streamed(post(server, run_input(thread, "Plan a picnic.", forwarded_props=props)))
+        second = streamed(post(server, run_input(thread, "Add a rain plan.")))
+
+    mission_id = f"m-{thread}"
+    assert first[-1].result == {"mission": mission_id, "state": "done", "stop_reason": "noMoreRounds", "round": 1}
+    assert first[1].snapshot["name"] == "picnic"
+    assert second[1].snapshot == state_of(first)  # the thread goes on from where the client was left
+    assert [e.step_name for e in second if e.type == EventType.STEP_STARTED][0] == "round 2: plan"  # the direction
+    assert isinstance(second[-1], RunFinishedEvent) and second[-1].result["round"] == 2
+    conversation = mission_report(mission_id, home=workspace.home).conversation
+    assert [line.text for line in conversation if line.kind == "direction"] == ["Add a rain plan."]
+
+
+def test_a_paused_mission_resumes_on_its_thread(workspace: Workspace) -> None:
+    flaky_team = importlib.import_module("tests.web.flaky_team")  # the module the model spec names
+    flaky_team.failures_left = 1
+    paused = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 1},
+                         model="py:tests.web.flaky_team:team", home=workspace.home)
+    with serving(workspace) as server:
+        resumed = streamed(post(server, run_input(paused.mission_id, "Go on.")))
+
+    assert paused.state == "interrupted"
+    assert resumed[1].snapshot["state"] == "interrupted"
+    assert resumed[-1].result == {"mission": paused.mission_id, "state": "done", "stop_reason": "noMoreRounds",
+                                  "round": 1}
+    assert state_of(resumed)["state"] == "done"
+
+
+def test_a_run_that_fails_ends_in_a_run_error(workspace: Workspace) -> None:
+    flaky_team = importlib.import_module("tests.web.flaky_team")
+    flaky_team.failures_left = 1
+    paused = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 1},
+                         model="py:tests.web.flaky_team:team", home=workspace.home)
+    flaky_team.failures_left = 10  # it stays down through the resumed run's retries
+    with serving(workspace) as server:
+        again = streamed(post(server, run_input(paused.mission_id, "Go on.")))
+    assert isinstance(again[-1], RunErrorEvent)
+    assert (again[-1].code, again[-1].message) == (
+        "interrupted", f"mission {paused.mission_id} is interrupted: the model is unavailable: the provider is down "
+                       "(a test)")
