@@ -81,8 +81,8 @@ class RunTelling:
             return [*self.close_step(), StepStartedEvent(step_name=self._opened(name))]
         if isinstance(event, (ev.RoundStarted, ev.RunEnded)):
             return self.close_step()
-        if isinstance(event, ev.TurnDone) and event.summary.strip():
-            return self.message(event.agent, event.summary)
+        if isinstance(event, ev.TurnDone) and event.summary.strip() and event.halt != QUESTION:
+            return self.message(event.agent, event.summary)  # (a question comes whole with HaltRaised)
         if isinstance(event, ev.Presented):
             return [told for line in event.lines if line.text.strip() for told in self.message(line.speaker, line.text)]
         if isinstance(event, ev.HaltRaised):
