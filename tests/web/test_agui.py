@@ -199,11 +199,15 @@ def test_a_body_that_is_no_run_input_is_refused_naming_its_field(workspace: Work
 def test_the_endpoint_keeps_the_web_rooms_rule_loopback_or_its_token(workspace: Workspace) -> None:
     body = run_input(str(uuid.uuid4()), "")
     with serving(workspace, host="0.0.0.0") as server:
+        assert (f"AG-UI clients (CopilotKit, ...) post runs to http://127.0.0.1:{server.port}/ag-ui with the header "
+                "'Authorization: Bearer <the token>'") in server.banner().splitlines()
         assert post(server, body).status_code == 401
         assert post(server, body, authorization="Bearer wrong").status_code == 403
         with_token = post(server, body, authorization=f"Bearer {server.security.token}")
     assert kinds(streamed(with_token)) == ["RUN_STARTED", "RUN_ERROR"]  # let in: it has no request
     with serving(workspace) as local:
+        assert f"AG-UI clients (CopilotKit, ...) post runs to http://127.0.0.1:{local.port}/ag-ui" in \
+            local.banner().splitlines()
         assert post(local, body, host="127.0.0.1", Host="attacker.example").status_code == 400
         # Another site's page, in a browser, may not start a mission on this machine.
         assert post(local, body, origin="http://attacker.example").status_code == 403
@@ -270,3 +274,13 @@ def test_a_run_that_fails_ends_in_a_run_error(workspace: Workspace) -> None:
     assert (again[-1].code, again[-1].message) == (
         "interrupted", f"mission {paused.mission_id} is interrupted: the model is unavailable: the provider is down "
                        "(a test)")
+
+
+def test_without_the_agui_extra_the_endpoint_says_how_to_install_it(client, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("cabal.web.agui", "cabal.web.agui_events", "ag_ui.core", "ag_ui.encoder"):
+        monkeypatch.delitem(sys.modules, name, raising=False)  # imported again, at the first run
+    monkeypatch.setitem(sys.modules, "ag_ui", None)  # as if the package were not installed
+    refused = client.post("/ag-ui", json=run_input("t", "Plan a picnic."))
+    assert (refused.status_code, refused.json()) == (501, {"ok": False, "error": (
+        "This server speaks AG-UI once its package is installed (ag_ui is not): pip install "
+        "'cabal-agents[agui]', then start it again.")})
