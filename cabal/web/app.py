@@ -252,8 +252,8 @@ async def ag_ui(request: Request) -> Response:
     """An AG-UI run (``cabal.web.agui``), imported at the first one: its package is an extra."""
     try:
         from cabal.web.agui import run_agent
-    except ImportError as missing:
-        raise HTTPException(501, f"This server speaks AG-UI once its package is installed ({missing.name} is not): "
+    except ImportError:  # ag-ui-protocol (jsonpatch, the other, comes with langchain-core)
+        raise HTTPException(501, "This server speaks AG-UI once the ag-ui-protocol package is installed: "
                                  f"{install_command('agui')}, then start it again.") from None
     return await run_agent(request, _room(request))
 

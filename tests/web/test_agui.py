@@ -282,5 +282,5 @@ def test_without_the_agui_extra_the_endpoint_says_how_to_install_it(client, monk
     monkeypatch.setitem(sys.modules, "ag_ui", None)  # as if the package were not installed
     refused = client.post("/ag-ui", json=run_input("t", "Plan a picnic."))
     assert (refused.status_code, refused.json()) == (501, {"ok": False, "error": (
-        "This server speaks AG-UI once its package is installed (ag_ui is not): pip install "
-        "'cabal-agents[agui]', then start it again.")})
+        "This server speaks AG-UI once the ag-ui-protocol package is installed: pip install 'cabal-agents[agui]', "
+        "then start it again.")})
