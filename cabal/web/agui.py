@@ -40,11 +40,12 @@ from cabal.limits import answer_problems
 from cabal.rounds import events as ev
 from cabal.rounds.control import stop_mission
 from cabal.rounds.mission import parse_mission
-from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX
+from cabal.rounds.workspace import MISSION_ID, MISSION_PREFIX, Workspace
 from cabal.vocabulary import MissionState
 from cabal.web import forms
 from cabal.web.agui_events import RunTelling, run_end, touches_tree, tree_delta, tree_state
-from cabal.web.state import MissionView
+from cabal.web.runner import Runner
+from cabal.web.state import MissionView, WorkspaceReader
 
 START_TIMEOUT_S = 60  # as the room's: how long a run may take to reach its first event
 SETTINGS_KEY = "cabal"  # forwardedProps' own key: other keys belong to the client's other agents
@@ -98,14 +99,14 @@ def launch_of(run: RunAgentInput, request: str) -> forms.Launch:
         sources = chosen.sources
     else:
         data, model, sources = dict(settings.mission or {}), None, ()
-        if data.get("team", {}).get("cards") if isinstance(data.get("team"), dict) else False:
-            raise ConfigError("a mission started over AG-UI cannot name a folder of role cards (team.cards)",
-                              hint="run it with `cabal run`, or put the cards in the project's agents/ folder")
     if request:
         data["request"] = request
     elif not data.get("request"):
         raise ConfigError("the run has no user message: its last one is the new mission's request")
     spec = parse_mission(data, source=f"forwardedProps.{SETTINGS_KEY}.mission")
+    if settings.example is None and spec.team.cards:  # as for an upload: a client may not make the server read a folder
+        raise ConfigError("a mission started over AG-UI cannot name a folder of role cards (team.cards)",
+                          hint="run it with `cabal run`, or put the cards in the project's agents/ folder")
     if settings.model is not None:
         model = forms.checked_model(settings.model)
     elif settings.example is None:
@@ -156,17 +157,19 @@ class Relay:
 
 @dataclass
 class Run:
-    """One POST's run: the room it runs in and the input it was asked with."""
+    """One POST's run: the room's reader, runner and workspace, and the input it was asked with."""
 
-    room: Any  # cabal.web.app.Room (app imports this module)
+    reader: WorkspaceReader
+    runner: Runner
+    workspace: Workspace
     input: RunAgentInput
 
     def view(self, mission_id: str) -> MissionView:
-        return self.room.reader.view(mission_id)
+        return self.reader.view(mission_id)
 
     def known(self, mission_id: str) -> bool:
         try:
-            self.room.reader.known(mission_id)
+            self.reader.known(mission_id)
         except ResourceNotFound:
             return False
         return True
@@ -174,19 +177,19 @@ class Run:
     def begin(self, mission_id: str, known: bool, relay: Relay) -> Future[str] | None:
         """Start the thread's mission (``known``: it has one already) or take it on; None when the
         input only stopped it."""
-        runner = self.room.runner
+        runner = self.runner
         if not known:
             launch = launch_of(self.input, last_user_text(self.input))
             return runner.start(launch.mission, model=launch.model, sources=launch.sources, mission_id=mission_id,
                                 watcher=relay)
-        status = self.room.reader.status(mission_id)
+        status = self.reader.status(mission_id)
         if runner.drives(mission_id) or status.state == MissionState.RUNNING:
             raise MissionError(f"mission {mission_id} is running already",
                                hint="wait for its run to end; the web room shows it as it goes")
         if status.state == MissionState.HALTED and status.pending_halt:
             answer = answer_of(self.input, status.pending_halt)
             if answer is None:
-                stop_mission(mission_id, home=self.room.workspace.home, url=self.room.workspace.url)
+                stop_mission(mission_id, home=self.workspace.home, url=self.workspace.url)
                 return None
             return runner.resume(mission_id, answer=usable_answer(answer), watcher=relay)
         if status.state == MissionState.INTERRUPTED:
@@ -273,11 +276,12 @@ def read_input(body: bytes) -> RunAgentInput:
         raise HTTPException(400, f"The body is not an AG-UI RunAgentInput: {problems}.") from None
 
 
-async def run_agent(request: Request, room: Any) -> Response:
-    """The endpoint: the input read, then the run's events as the client's ``Accept`` asks them."""
+async def run_agent(request: Request, reader: WorkspaceReader, runner: Runner, workspace: Workspace) -> Response:
+    """The endpoint, for the room of ``reader``, ``runner`` and ``workspace``: the input read,
+    then the run's events as the client's ``Accept`` asks them."""
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
         raise HTTPException(415, "An AG-UI run is a POST of a RunAgentInput as application/json.")
-    run = Run(room, read_input(await request.body()))
+    run = Run(reader, runner, workspace, read_input(await request.body()))
     encoder = EventEncoder(accept=request.headers.get("accept") or "")
 
     async def encoded() -> AsyncIterator[str]:

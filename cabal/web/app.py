@@ -255,7 +255,8 @@ async def ag_ui(request: Request) -> Response:
     except ImportError:  # ag-ui-protocol (jsonpatch, the other, comes with langchain-core)
         raise HTTPException(501, "This server speaks AG-UI once the ag-ui-protocol package is installed: "
                                  f"{install_command('agui')}, then start it again.") from None
-    return await run_agent(request, _room(request))
+    room = _room(request)
+    return await run_agent(request, room.reader, room.runner, room.workspace)
 
 
 # ---------------------------------------------------------------------- changing things

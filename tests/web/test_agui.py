@@ -178,12 +178,20 @@ def test_a_new_thread_with_settings_it_cannot_use_ends_in_a_run_error(workspace:
     assert isinstance(events[1], RunErrorEvent) and events[1].message == error
 
 
-def test_a_page_may_not_choose_a_model_that_reads_a_script(workspace: Workspace) -> None:
-    props = {"cabal": {"model": f"scripted:{ROOT / 'examples' / 'launch' / 'launch.script.yaml'}"}}
+SCRIPT = f"scripted:{ROOT / 'examples' / 'launch' / 'launch.script.yaml'}"
+
+
+@pytest.mark.parametrize(("props", "refused"), [
+    ({"model": SCRIPT}, f"The model {SCRIPT!r} cannot be chosen here"),
+    ({"mission": {"model": "py:os:getcwd"}}, "The model 'py:os:getcwd' cannot be chosen here"),
+    ({"mission": {"team": {"cards": "/etc"}}}, "a mission started over AG-UI cannot name a folder of role cards"),
+])
+def test_a_client_may_not_make_the_server_read_its_files_or_run_its_code(workspace: Workspace, props: dict,
+                                                                       refused: str) -> None:
     with serving(workspace) as server:
-        events = streamed(post(server, run_input(str(uuid.uuid4()), REQUEST, forwarded_props=props)))
+        events = streamed(post(server, run_input(str(uuid.uuid4()), REQUEST, forwarded_props={"cabal": props})))
     assert kinds(events) == ["RUN_STARTED", "RUN_ERROR"]
-    assert events[1].message.startswith("The model 'scripted:")
+    assert events[1].message.startswith(refused)
 
 
 def test_a_body_that_is_no_run_input_is_refused_naming_its_field(workspace: Workspace) -> None:
