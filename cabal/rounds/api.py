@@ -49,6 +49,7 @@ from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_m
 from cabal.rounds.run import MissionRun
 from cabal.rounds.settled import settled
 from cabal.rounds.snapshot import mission_spend, model_output_switches
+from cabal.rounds.library import with_memory
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.tracing import recorder_from_environment
@@ -191,6 +192,8 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     starting = spec.starting_budget(budget_usd)
     spec = _with_paths_anchored(spec, base)
     workspace = workspace or Workspace.at(home, url)
+    if not isinstance(sources, Collected):  # a replay's Collected holds what the recorded mission read of them
+        collected = with_memory(workspace, spec, collected)
     team = _team(workspace, spec)
     models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team,
                                                  home=workspace.home)
