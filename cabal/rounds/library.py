@@ -240,7 +240,7 @@ def keep_facts(workspace: Workspace, told: list[tuple[str, str, str]]) -> list[F
         counter = library.get(FACTS_SPACE)
         last = int((counter or {}).get("last_number") or 0)
         now = _now()
-        nodes = [{"id": f"f{last + n}", "node_type": "fact", "type": kind, "text": text, "words": _words(text),
+        nodes: list[dict[str, object]] = [{"id": f"f{last + n}", "node_type": "fact", "type": kind, "text": text, "words": _words(text),
                   "mission_id": mission_id, "kept_at": now} for n, (text, kind, mission_id) in enumerate(checked, 1)]
         counted = {"id": FACTS_SPACE, "fields": {"last_number": last + len(nodes)}}
         if counter is None:

@@ -190,3 +190,16 @@ def test_a_fact_that_is_not_there_is_a_users_mistake(launched) -> None:
         forget_fact(workspace, "f99")
     with pytest.raises(ConfigError, match="^a fact cannot be empty"):
         keep_facts(workspace, [("  ", "typed", "")])
+
+
+def test_a_batch_plans_a_mission_that_names_an_earlier_one(tmp_path: Path) -> None:
+    from cabal.batch.plan import load_plan
+
+    (tmp_path / "notes.md").write_text("# Notes\n")
+    (tmp_path / "training.mission.yaml").write_text(
+        "request: Plan the training.\nsources:\n  - notes.md\n  - {mission: m-onboarding-1a2b3c}\n")
+
+    (planned,) = load_plan(tmp_path).missions
+    assert planned.error is None
+    assert [(entry.path, entry.mission) for entry in planned.spec.sources] == [
+        (str(tmp_path / "notes.md"), None), (None, "m-onboarding-1a2b3c")]
