@@ -28,8 +28,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cabal.errors import ConfigError, closest
+from cabal.errors import ConfigError, ResourceNotFound, closest
 from cabal.graph import ContextGraph
+from cabal.limits import unprintable
 from cabal.private import private_file, workspace_folder, write_private
 from cabal.rounds.workspace import Workspace, mission_graph
 from cabal.sources import Collected
@@ -37,6 +38,7 @@ from cabal.sources import Chunk, SourceText
 from cabal.sources.chunks import chunk_text
 
 if TYPE_CHECKING:
+    from cabal.report.model import Decision, Product
     from cabal.rounds.mission import MissionSpec
 
 LIBRARY_PREFIX = "library-"
@@ -220,8 +222,6 @@ def facts(workspace: Workspace) -> list[Fact]:
 
 
 def _checked_text(text: str) -> str:
-    from cabal.limits import unprintable
-
     text = text.strip()
     if not text:
         raise ConfigError("a fact cannot be empty: write what the team should know")
@@ -305,7 +305,6 @@ def mission_sources(workspace: Workspace, mission_id: str, note: str | None, whe
     """An earlier mission as sources: each accepted product's accepted version, then one source
     of the Chair's decisions and the user's answers and notes. ``where`` locates the entry that
     named it, for the error of a mission not found."""
-    from cabal.errors import ResourceNotFound
     from cabal.report import read_report
 
     try:
@@ -318,7 +317,7 @@ def mission_sources(workspace: Workspace, mission_id: str, note: str | None, whe
     texts = []
     for product in report.products:
         version = next((v for v in product.versions if v.id == product.accepted_version_id), None)
-        if version is None:
+        if version is None or product.status != "accepted":  # a product removed since keeps its field
             continue
         item = LibraryItem(id=f"{mission_id}/{version.id}", mission_id=mission_id, mission_name=name,
                            started_at=report.mission.started_at or "", product_id=product.id, name=product.name,
@@ -326,10 +325,7 @@ def mission_sources(workspace: Workspace, mission_id: str, note: str | None, whe
                            round=next((d.round for d in product.decisions if d.accepted and d.version_id == version.id),
                                       version.round), content=version.content)
         texts.append(_item_source(item, note))
-    decisions = [f"- {product.name}: " + (f"accepted version {_number(product, d.version_id)} at round {d.round}"
-                                          if d.accepted else f"rejected at round {d.round}" +
-                                          (f": {d.reason}" if d.reason else ""))
-                 for product in report.products for d in product.decisions]
+    decisions = [_decision_line(product, decision) for product in report.products for decision in product.decisions]
     told = [f"- round {line.round}, {line.kind}: {line.text}" for line in report.conversation
             if line.speaker == "you" and line.kind in FACT_KINDS]
     sections = [f"# The request\n\n{report.mission.request}"]
@@ -345,9 +341,11 @@ def mission_sources(workspace: Workspace, mission_id: str, note: str | None, whe
     return texts
 
 
-def _number(product: object, version_id: str | None) -> int | str:
-    versions = getattr(product, "versions", ())
-    return next((v.number for v in versions if v.id == version_id), "?")
+def _decision_line(product: Product, decision: Decision) -> str:
+    if not decision.accepted:
+        return f"- {product.name}: rejected at round {decision.round}" + (f": {decision.reason}" if decision.reason else "")
+    number = next((v.number for v in product.versions if v.id == decision.version_id), "?")
+    return f"- {product.name}: accepted version {number} at round {decision.round}"
 
 
 def library_sources(workspace: Workspace, *, skip_missions: set[str]) -> list[SourceText]:
