@@ -148,6 +148,8 @@ def test_memory_library_and_facts_become_sources_and_a_forgotten_fact_leaves_no_
             "[[s:s7#1]] (fact f1)", f"> {STUDENTS}",
             "[[s:s7#2]] (fact f2)", "> Priya (head of operations) signs off every plan in writing"]
         assert search_text(graph, "Priya", 200).splitlines()[1] == "[[s:s7#2]] (fact f2)"
+        # search_sources searches the library as it stood: the earlier mission's pricing is found and cited.
+        assert search_text(graph, "euros student discount", 60).splitlines()[1].startswith("[[s:s4#")
 
     assert [f.id for f in search_library(workspace, "Priya writing").facts] == ["f2"]
     assert main(["memory", "forget", "f2", "--home", str(home), "--url", url]) == 0
