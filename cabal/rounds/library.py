@@ -32,7 +32,7 @@ from cabal.errors import ConfigError, ResourceNotFound, closest
 from cabal.graph import ContextGraph
 from cabal.limits import unprintable
 from cabal.private import private_file, workspace_folder, write_private
-from cabal.rounds.workspace import Workspace, mission_graph
+from cabal.rounds.workspace import Workspace, check_mission_id, mission_graph
 from cabal.sources import Collected
 from cabal.sources import Chunk, SourceText
 from cabal.sources.chunks import chunk_text
@@ -121,6 +121,14 @@ def _words(*texts: str) -> str:
 def workspace_missions(workspace: Workspace) -> list[str]:
     """The missions of this workspace: on its server, with their folder in it."""
     return [m for m in workspace.missions() if workspace.mission_dir(m).is_dir()]
+
+
+def own_mission_graph(workspace: Workspace, mission_id: str) -> ContextGraph:
+    """The graph of mission ``mission_id`` of this workspace: one of another workspace on a shared
+    server is not found, as one that does not exist."""
+    if not workspace.mission_dir(check_mission_id(mission_id)).is_dir():
+        raise ResourceNotFound("mission", mission_id, known=workspace_missions(workspace), closest_first=True)
+    return mission_graph(workspace, mission_id)
 
 
 def sync(workspace: Workspace, library: ContextGraph) -> None:
@@ -257,7 +265,7 @@ def told_in(workspace: Workspace, mission_id: str) -> list[tuple[str, str, str]]
     included), ``cabal say`` notes and directions, as ``(text, kind, mission_id)`` in order."""
     from cabal.report import read_report
 
-    with mission_graph(workspace, mission_id) as graph:
+    with own_mission_graph(workspace, mission_id) as graph:
         report = read_report(graph, mission_id)
     return [(line.text, line.kind, mission_id) for line in report.conversation
             if line.speaker == "you" and line.kind in FACT_KINDS]
@@ -308,7 +316,7 @@ def mission_sources(workspace: Workspace, mission_id: str, note: str | None, whe
     from cabal.report import read_report
 
     try:
-        graph = mission_graph(workspace, mission_id)
+        graph = own_mission_graph(workspace, mission_id)
     except (ResourceNotFound, ConfigError) as error:
         raise ConfigError(f"{where}: {error}") from None
     with graph:

@@ -13,9 +13,10 @@ import pytest
 
 from cabal.cli import main
 from cabal.graph import ContextGraph
-from cabal.errors import ConfigError
+from cabal.errors import ConfigError, ResourceNotFound
 from cabal.rounds.api import run_mission
-from cabal.rounds.library import facts, forget_fact, keep_facts, library_graph, library_items, search_library
+from cabal.rounds.library import (facts, forget_fact, keep_facts, library_graph, library_items, mission_sources,
+                                  search_library, told_in)
 from cabal.rounds.sources import changed_sources, read_source_text, search_text, source_line
 from cabal.rounds.workspace import Workspace
 from cabal.sources import latest_versions
@@ -175,6 +176,12 @@ def test_one_workspaces_memory_never_reaches_another_on_the_same_server(launched
     assert facts(other) == []
     assert search_library(other, "launch checklist Only first workspace knows") == search_library(other, "zeppelin")
     assert library_graph(other).name != library_graph(workspace).name
+    # Nor can a mission of the other workspace name it, nor its user keep what was told it.
+    _, earlier = launched
+    with pytest.raises(ConfigError, match=f"sources\\[0\\]: mission not found: '{earlier}'"):
+        mission_sources(other, earlier, None, "other.mission.yaml:3: sources[0]")
+    with pytest.raises(ResourceNotFound):
+        told_in(other, earlier)
 
 
 def test_a_resume_reads_no_file_for_text_from_an_earlier_mission(launched, tmp_path: Path) -> None:
