@@ -47,6 +47,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from cabal.limits import printable
 from cabal.errors import CabalError, GraphUnavailable, MissionError, ResourceNotFound
 from cabal.limits import answer_problems
 from cabal.exports import export_format, names, render_mission
@@ -125,6 +126,7 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
         Route("/missions/{mission_id}/fork", fork, methods=["POST"]),
         Route("/missions/{mission_id}/report.{fmt}", export),
         Route("/diff", diff_page),
+        Route("/library", library_page),
         Route("/live", live_missions),
         Route("/live/missions/{mission_id}", live_mission),
         Route("/static/{name}", static),
@@ -198,6 +200,26 @@ async def diff_page(request: Request) -> Response:
         a, b = (room.reader.view(room.reader.known(mission_id)).report for mission_id in chosen)
         return views.render("diff.html.j2", **views.diff_context(a, b, workspace=room.workspace.home,
                                                                  csrf=room.security.csrf))
+
+    return _html(await run_in_threadpool(build))
+
+
+async def library_page(request: Request) -> Response:
+    """The workspace's library (``cabal library``), or what ``?q=WORDS`` finds in it, and the
+    standing facts: behind the same guard as every page, and only this workspace's."""
+    room = _room(request)
+    query = " ".join(request.query_params.get("q", "").split())[:500]
+
+    def build() -> str:
+        from cabal.rounds.library import facts, library_items, search_library
+
+        if query:
+            found = search_library(room.workspace, query)
+            items, kept = list(found.items), list(found.facts)
+        else:
+            items, kept = library_items(room.workspace), facts(room.workspace)
+        return printable(views.render("library.html.j2", items=items, facts=kept, query=query,
+                                      workspace=room.workspace.home, csrf=room.security.csrf))
 
     return _html(await run_in_threadpool(build))
 
