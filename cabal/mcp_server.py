@@ -5,7 +5,9 @@ own agents do: through membrane protocols, one validated step at a time, and thr
 procedure runs whose work lands in a run space. Tools:
 
 - ``membrane_list``, ``membrane_start``, ``membrane_continue``, ``membrane_abort``;
-- ``procedure_start``, ``procedure_record``, ``procedure_continue``, ``procedure_end``.
+- ``procedure_start``, ``procedure_record``, ``procedure_continue``, ``procedure_end``;
+- ``library_list``, ``library_search``, ``memory_list``: the workspace's memory across missions,
+  read only (``rounds/library.py``): the server serves its own workspace's, no other.
 
 Results are the membrane's typed values turned into JSON here (``to_wire``), the one place they
 become dicts, sent as structured content (and as JSON text). A rejected answer is not a tool error: the session stays on its step and the result lists every
@@ -77,11 +79,13 @@ class CabalTools:
         protocol_dirs: Iterable[str | Path] = (),
         procedure_dirs: Iterable[str | Path] = (),
         actor_id: str = MCP_ACTOR,
+        workspace: Any = None,
     ) -> None:
         from cabal.membrane import Membrane
         from cabal.procedures import Procedures
 
         self.graph = graph
+        self.workspace = workspace  # whose library the library_* and memory_* tools read (None: none)
         self.membrane = Membrane(graph, protocol_dirs)
         self.procedures = Procedures(graph, procedure_dirs)
         self.actor_id = actor_id
@@ -141,6 +145,44 @@ class CabalTools:
 
     def procedure_end(self, run_id: str) -> dict:
         return _call(lambda: self.procedures.end_procedure(run_id).to_wire(), {"run_id": run_id})
+
+    # ------------------------------------------------------------------------ library
+
+    def _library(self) -> Any:
+        from cabal.errors import ConfigError
+
+        if self.workspace is None:
+            raise ConfigError("this server has no workspace, so no library", hint="run it with cabal mcp")
+        from cabal.rounds import library
+
+        return library
+
+    def library_list(self) -> dict:
+        def produce() -> dict:
+            return {"products": [_item_wire(item) for item in self._library().library_items(self.workspace)]}
+
+        return _call(produce)
+
+    def library_search(self, words: str) -> dict:
+        def produce() -> dict:
+            found = self._library().search_library(self.workspace, words)
+            return {"products": [_item_wire(item) for item in found.items],
+                    "facts": [_fact_wire(fact) for fact in found.facts]}
+
+        return _call(produce, {"words": words})
+
+    def memory_list(self) -> dict:
+        return _call(lambda: {"facts": [_fact_wire(fact) for fact in self._library().facts(self.workspace)]})
+
+
+def _item_wire(item: Any) -> dict:
+    return {"mission_id": item.mission_id, "mission_name": item.mission_name, "product_id": item.product_id,
+            "name": item.name, "type": item.kind, "version": item.version, "accepted_round": item.round,
+            "origin": item.origin, "content": item.content}
+
+
+def _fact_wire(fact: Any) -> dict:
+    return {"id": fact.id, "text": fact.text, "origin": fact.origin}
 
 
 # ---------------------------------------------------------------------------- descriptions
@@ -212,6 +254,21 @@ DESCRIPTIONS = {
         "step (step_id and step_content null). Pass `from_step` (the step id you believe is current) so a "
         "retried call never advances twice."
     ),
+    "library_list": (
+        "List the accepted work of this server's Cabal workspace: the accepted version of every product of its "
+        "missions, newest mission first. Returns {\"products\": [{mission_id, mission_name, product_id, name, type, "
+        "version, accepted_round, origin, content}]}. Read only; another workspace's work is never listed."
+    ),
+    "library_search": (
+        "Search the accepted work and the standing facts of this server's Cabal workspace by `words` (any of "
+        "them, by stem: the graph's full-text index). Returns {\"products\": [...as library_list, best first], "
+        "\"facts\": [{id, text, origin}]}. Read only."
+    ),
+    "memory_list": (
+        "List the standing facts the user keeps for the next missions of this workspace (what they told a team "
+        "and chose to keep: `cabal memory`). Returns {\"facts\": [{id, text, origin}]}, oldest first. Read only: "
+        "only the user adds, edits and forgets them."
+    ),
     "procedure_end": (
         "Finish a procedure run now, whichever step it is on (a run that passed its last step is already "
         "finished). Returns {run_id, status: \"completed\", step_id: null, step_content: null, "
@@ -273,10 +330,21 @@ def build_server(tools: CabalTools) -> Any:
     def procedure_end(run_id: Annotated[str, Field(description="run_id from procedure_start")]) -> dict[str, Any]:
         return tools.procedure_end(run_id)
 
+    def library_list() -> dict[str, Any]:
+        return tools.library_list()
+
+    def library_search(words: Annotated[str, Field(description="the words to look for")]) -> dict[str, Any]:
+        return tools.library_search(words)
+
+    def memory_list() -> dict[str, Any]:
+        return tools.memory_list()
+
     read_only = ToolAnnotations(read_only_hint=True)
+    reading = (membrane_list, library_list, library_search, memory_list)
     for function in (membrane_list, membrane_start, membrane_continue, membrane_abort,
-                     procedure_start, procedure_record, procedure_continue, procedure_end):  # fmt: skip
-        annotations = read_only if function is membrane_list else None
+                     procedure_start, procedure_record, procedure_continue, procedure_end,
+                     *(reading[1:] if tools.workspace is not None else ())):  # fmt: skip
+        annotations = read_only if function in reading else None
         server.add_tool(function, name=function.__name__, description=DESCRIPTIONS[function.__name__],
                         annotations=annotations)  # fmt: skip
     return server

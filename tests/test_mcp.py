@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 TOOLS = {
     "membrane_list", "membrane_start", "membrane_continue", "membrane_abort",
     "procedure_start", "procedure_record", "procedure_continue", "procedure_end",
+    "library_list", "library_search", "memory_list",
 }  # fmt: skip
 
 
@@ -25,12 +26,14 @@ def said(answer):
     return {"answer": answer, "description": "I read the module first", "reasoning": "the rule guards this behavior"}
 
 
-def serve(graph, graph_server, tmp_path, scenario, wire=None):
+def serve(graph, graph_server, tmp_path, scenario, wire=None, home=None):
     """Start ``cabal mcp`` for the test graph and run ``scenario(session)`` against it (``wire``
-    wraps the client's write stream)."""
+    wraps the client's write stream; ``home``: another workspace on the same server)."""
+    where = ["--home", str(home), "--url", f"unix://{graph_server.socket_path}"] if home else [
+        "--home", str(graph_server.home)]
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "cabal.cli", "mcp", "--graph", graph.name, "--home", str(graph_server.home)],
+        args=["-m", "cabal.cli", "mcp", "--graph", graph.name, *where],
         env={"CABAL_HOME": str(graph_server.home), "PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
         cwd=str(REPO),
     )
@@ -250,3 +253,25 @@ def test_every_request_gets_an_answer_however_hostile_its_arguments(seeded, grap
 
     serve(graph, graph_server, tmp_path, scenario, wire=lambda write: RawArguments(write, raw))
     assert graph.counts()["nodes"] == before["nodes"] + 2  # the server's actor and the one session started
+
+
+def test_the_library_tools_read_the_servers_own_workspace_and_no_other(graph, graph_server, tmp_path):
+    from cabal.rounds.library import keep_facts
+    from cabal.rounds.workspace import Workspace
+
+    kept = keep_facts(Workspace.at(graph_server.home), [("Quetzal rules: Priya signs off every plan", "typed", "")])
+    seen = {}
+
+    async def look(session):
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert listed["library_search"].annotations.read_only_hint is True
+        seen["facts"] = data(await session.call_tool("memory_list", {}))["facts"]
+        seen["found"] = data(await session.call_tool("library_search", {"words": "quetzal"}))
+        seen["products"] = data(await session.call_tool("library_list", {}))["products"]
+
+    serve(graph, graph_server, tmp_path, look)
+    assert seen["found"] == {"products": [], "facts": [{"id": kept[0].id, "text": kept[0].text, "origin": "typed"}]}
+    assert kept[0].id in [fact["id"] for fact in seen["facts"]]
+
+    serve(graph, graph_server, tmp_path, look, home=tmp_path / "elsewhere" / ".cabal")
+    assert (seen["facts"], seen["found"], seen["products"]) == ([], {"products": [], "facts": []}, [])

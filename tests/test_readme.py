@@ -112,7 +112,7 @@ def test_the_yaml_blocks_parse_and_mission_files_are_valid() -> None:
             missions.append(parse_mission(data, source=page))
         elif "mission" in data and "requests" in data:
             batches.append(BatchSpec.model_validate(data))
-    assert len(missions) == 4 and len(batches) == 1
+    assert len(missions) == 5 and len(batches) == 1
     readme_mission = parse_mission(yaml.safe_load(blocks("yaml", [README])[0][1]))
     assert (readme_mission.team.operatives, readme_mission.rounds, readme_mission.budget.tokens) == (2, 4, 400000)
     (batch,) = batches

@@ -408,8 +408,8 @@ def _anchored(spec: MissionSpec, base: Path) -> MissionSpec:
     not resolved: a '..' in it is still refused when the sources are read. A stdio tool server
     runs in ``base`` too (``with_tool_folders``)."""
     spec = with_tool_folders(spec, base)
-    sources = [entry if Path(entry.path).is_absolute() else entry.model_copy(update={"path": str(base / entry.path)})
-               for entry in spec.sources]
+    sources = [entry if entry.path is None or Path(entry.path).is_absolute()  # an earlier mission: no path
+               else entry.model_copy(update={"path": str(base / entry.path)}) for entry in spec.sources]
     if sources != spec.sources:
         spec = spec.model_copy(update={"sources": sources})
     return spec.anchored(base)

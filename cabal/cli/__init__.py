@@ -54,6 +54,7 @@ COMMAND_MODULES = (
     "cabal.cli.compare",     # diff
     "cabal.cli.eval",        # eval
     "cabal.cli.worth",       # baseline, judge, cost
+    "cabal.cli.library",     # library [search WORDS], memory [list|add|keep|edit|forget]
 )
 
 

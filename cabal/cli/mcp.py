@@ -13,9 +13,10 @@ def register(commands: Any) -> None:
     """Add ``cabal mcp`` to the cabal parser."""
     mcp = commands.add_parser(
         "mcp",
-        help="run an MCP server over stdio (membrane and procedure tools)",
-        description="Serve the membrane (membrane_*) and procedure runs (procedure_*) as Model Context "
-        "Protocol tools over stdio, for an MCP client such as Claude Code.",
+        help="run an MCP server over stdio (membrane, procedure and library tools)",
+        description="Serve the membrane (membrane_*), procedure runs (procedure_*) and the workspace's library "
+        "(library_list, library_search, memory_list: read only) as Model Context Protocol tools over stdio, for "
+        "an MCP client such as Claude Code.",
     )
     mcp.add_argument("--graph", default="cabal", help="the named graph to write to (default: cabal)")
     add_graph_options(mcp)
@@ -31,7 +32,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from cabal.graph import ContextGraph
     from cabal.mcp_server import CabalTools, build_server, serve_stdio
 
+    from cabal.rounds.workspace import Workspace
+
     with ContextGraph.open(args.url, name=args.graph, home=args.home) as graph:
-        tools = CabalTools(graph, protocol_dirs=args.protocols, procedure_dirs=args.procedures, actor_id=args.actor)
+        # The workspace whose library and facts the library_* and memory_* tools read: the one
+        # --home names (the server's own), never another.
+        workspace = Workspace.at(args.home, args.url)
+        tools = CabalTools(graph, protocol_dirs=args.protocols, procedure_dirs=args.procedures, actor_id=args.actor,
+                           workspace=workspace)
         anyio.run(serve_stdio, build_server(tools))
     return 0

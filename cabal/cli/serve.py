@@ -35,7 +35,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def register(commands: argparse._SubParsersAction) -> None:
     serve = add_graph_options(commands.add_parser(
-        "serve", help="the team's room in a browser: follow missions live, answer, judge the work, start missions"))
+        "serve", help="the team's room in a browser: follow missions live, answer, judge the work, start missions; "
+                      "AG-UI front ends run missions at POST /ag-ui (the agui extra)"))
     serve.add_argument("--host", default=DEFAULT_HOST,
                        help=f"address to listen on (default {DEFAULT_HOST}: this machine only); any other address "
                             "requires the token printed at start")

@@ -15,7 +15,7 @@ from cabal.errors import ClusterError, GraphError, GraphUnavailable, NodeNotFoun
 from cabal.graph import reads, schema
 from cabal.graph.behind import WriteBehind
 from cabal.graph.server import EmbeddedServer
-from cabal.graph.writes import ClusterQuery, build_cluster_query, build_copy_queries
+from cabal.graph.writes import ClusterQuery, build_cluster_query, build_copy_queries, delete_nodes
 
 _INDEXED_GRAPHS: set[tuple[str, str]] = set()  # (address, graph) pairs whose indexes exist
 
@@ -252,6 +252,13 @@ class ContextGraph:
             raise NodeNotFound(node_id) from None
         return self.get(node_id) or {}
 
+    def delete_nodes(self, ids: list[str]) -> int:
+        """Remove the nodes of ``ids`` with their links (the library's only deletion: a mission's
+        graph deletes no node); returns how many went. Their full-text entries go with them."""
+        if not ids:
+            return 0
+        return int(self._run(*delete_nodes(ids)).nodes_deleted)
+
     def copy(self, name: str) -> ContextGraph:
         """This graph copied under another name (empty if this one holds nothing yet).
 
@@ -366,6 +373,14 @@ class ContextGraph:
         if not params["query"]:
             return []
         return [{**row["chunk"], "score": row["score"]} for row in self.read_cypher(text, params)]
+
+    def search_full_text(self, node_type: str, query: str, limit: int = 10) -> list[dict]:
+        """The nodes of ``node_type`` whose indexed field best matches ``query``'s words (the
+        server's full-text index), best first: each node's fields and its ``score``."""
+        text, params = reads.search_full_text(node_type, query, limit)
+        if not params["query"]:
+            return []
+        return [{**row["node"], "score": row["score"]} for row in self.read_cypher(text, params)]
 
     def preset(self, name: str) -> list[dict]:
         return self._nodes(*reads.preset(name))

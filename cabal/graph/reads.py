@@ -143,18 +143,31 @@ def create_full_text_index(type_name: str, field: str) -> Query:
             {"label": schema.node_type(type_name).label, "field": schema.field_name(field)})
 
 
+def index_words(text: str) -> str:
+    """A query for the full-text index: ``text``'s plain words (at most ``SEARCH_WORDS``), any of
+    them; no other character of it reaches the index's query syntax."""
+    return "|".join(list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:SEARCH_WORDS])
+
+
+def search_full_text(type_name: str, text: str, limit: int) -> Query:
+    """Full-text search over one node type's indexed field: any of the words (their stems), best
+    score first (then by id, so equal scores keep one order)."""
+    return ("CALL db.idx.fulltext.queryNodes($label, $query) YIELD node, score "
+            "RETURN node, score ORDER BY score DESC, node.id LIMIT $limit",
+            {"label": schema.node_type(type_name).label, "query": index_words(text), "limit": int(limit)})
+
+
 def search_chunks(text: str, limit: int) -> Query:
     """Full-text search over chunks: any of the words (their stems), best score first, only chunks
     of a source's current version (one no other version supersedes). The query is reduced to
     plain words, so no character of it reaches the index's query syntax."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:SEARCH_WORDS]
     chunk, source = schema.node_type("chunk"), schema.node_type("source")
     return (
         f"CALL db.idx.fulltext.queryNodes($label, $query) YIELD node, score "
         f"MATCH (s:{source.label})-[:{schema.link_type('contains').relation}]->(node) "
         f"WHERE NOT (s)<-[:{schema.link_type('supersedes').relation}]-() "
         "RETURN node AS chunk, score ORDER BY score DESC, node.id LIMIT $limit",
-        {"label": chunk.label, "query": "|".join(words), "limit": int(limit)},
+        {"label": chunk.label, "query": index_words(text), "limit": int(limit)},
     )
 
 

@@ -98,6 +98,11 @@ NODE_TYPES: dict[str, NodeType] = _nodes(
     # line ends, so the first word of every line of ``text`` could not be found.
     NodeType("chunk", "a section of a source's text", ("source_id", "position", "text", "words"), ("source_id",),
              fulltext=("words",)),
+    # The workspace's library (its own graph, rounds/library.py): what missions made, and what
+    # the user keeps. Searched through the server's full-text index of ``words``, like chunks.
+    NodeType("library_item", "an accepted version of a mission's product, kept in the workspace's library",
+             ("mission_id", "product_id", "version_id", "content", "words"), ("mission_id",), fulltext=("words",)),
+    NodeType("fact", "a standing fact the user keeps for the next missions", ("text", "words"), fulltext=("words",)),
 )
 
 LINK_TYPES: dict[str, LinkType] = _links(

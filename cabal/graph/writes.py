@@ -229,3 +229,9 @@ def _runs(keyed: list[tuple[str, dict]]) -> list[tuple[str, list[dict]]]:
         else:
             runs.append((key, [row]))
     return runs
+
+
+def delete_nodes(ids: list[str]) -> tuple[str, dict[str, object]]:
+    """Remove nodes (and their links) by id: the server's full-text index forgets them with them."""
+    return (f"UNWIND $ids AS gone MATCH (n:{schema.BASE_LABEL} {{id: gone}}) DETACH DELETE n",
+            {"ids": [schema.check_id(str(node_id)) for node_id in ids]})

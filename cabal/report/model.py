@@ -349,6 +349,8 @@ class Source(_Value):
     sha256: str
     round: int = Field(0, description="the round it was read in (0: at the start; later: a changed file on resume)")
     first_heading: str | None = None
+    origin: str | None = Field(None, description="where text that is not a file came from: an earlier mission's "
+                                                 "product and version, or the standing facts")
     sections: int
     superseded: bool = Field(False, description="a later version of the file replaced it")
     cited: bool = Field(False, description="a version cites it or one of its sections")

@@ -81,7 +81,7 @@ def _sources(graph: ContextGraph, nodes: list[dict], versions: list[dict]) -> tu
             id=node["id"], source_id=str(node["source_id"]), version=int(node.get("version") or 1),
             name=str(node.get("name")), note=node.get("note") or None, format=str(node.get("type")),
             size=int(node.get("size") or 0), sha256=str(node.get("sha256")), round=int(node.get("round") or 0),
-            first_heading=node.get("first_heading") or None, sections=int(node.get("chunk_count") or 0),
+            first_heading=node.get("first_heading") or None, origin=node.get("origin") or None, sections=int(node.get("chunk_count") or 0),
             superseded=node["id"] in superseded,
             cited=node["id"] in cited or bool(mine),
             cited_sections=tuple(SourceSection(id=c["id"], position=int(c["position"]), heading=c.get("heading") or None,

@@ -49,6 +49,7 @@ from cabal.rounds.mission import DEFAULT_KEY, MissionSpec, load_mission, parse_m
 from cabal.rounds.run import MissionRun
 from cabal.rounds.settled import settled
 from cabal.rounds.snapshot import mission_spend, model_output_switches
+from cabal.rounds.library import with_memory
 from cabal.rounds.sources import changed_sources, ingest_clusters, skipped_lines
 from cabal.rounds.team import Team, load_role_cards
 from cabal.rounds.tracing import recorder_from_environment
@@ -187,10 +188,10 @@ def run_mission(mission: str | Path | MissionSpec | dict, *, model: Any = None, 
     """
     spec, base = _loaded(mission)
     spec = _as_asked(spec, request=request, rounds=rounds, gates=gates)
-    collected = _sources_of(spec, base, sources)  # refused now, before any write
+    workspace = workspace or Workspace.at(home, url)
+    collected = _sources_of(spec, base, sources, workspace)  # refused now, before any write
     starting = spec.starting_budget(budget_usd)
     spec = _with_paths_anchored(spec, base)
-    workspace = workspace or Workspace.at(home, url)
     team = _team(workspace, spec)
     models, settings, model_spec = _agent_models(spec, model, model_settings or {}, base, team,
                                                  home=workspace.home)
@@ -245,15 +246,18 @@ def _as_asked(spec: MissionSpec, *, request: str | None, rounds: int | None, gat
     return _with_gates(spec, gates) if gates else spec
 
 
-def _sources_of(spec: MissionSpec, base: Path | None, sources: list[str | Wanted] | Collected | None) -> Collected | None:
-    """What the mission reads: its file's sources and the call's (``--source``), read now, and files
-    already read (a replay's ``Collected``: the sources as the recorded mission read them)."""
+def _sources_of(spec: MissionSpec, base: Path | None, sources: list[str | Wanted] | Collected | None,
+                workspace: Workspace) -> Collected | None:
+    """What the mission reads: its file's sources and the call's (``--source``), read now, then the
+    workspace's memory its file asks for (earlier missions, the library, the standing facts); or
+    files already read (a replay's ``Collected``: the sources as the recorded mission read them,
+    its memory among them)."""
     read, typed = (sources, []) if isinstance(sources, Collected) else (None, list(sources or []))
     wanted = spec.wanted_sources(base) + typed_wanted(typed)
     collected = collect(wanted, spec.source_limits) if wanted else None
     if read is not None and read.files:
-        collected = Collected((collected.files if collected else ()) + read.files)
-    return collected
+        return Collected((collected.files if collected else ()) + read.files)
+    return with_memory(workspace, spec, collected)
 
 
 def _with_gates(spec: MissionSpec, gates: Sequence[str]) -> MissionSpec:

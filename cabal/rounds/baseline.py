@@ -89,9 +89,9 @@ def run_baseline(mission: str | Path | MissionSpec | dict, *, model: Any = None,
     """One call of the mission's model (or ``model``: a spec or a chat model object) writes every
     deliverable; the result is stored as a mission of kind ``baseline`` (see the module)."""
     spec, base = _loaded(mission)
-    collected = _sources_of(spec, base, None)
-    spec = _with_paths_anchored(spec, base)
     workspace = workspace or Workspace.at(home, url)
+    collected = _sources_of(spec, base, None, workspace)  # the team's sources, its memory among them
+    spec = _with_paths_anchored(spec, base)
     chat, model_spec = _model(spec, model, base, workspace)
     mission_id = mission_id or _new_mission_id(spec.model_copy(update={"name": f"{spec.name or 'mission'}-baseline"}))
     graph = workspace.graph(mission_id)

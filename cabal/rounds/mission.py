@@ -20,6 +20,8 @@ answers: ["Students first; teachers later."]   # optional: replies to the Chair'
 sources:                                # optional: the user's files (docs/guide/sources.md)
   - docs/                               # a folder, a file or a glob, relative to this file
   - {path: data/prices.csv, note: Competitor prices, checked in May}
+  - {mission: m-onboarding-1a2b3c}      # an earlier mission's accepted work (docs/how-to/memory.md)
+memory: {library: true, facts: true}    # optional: the workspace's library and standing facts as sources
 ```
 """
 
@@ -77,6 +79,18 @@ class TeamSpec(BaseModel):
                 raise ValueError(f"unknown agent id {agent_id!r}: use {CHAIR_ID}, {WATCHDOG_ID}, {ENVOY_ID}, "
                                  "operative-N or an id the role cards declare (KIND-NAME)")
         return value
+
+
+class MemorySpec(BaseModel):
+    """What the mission reads of the workspace's memory (docs/how-to/memory.md): nothing unless asked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    library: bool = Field(False, description="the workspace's library (every accepted product of its missions, as "
+                                             "it stands at the start) becomes sources: listed, searched by "
+                                             "search_sources and cited like files, each saying where it came from")
+    facts: bool = Field(False, description="the standing facts the user keeps (`cabal memory`) become one source, "
+                                           "one section a fact")
 
 
 class GatesSpec(BaseModel):
@@ -205,6 +219,9 @@ class MissionSpec(BaseModel):
                     "file, each a path or a mapping with path and note")
     source_limits: SourceLimits = Field(default_factory=SourceLimits,
                                         description="how much the sources may hold: files, MB per file, MB in all")
+    memory: MemorySpec = Field(default_factory=MemorySpec,
+                               description="what the team reads of the workspace's memory: memory: {library: true, "
+                                           "facts: true}")
     # Where the file named each source (its line), for located errors; set by load_mission.
     _source_lines: dict[int, int] = PrivateAttr(default_factory=dict)
     _origin: str = PrivateAttr("<mission>")
@@ -337,6 +354,14 @@ class MissionSpec(BaseModel):
 
         models = {key: named(entry) for key, entry in self.models.items()} if self.models else self.models
         return self.model_copy(update={"model": name, "models": models})
+
+    @property
+    def earlier_missions(self) -> list[tuple[str, str | None, str]]:
+        """The earlier missions ``sources:`` names (``- mission: ID``), each with its note and
+        where the file names it (``FILE:LINE: sources[i]``)."""
+        return [(entry.mission, entry.note, f"{self._origin}:{self._source_lines[index]}: sources[{index}]"
+                 if index in self._source_lines else f"{self._origin}: sources[{index}]")
+                for index, entry in enumerate(self.sources) if entry.mission is not None]
 
     def wanted_sources(self, base: Path | None) -> list[Wanted]:
         """The ``sources:`` entries to collect, relative to the mission file's folder (``base``)

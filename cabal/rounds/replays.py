@@ -87,6 +87,7 @@ def recorded_mission(mission_id: str, *, home: str | Path | None = None, url: st
                             *(str(h["answer"]) for h in halts if h.get("answer_source") != ANSWER_FROM_FILE)]
     spec.pop("model", None)
     spec.pop("sources", None)  # read from the graph instead: the files may have changed or gone since
+    spec.pop("memory", None)  # likewise the library and the facts it read: they too may have changed since
     return RecordedMission(spec, sources, continuations, withdrawn, notes)
 
 
@@ -146,7 +147,8 @@ def _sources_read_at_start(graph: ContextGraph) -> Collected:
         files.append(SourceText(
             path=str(source["path"]), name=str(source["name"]), note=source.get("note") or None,
             size=int(source["size"]), sha256=str(source["sha256"]), format=str(source["type"]),
-            chunks=tuple(Chunk(int(c["position"]), str(c.get("heading") or ""), str(c["text"])) for c in chunks)))
+            chunks=tuple(Chunk(int(c["position"]), str(c.get("heading") or ""), str(c["text"])) for c in chunks),
+            origin=source.get("origin") or None))
     return Collected(tuple(files))
 
 

@@ -43,7 +43,8 @@ def _source_cluster(membrane: Membrane, mission_id: str, text: SourceText, sourc
         "moment_id": f"ingest.{node_id}",
         "source": {"node_id": node_id, "source_id": source_id, "version": version, "name": text.name,
                    "path": text.path, "note": text.note or "", "size": text.size, "sha256": text.sha256,
-                   "format": text.format, "first_heading": text.first_heading, "chunk_count": len(text.chunks)},
+                   "format": text.format, "first_heading": text.first_heading, "chunk_count": len(text.chunks),
+                   "origin": text.origin or ""},
         "chunks": [{"id": chunk_node_id(node_id, c.position), "position": c.position, "heading": c.heading,
                     "text": c.text, "words": " ".join(c.text.split())} for c in text.chunks],
     }
@@ -61,6 +62,8 @@ def changed_sources(membrane: Membrane, mission_id: str, current: list[dict], ro
     limit per file; the team keeps the version it has)."""
     clusters, lines = [], []
     for source in current:
+        if source.get("origin"):  # an earlier mission's accepted version, the facts as they stood: no file to read
+            continue
         path = Path(str(source.get("path") or ""))
         if not path.is_file():
             lines.append(f"source {source['source_id']} ({source['name']}) is gone from {path}; the team keeps "
@@ -97,6 +100,8 @@ def source_line(source: dict) -> str:
     if source.get("first_heading"):
         parts.append(f"first heading: {' '.join(str(source['first_heading']).split())[:80]}")
     line = "- " + " · ".join(parts)
+    if source.get("origin"):
+        line += f"\n  from: {' '.join(str(source['origin']).split())[:300]}"
     if source.get("note"):
         line += f"\n  note: {' '.join(str(source['note']).split())[:300]}"
     return line

@@ -90,7 +90,7 @@ class Workspace:
         connection.execute("PRAGMA synchronous=NORMAL")
         try:
             saver = SqliteSaver(connection)
-            with self._locked("checkpoints.lock"):  # two first starts would race to create the tables
+            with self.locked("checkpoints.lock"):  # two first starts would race to create the tables
                 connection.execute("PRAGMA journal_mode=WAL")  # kept in the file: set once, under the lock
                 saver.setup()
                 # SQLite gives its journals the database's mode; these are narrowed for a
@@ -102,7 +102,8 @@ class Workspace:
             connection.close()
 
     @contextmanager
-    def _locked(self, name: str) -> Iterator[None]:
+    def locked(self, name: str) -> Iterator[None]:
+        """One process at a time in what the lock file ``name`` of the workspace guards (it waits)."""
         with open_private(self.home / name) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:

@@ -163,6 +163,8 @@ def mission_wanted(entries: list[SourceEntry], base: Path, origin: str, lines: d
     """A mission file's ``sources:`` as entries to collect, each located ``FILE:LINE: sources[i]``."""
     wanted = []
     for index, entry in enumerate(entries):
+        if entry.path is None:  # an earlier mission: read from its graph (rounds/library.py), not from disk
+            continue
         line = lines.get(index)
         wanted.append(Wanted(entry.path, entry.note, str(base), f"{origin}:{line}: sources[{index}]" if line
                              else f"{origin}: sources[{index}]"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cabal.limits import unprintable
 
@@ -29,20 +29,31 @@ CITED_ID = re.compile(r"^(s[1-9][0-9]*)(?:#([1-9][0-9]*))?$")
 
 
 class SourceEntry(BaseModel):
-    """One entry of a mission file's ``sources:``: a file, a folder or a glob, with a note."""
+    """One entry of a mission file's ``sources:``: a file, a folder or a glob, with a note; or an
+    earlier mission of the workspace, whose accepted work and the user's words become sources."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str = Field(min_length=1, max_length=1000, description="a file, a folder or a glob, relative to the mission file")
+    path: str | None = Field(None, min_length=1, max_length=1000,
+                             description="a file, a folder or a glob, relative to the mission file")
+    mission: str | None = Field(None, min_length=1, max_length=120,
+                                description="an earlier mission's id: its accepted products, the Chair's decisions "
+                                            "and the user's answers, as sources (docs/how-to/memory.md)")
     note: str | None = Field(None, max_length=NOTE_MAX_CHARS, description="what the team should know about it")
 
-    @field_validator("path", "note")
+    @field_validator("path", "mission", "note")
     @classmethod
     def _plain_text(cls, value: str | None) -> str | None:
         wrong = unprintable(value) if value else None
         if wrong:
             raise ValueError(f"contains {wrong}; write plain text")
         return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SourceEntry:
+        if (self.path is None) == (self.mission is None):
+            raise ValueError("name either a path (a file, a folder or a glob) or a mission (an earlier mission's id)")
+        return self
 
 
 class SourceLimits(BaseModel):
@@ -94,6 +105,9 @@ class SourceText:
     format: str  # markdown, text, csv, json, yaml, code; docx, pdf, pptx, xlsx, html (read as Markdown)
     chunks: tuple[Chunk, ...] = ()
     skipped: str | None = None  # why it was not read (binary, undecodable, empty)
+    # Where text that is not a file came from (an earlier mission's product, version; the standing
+    # facts): shown beside the source, and a resume has no file to read again.
+    origin: str | None = None
 
     @property
     def first_heading(self) -> str:

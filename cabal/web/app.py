@@ -15,10 +15,13 @@
     GET  /missions/{id}/report.{fmt}    the export: a mission format of ``cabal.exports``
     GET  /diff?a=ID&b=ID                two missions of the list compared (``cabal diff``)
     GET  /live, /live/missions/{id}     the event streams of the two pages
+    POST /ag-ui                         a run of AG-UI 1.0: a mission started or taken on, streamed
+                                        (``cabal.web.agui``, the ``agui`` extra)
     GET  /static/{name}                 the stylesheets and the script
 
-Every POST goes through ``state_changing`` (the CSRF token), every request through
-``security.Guard``. A request that cannot be done gets a 4xx page (or JSON, for the page's
+Every POST of the pages goes through ``state_changing`` (the CSRF token), every request through
+``security.Guard`` (which also refuses another site's browser request to ``/ag-ui``, whose
+clients are no page of this server and hold no CSRF token). A request that cannot be done gets a 4xx page (or JSON, for the page's
 script) that says why; anything unexpected a 500 page, its traceback only in the server's log.
 """
 
@@ -44,11 +47,13 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from cabal.limits import printable
 from cabal.errors import CabalError, GraphUnavailable, MissionError, ResourceNotFound
 from cabal.limits import answer_problems
 from cabal.exports import export_format, names, render_mission
 from cabal.rounds.control import say, stop_mission
 from cabal.rounds.workspace import Workspace
+from cabal.vocabulary import install_command
 from cabal.web import forms, views
 from cabal.web.live import EVERY_MISSION, Hub, Parts, Poller, updates
 from cabal.web.runner import Busy, Runner
@@ -66,6 +71,7 @@ MAX_BODY = 256 * 1024 + forms.MAX_SOURCE_BYTES
 MAX_TEXT = 20_000  # an answer or a message, as the mission file's request
 MAX_MORE_ROUNDS = 50  # how many more rounds the page's "continue" may ask for
 START_TIMEOUT_S = 60  # how long a start or an answer may take to reach the mission's first event
+AG_UI_PATH = "/ag-ui"
 
 
 @dataclass
@@ -120,9 +126,11 @@ def create_app(workspace: Workspace, security: Security, *, max_runs: int = 4, p
         Route("/missions/{mission_id}/fork", fork, methods=["POST"]),
         Route("/missions/{mission_id}/report.{fmt}", export),
         Route("/diff", diff_page),
+        Route("/library", library_page),
         Route("/live", live_missions),
         Route("/live/missions/{mission_id}", live_mission),
         Route("/static/{name}", static),
+        Route(AG_UI_PATH, ag_ui, methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, security=security)],
                      # Starlette calls each handler with its own class only; its Mapping type cannot say so.
@@ -196,6 +204,26 @@ async def diff_page(request: Request) -> Response:
     return _html(await run_in_threadpool(build))
 
 
+async def library_page(request: Request) -> Response:
+    """The workspace's library (``cabal library``), or what ``?q=WORDS`` finds in it, and the
+    standing facts: behind the same guard as every page, and only this workspace's."""
+    room = _room(request)
+    query = " ".join(request.query_params.get("q", "").split())[:500]
+
+    def build() -> str:
+        from cabal.rounds.library import facts, library_items, search_library
+
+        if query:
+            found = search_library(room.workspace, query)
+            items, kept = list(found.items), list(found.facts)
+        else:
+            items, kept = library_items(room.workspace), facts(room.workspace)
+        return printable(views.render("library.html.j2", items=items, facts=kept, query=query,
+                                      workspace=room.workspace.home, csrf=room.security.csrf))
+
+    return _html(await run_in_threadpool(build))
+
+
 async def static(request: Request) -> Response:
     path = STATIC.get(request.path_params["name"])
     if path is None:
@@ -240,6 +268,17 @@ def _stream(events: Callable[[anyio.Event], AsyncIterator[ServerSentEvent]]) -> 
     closing = anyio.Event()
     return EventSourceResponse(events(closing), ping=15, send_timeout=30, shutdown_event=closing,
                                shutdown_grace_period=1.0)
+
+
+async def ag_ui(request: Request) -> Response:
+    """An AG-UI run (``cabal.web.agui``), imported at the first one: its package is an extra."""
+    try:
+        from cabal.web.agui import run_agent
+    except ImportError:  # ag-ui-protocol (jsonpatch, the other, comes with langchain-core)
+        raise HTTPException(501, "This server speaks AG-UI once the ag-ui-protocol package is installed: "
+                                 f"{install_command('agui')}, then start it again.") from None
+    room = _room(request)
+    return await run_agent(request, room.reader, room.runner, room.workspace)
 
 
 # ---------------------------------------------------------------------- changing things
@@ -415,7 +454,7 @@ async def fork(request: Request, form: FormData) -> Response:
 
 
 def _wants_json(request: Request) -> bool:
-    return request.headers.get("accept", "").startswith("application/json")
+    return request.headers.get("accept", "").startswith("application/json") or request.url.path == AG_UI_PATH
 
 
 def _said(error: CabalError) -> str:
@@ -433,7 +472,7 @@ def _error(request: Request, status: int, title: str, message: str, hint: str | 
 
 async def http_error(request: Request, error: HTTPException) -> Response:
     titles = {400: "Bad request", 403: "Refused", 404: "Not found", 405: "Not allowed", 413: "Too large",
-              504: "Too slow"}
+              415: "Not JSON", 501: "Not installed", 504: "Too slow"}
     return _error(request, error.status_code, titles.get(error.status_code, "Cannot do that"), str(error.detail))
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cabal.errors import MissionError
 from cabal.rounds import events as ev
@@ -62,6 +62,15 @@ class Activity:
         return self
 
 
+class Watcher(Protocol):
+    """Someone who follows one run as it goes (the AG-UI stream): told each of its events, from
+    the run's threads, and once when the run is over (``error``: what stopped it, if anything did)."""
+
+    def heard(self, event: ev.MissionEvent) -> None: ...
+
+    def ended(self, error: BaseException | None) -> None: ...
+
+
 class Runner:
     """Starts and resumes missions in worker threads; tells ``on_change`` (from any thread)
     each time a mission it runs does something."""
@@ -76,28 +85,30 @@ class Runner:
 
     # ---------------------------------------------------------------------------- asking
 
-    def start(self, mission: Path | dict, *, model: str | None = None, sources: tuple[Wanted, ...] = ()) -> Future[str]:
-        """Start a new mission (``sources``: folders of files it reads as its sources); the future
-        holds its id once it is written, or the error that stopped it before (a bad mission, a
-        source past its limits, a model that cannot be made)."""
+    def start(self, mission: Path | dict, *, model: str | None = None, sources: tuple[Wanted, ...] = (),
+              mission_id: str | None = None, watcher: Watcher | None = None) -> Future[str]:
+        """Start a new mission (``sources``: folders of files it reads as its sources; ``mission_id``:
+        its id, default a new one); the future holds its id once it is written, or the error that
+        stopped it before (a bad mission, a source past its limits, a model that cannot be made)."""
         return self._launch(None, lambda listener: run_mission(
             mission, model=model, home=self.workspace.home, url=self.workspace.url, on_event=listener,
-            sources=list(sources)))
+            sources=list(sources), mission_id=mission_id), watcher)
 
-    def resume(self, mission_id: str, *, answer: str | None = None) -> Future[str]:
+    def resume(self, mission_id: str, *, answer: str | None = None, watcher: Watcher | None = None) -> Future[str]:
         """Answer a mission's question, or continue it after an interruption; the future holds its
         id once it goes on, or the error that stopped it from going on."""
         self._not_running(mission_id)
         return self._launch(mission_id, lambda listener: resume_mission(
             mission_id, answer=answer, home=self.workspace.home, url=self.workspace.url,
-            on_event=listener))
+            on_event=listener), watcher)
 
-    def go_further(self, mission_id: str, direction: str, *, rounds: int | None = None) -> Future[str]:
+    def go_further(self, mission_id: str, direction: str, *, rounds: int | None = None,
+                   watcher: Watcher | None = None) -> Future[str]:
         """Continue a mission that ended with a new direction (``continue_mission``)."""
         self._not_running(mission_id)
         return self._launch(mission_id, lambda listener: continue_mission(
             mission_id, direction, rounds=rounds, home=self.workspace.home, url=self.workspace.url,
-            on_event=listener))
+            on_event=listener), watcher)
 
     def fork(self, mission_id: str, *, round_number: int, direction: str | None = None) -> Future[str]:
         """A new mission from the start of round ``round_number`` of ``mission_id``
@@ -128,19 +139,20 @@ class Runner:
 
     # -------------------------------------------------------------------------- workers
 
-    def _launch(self, mission_id: str | None, drive: Callable[[Callable[[ev.MissionEvent], None]], Any]) -> Future[str]:
+    def _launch(self, mission_id: str | None, drive: Callable[[Callable[[ev.MissionEvent], None]], Any],
+                watcher: Watcher | None = None) -> Future[str]:
         with self._lock:
             if len(self._runs) + self._starting >= self.max_runs:
                 raise Busy(f"this server already runs {self.max_runs} missions",
                            hint="wait for one to pause or end (or start the server with a higher --max-runs)")
             self._starting += 1
         started: Future[str] = Future()
-        worker = threading.Thread(target=self._work, args=(mission_id, drive, started), daemon=True,
+        worker = threading.Thread(target=self._work, args=(mission_id, drive, started, watcher), daemon=True,
                                   name=f"cabal-run-{mission_id or 'new'}")
         worker.start()
         return started
 
-    def _work(self, mission_id: str | None, drive: Callable, started: Future[str]) -> None:
+    def _work(self, mission_id: str | None, drive: Callable, started: Future[str], watcher: Watcher | None) -> None:
         known: list[str] = [mission_id] if mission_id else []
         counted = [True]  # still counted in _starting
 
@@ -154,10 +166,14 @@ class Runner:
             if not started.done():
                 started.set_result(event.mission)
             self._on_change(event.mission)
+            if watcher is not None:
+                watcher.heard(event)
 
+        stopped: BaseException | None = None
         try:
             drive(heard)
         except BaseException as error:  # noqa: BLE001 - a worker must report, never die silently
+            stopped = error
             if not started.done():
                 started.set_exception(error)
             else:
@@ -172,3 +188,5 @@ class Runner:
                 started.set_result(known[0])
             if known:
                 self._on_change(known[0])
+            if watcher is not None:
+                watcher.ended(stopped)

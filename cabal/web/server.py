@@ -48,6 +48,8 @@ class WebServer:
     def banner(self) -> str:
         lines = [f"Cabal serves the workspace {self.workspace.home}", "Open in a browser:"]
         lines += [f"    {url}" for url in self.urls()]
+        bearer = " with the header 'Authorization: Bearer <the token>'" if self.security.token else ""
+        lines.append(f"AG-UI clients (CopilotKit, ...) post runs to {self.urls()[-1].split('?')[0]}ag-ui{bearer}")
         if not is_loopback(self.host):
             lines.append("It listens beyond this machine, so it asks for the token in that address "
                          "(keep it secret; it changes at every start).")

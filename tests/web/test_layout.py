@@ -2,7 +2,7 @@
 phone's 390 px: nothing wider than the screen, no text under 12 px, charts as wide as their card,
 and what a person reads first (the missions list's request, start, model and state; the end of a
 mission after its last round's lines). Every page and report: the missions list, a mission's page,
-its HTML export and a batch's HTML report."""
+the library, its HTML export and a batch's HTML report."""
 
 from __future__ import annotations
 
@@ -97,7 +97,8 @@ def pages(web, concluded: str, scripted_from_afar: str, workspace,  # noqa: F811
     judgement.write_text(render_judgement(compare_missions(concluded, baseline, "simulated", home=workspace.home,
                                                            price_as="claude-sonnet-4-6"), "html"))
     return {"missions": f"{web}/", "mission": f"{web}/missions/{concluded}", "export": export.as_uri(),
-            "export-long-path": long_path.as_uri(), "batch": batch.as_uri(), "judgement": judgement.as_uri()}
+            "export-long-path": long_path.as_uri(), "batch": batch.as_uri(), "judgement": judgement.as_uri(),
+            "library": f"{web}/library"}
 
 
 def run_baseline(request: str, *, home) -> str:
@@ -107,7 +108,7 @@ def run_baseline(request: str, *, home) -> str:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", ["missions", "mission", "export", "export-long-path", "batch", "judgement"])
+@pytest.mark.parametrize("name", ["missions", "mission", "export", "export-long-path", "batch", "judgement", "library"])
 def test_every_page_fits_its_screen_with_readable_text_and_charts_that_fill_their_box(
         browser, pages: dict[str, str], name: str, width: int) -> None:  # noqa: F811
     context = browser.new_context(viewport={"width": width, "height": 900})

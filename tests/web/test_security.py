@@ -54,8 +54,10 @@ def test_a_loopback_server_refuses_other_host_names(workspace, security) -> None
 
 
 def test_every_post_needs_the_csrf_token(client: TestClient, security: Security) -> None:
+    # But /ag-ui: its clients are no page of this server. A browser cannot send its JSON from
+    # another site without a preflight this server never grants, nor without an Origin the guard refuses.
     posts = [route.path.replace("{mission_id}", "m-any-000000") for route in client.app.routes
-             if isinstance(route, Route) and "POST" in (route.methods or ())]
+             if isinstance(route, Route) and "POST" in (route.methods or ()) and route.path != "/ag-ui"]
     assert sorted(posts) == ["/missions", "/missions/example", "/missions/m-any-000000/answer",
                              "/missions/m-any-000000/continue", "/missions/m-any-000000/fork",
                              "/missions/m-any-000000/resume",
@@ -77,6 +79,16 @@ def test_a_post_from_another_origin_is_refused_even_with_the_token(client: TestC
     fetch_says = client.post("/missions", data=form, headers={"sec-fetch-site": "cross-site"})
     assert [r.status_code for r in (other_site, sandboxed, fetch_says)] == [403, 403, 403]
     assert "must come from this server's own pages" in unescape(other_site.text)
+
+
+def test_an_ag_ui_run_is_json_from_no_other_site(client: TestClient) -> None:
+    run = {"threadId": "t", "runId": "r", "messages": []}
+    as_a_form = client.post("/ag-ui", data=run)  # what another site's page may send without a preflight
+    other_site = client.post("/ag-ui", json=run, headers={"origin": "http://attacker.example"})
+    preflight = client.options("/ag-ui", headers={"origin": "http://attacker.example",
+                                                  "access-control-request-method": "POST"})
+    assert (as_a_form.status_code, other_site.status_code) == (415, 403)
+    assert "access-control-allow-origin" not in preflight.headers
 
 
 @pytest.fixture(scope="module")
