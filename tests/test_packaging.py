@@ -218,3 +218,38 @@ def test_the_extras_this_environment_does_not_install_are_declared(wheel):
     assert "Requires-Dist: langchain-google-genai>=3.0; extra == 'google'" in metadata
     assert "Requires-Dist: langchain-aws>=1.0; extra == 'bedrock'" in metadata
     assert "Provides-Extra: models" in metadata
+
+
+def test_the_installed_wheel_reads_word_and_pdf_sources_and_exports_word_and_pdf(installed, tmp_path):
+    """A mission of the user's own files in a fresh environment: a .docx and a .pdf source read into
+    sections and cited, the accepted documents exported as .docx and .pdf, opened by their readers."""
+    import docx
+    import pypdf
+
+    from tests.sources.test_documents import pdf_file, word_file
+
+    project = tmp_path / "pilot"
+    (project / "files").mkdir(parents=True)
+    word_file(project / "files" / "brief.docx")
+    pdf_file(project / "files" / "notes.pdf")
+    (project / "pilot.mission.yaml").write_text(
+        "request: We need a one-page briefing for new staff from our brief and our notes.\n"
+        "sources: [files/brief.docx, files/notes.pdf]\nrounds: 2\nmodel: simulated\nbudget: none\n")
+    cabal, env = str(installed / "bin" / "cabal"), _user_environment()
+    try:
+        run = subprocess.run([cabal, "run", "pilot.mission.yaml", "--quiet"], capture_output=True, text=True,
+                             cwd=project, env=env, timeout=300)
+        mission_id = re.search(r"^mission: (\S+)$", run.stdout, re.MULTILINE)
+        assert run.returncode == 0 and mission_id, run.stdout + run.stderr
+        exports = [subprocess.run([cabal, "export", mission_id[1], "-o", f"work.{kind}"], capture_output=True,
+                                  text=True, cwd=project, env=env, timeout=120) for kind in ("docx", "pdf")]
+    finally:
+        subprocess.run([cabal, "graph", "stop"], capture_output=True, cwd=project, env=env, timeout=60)
+
+    assert "binary" not in run.stdout + run.stderr and "skipped" not in run.stdout + run.stderr
+    assert [e.returncode for e in exports] == [0, 0], [e.stderr for e in exports]
+    word = "\n".join(paragraph.text for paragraph in docx.Document(str(project / "work.docx")).paragraphs)
+    pdf = "\n".join(page.extract_text() for page in pypdf.PdfReader(str(project / "work.pdf")).pages)
+    for text in (word, pdf):
+        assert "One-page briefing for new staff" in text
+        assert "Sources" in text and "brief.docx" in text  # its citations, listed for the reader

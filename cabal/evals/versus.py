@@ -241,11 +241,11 @@ def material(reports: tuple[MissionReport, MissionReport], sources: list[tuple[s
 
 
 def _told(report: MissionReport) -> list[str]:
-    """What the user said that a side read: a team, the answers to its questions; a baseline,
-    the mission file's answers (its prompt gives them all before it writes)."""
-    if report.mission.kind == "baseline":
-        return list(report.mission.file_answers)
-    return [q.answer for q in report.questions if q.answer]
+    """What the user said that a side read: the mission file's answers (a baseline's prompt gives
+    them all; a team's steps show those no question took as the user's words) and, for a team,
+    the answers to its questions."""
+    answered = [q.answer for q in report.questions if q.answer] if report.mission.kind == "team" else []
+    return list(dict.fromkeys([*report.mission.file_answers, *answered]))
 
 
 def unshared_words(a: MissionReport, b: MissionReport) -> tuple[str, ...]:

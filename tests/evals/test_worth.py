@@ -253,16 +253,17 @@ def test_cabal_eval_runs_each_mission_against_its_baseline(graph_server, tmp_pat
 
 
 def test_a_comparison_says_when_one_side_never_read_what_the_user_said(graph_server) -> None:
-    """A Chair that asks no question never reads the mission file's answers; a baseline reads
-    them all before it writes: the comparison says so beside its verdicts."""
-    mission = {"request": THREE, "rounds": 1, "model": "simulated", "budget": "none",
-               "answers": ["Keep the price list to one page."]}
-    team = run_mission({**mission, "answers": []}, home=graph_server.home)  # no answer waits: no question asked
-    baseline = run_baseline(mission, home=graph_server.home)
-    comparison = compare_missions(team.mission_id, baseline.mission_id, "simulated", home=graph_server.home)
-    assert comparison.unshared == ("B read the user's words 'Keep the price list to one page.'; A never did",)
-    asked = run_mission(mission, home=graph_server.home)  # the simulated Chair asks first, and takes the answer
-    assert compare_missions(asked.mission_id, baseline.mission_id, "simulated", home=graph_server.home).unshared == ()
+    """The two sides of a comparison may not have been told the same: a team whose user answered
+    its Chair's question against a baseline of a mission file without that answer. The
+    comparison says so beside its verdicts; sides told the same say nothing."""
+    said = "Keep the price list to one page."
+    mission = {"request": THREE, "rounds": 1, "model": "simulated", "budget": "none", "answers": [said]}
+    team = run_mission(mission, home=graph_server.home)  # the simulated Chair asks first, and takes the answer
+    untold = run_baseline({**mission, "answers": []}, home=graph_server.home)
+    comparison = compare_missions(team.mission_id, untold.mission_id, "simulated", home=graph_server.home)
+    assert comparison.unshared == (f"A read the user's words {said!r}; B never did",)
+    told = run_baseline(mission, home=graph_server.home)
+    assert compare_missions(team.mission_id, told.mission_id, "simulated", home=graph_server.home).unshared == ()
 
 
 def test_the_judges_page_escapes_what_the_judge_wrote_and_prices_its_calls(graph_server, tmp_path: Path) -> None:
