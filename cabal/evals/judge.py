@@ -4,8 +4,8 @@ a model (any spec), through ``call_model`` like every call: recorded in the miss
 
 The work it reads is data: the prompt says so, and the judge answers only through its tool.
 An answer that is not one valid ``score`` call goes back with every problem, at most
-``MAX_ATTEMPTS`` answers in all; a judge that never answers validly scores nothing, which fails
-its questions.
+``MAX_ATTEMPTS`` answers in all (``llm/answering.py``, the loop every call outside the round
+shares); a judge that never answers validly scores nothing, which fails its questions.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cabal.errors import AnswerProblem, AnswerRejected
+from cabal.errors import AnswerProblem
 from cabal.report.expect import JudgeSpec
 from cabal.llm.usage import Usage
 from cabal.report.model import MissionReport
@@ -66,27 +66,21 @@ class Judgement:
 
 def judge_mission(spec: JudgeSpec, report: MissionReport, *, record_to: Path | None = None) -> Judgement:
     """Ask ``spec``'s model its questions about ``report``; its calls are recorded to ``record_to``."""
-    from cabal.llm import call_metadata, call_model, make_model, model_name
+    from cabal.llm import call_metadata, make_model, model_name
+    from cabal.llm.answering import ask_until_valid
     from cabal.llm.cassette import recording
 
     model = make_model(spec.model)
     messages: list[BaseMessage] = [SystemMessage(SYSTEM), HumanMessage(judge_prompt(spec, report))]
-    metadata = call_metadata(round=0, step=JUDGE_STEP, agent=JUDGE_STEP)
-    usage = Usage()
-    problems: list[AnswerProblem] = []
     with recording(record_to) if record_to is not None else nullcontext():
-        for _ in range(MAX_ATTEMPTS):
-            reply = call_model(model, messages, [SCORE_TOOL], metadata=metadata)
-            usage = usage + reply.usage
-            scores, problems = _read(reply.tool_calls, len(spec.questions))
-            if not problems:
-                return Judgement(scores, model_name(model), usage, usage.cost_usd(model_name(model)))
-            messages.append(reply.history)
-            feedback = AnswerRejected(problems).feedback()
-            messages += ([ToolMessage(feedback, tool_call_id=c["id"], status="error") for c in reply.history.tool_calls]
-                         or [HumanMessage(feedback)])
-    return Judgement((), model_name(model), usage, usage.cost_usd(model_name(model)),
-                     problems="; ".join(map(str, problems)))
+        answered = ask_until_valid(model, messages, SCORE_TOOL, lambda args: _read(args, len(spec.questions)),
+                                   metadata=call_metadata(round=0, step=JUDGE_STEP, agent=JUDGE_STEP),
+                                   max_answers=MAX_ATTEMPTS)
+    name = model_name(model)
+    if answered.value is not None:
+        return Judgement(answered.value, name, answered.usage, answered.usage.cost_usd(name))
+    return Judgement((), name, answered.usage, answered.usage.cost_usd(name),
+                     problems="; ".join(map(str, answered.problems)))
 
 
 def judge_prompt(spec: JudgeSpec, report: MissionReport) -> str:
@@ -105,19 +99,16 @@ def judge_prompt(spec: JudgeSpec, report: MissionReport) -> str:
     return "\n".join(parts)
 
 
-def _read(calls: list[dict], count: int) -> tuple[tuple[tuple[int, str], ...], list[AnswerProblem]]:
-    if len(calls) != 1 or calls[0]["name"] != "score":
-        return (), [AnswerProblem("", "answer with exactly one call of the score tool")]
+def _read(arguments: dict, count: int) -> tuple[tuple[tuple[int, str], ...] | None, list[AnswerProblem]]:
     try:
-        answer = JudgeAnswer.model_validate(calls[0]["args"])
+        answer = JudgeAnswer.model_validate(arguments)
     except ValidationError as error:
         from cabal.membrane.validation import pydantic_problems
 
-        return (), pydantic_problems(error)
+        return None, pydantic_problems(error)
     numbers = [s.question for s in answer.scores]
     wanted = list(range(1, count + 1))
     if sorted(numbers) != wanted:
-        return (), [AnswerProblem("scores", f"score each of the questions {wanted} exactly once; you scored {numbers}")]
+        return None, [AnswerProblem("scores", f"score each of the questions {wanted} exactly once; you scored {numbers}")]
     by_number = {s.question: (s.score, s.reason) for s in answer.scores}
     return tuple(by_number[n] for n in wanted), []
-
