@@ -210,7 +210,7 @@ def test_a_folder_batch_says_which_files_it_skips_and_counts_a_mission_that_did_
     assert status == exits.FAILED
     assert lines[2].endswith(": nothing to run: 1 mission: 1 invalid")
     assert lines[3].endswith(f"{tmp_path / 'broken.mission.yaml'}:2: invalid mission: unknown field `round`; "
-                             "did you mean `rounds`? (allowed: rounds, model, budget, models, request, sources, name, source_limits, tool_timeout_s, tools, memory, answers, max_tool_calls, gates, team)")
+                             "did you mean `rounds`? (allowed: rounds, model, budget, models, request, sources, name, source_limits, tool_timeout_s, tools, memory, answers, chat_answers, max_tool_calls, gates, team)")
 
 
 def test_the_live_counter_counts_a_mission_that_did_not_load() -> None:

@@ -134,7 +134,7 @@ def test_a_broken_mission_file_stays_in_the_plan_with_its_located_error(tmp_path
      "expect, budget, matrix, name, mission)"),
     ("requests: [A]\nmission:\n  round: 2\n", {},
      "{batch}:3: invalid batch file: mission: unknown field `round`; did you mean `rounds`? (allowed: rounds, model, "
-     "budget, models, request, sources, name, source_limits, tool_timeout_s, tools, memory, answers, max_tool_calls, gates, team)"),
+     "budget, models, request, sources, name, source_limits, tool_timeout_s, tools, memory, answers, chat_answers, max_tool_calls, gates, team)"),
     ("requests: [A]\nmission:\n  request: B\n", {},
      "{batch}:3: invalid batch file: mission.request: Input should be None"),
     ("requests: [A]\nmission:\n  team: {operatives: 0}\n", {},

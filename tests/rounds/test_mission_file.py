@@ -18,7 +18,7 @@ def test_a_field_typo_names_the_closest_field_at_its_line(tmp_path: Path) -> Non
         load_mission(path)
 
     assert str(error.value) == (f"{path}:2: invalid mission: unknown field `round`; did you mean `rounds`? "
-                                "(allowed: rounds, model, budget, models, request, sources, name, source_limits, tool_timeout_s, tools, memory, answers, max_tool_calls, gates, team)")
+                                "(allowed: rounds, model, budget, models, request, sources, name, source_limits, tool_timeout_s, tools, memory, answers, chat_answers, max_tool_calls, gates, team)")
 
 
 def test_typos_inside_sections_name_their_section_in_the_file_order(tmp_path: Path) -> None:
