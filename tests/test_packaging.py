@@ -34,7 +34,7 @@ WHEEL = f"cabal_agents-{CABAL_VERSION}-py3-none-any.whl"
 SDIST = f"cabal_agents-{CABAL_VERSION}.tar.gz"
 # The extras this test environment's packages satisfy (the test extra brings them), installed
 # offline; the others are checked in the wheel's metadata only.
-INSTALLED_EXTRAS = ("cluster", "documents", "export", "openai", "ollama", "docs", "a2a", "otel")
+INSTALLED_EXTRAS = ("cluster", "documents", "export", "openai", "ollama", "docs", "a2a", "otel", "agui")
 
 
 @pytest.fixture(scope="module")
