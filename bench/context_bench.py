@@ -17,6 +17,8 @@ Prints ``name value unit`` lines:
     contract_items 412 count              # items the contract asked for, over all calls
     contract_present 100.0 %              # of them, found whole in the prompt
     internal_ids_seen 0 count             # goal 0
+    cacheable_share 41.0 %                # of the input tokens, what a provider's prompt cache could serve (issue 37)
+    schemas_share 21.0 %                  # of the input characters, the tools' schemas
     missing <step> <item> <what>          # one line per item not found (none when all are)
 
 A benchmark of what agents see, not a timed test. Usage: python bench/context_bench.py [--show]
@@ -67,21 +69,23 @@ def main() -> None:
     server = EmbeddedServer(home)
     server.start()
     try:
-        calls, checked = [], []
+        calls, checked, cassettes = [], [], []
         for name in options.examples:
-            found, items = run_example(home, name)
+            found, items, cassette = run_example(home, name)
             calls += found
             checked += items
+            cassettes.append(cassette)
             if options.show:
                 for call in found:
                     print(f"\n===== {name} r{call.round} {call.step} {call.agent}\n{call.user}")
         report(calls, checked)
+        shares(cassettes)
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_example(home: Path, name: str) -> tuple[list[Call], list[tuple[str, str, str, bool]]]:
+def run_example(home: Path, name: str) -> tuple[list[Call], list[tuple[str, str, str, bool]], Path]:
     """Run one example, keeping each call; then check each call against the contract."""
     from cabal.llm import FunctionChatModel, ModelRequest, ScriptedChatModel
     from cabal.llm.keys import AGENT_KEY, ROUND_KEY, STEP_KEY
@@ -110,7 +114,22 @@ def run_example(home: Path, name: str) -> tuple[list[Call], list[tuple[str, str,
                    for item, what, present in contract_items(graph, result.mission_id, call)]
     finally:
         graph.close()
-    return calls, checked
+    return calls, checked, Workspace.at(home).mission_dir(result.mission_id) / "cassette.jsonl"
+
+
+def shares(cassettes: list[Path]) -> None:
+    """The examples' calls as a provider would bill them: the share of input its prompt cache could
+    serve (a prefix of an earlier call's, from 1,024 tokens: ``cabal.llm.costing``), and the share
+    of input characters that is the tools' schemas."""
+    from cabal.llm.cassette import Cassette
+    from cabal.llm.costing import call_tokens, price_run, schema_chars
+
+    read = [Cassette.read(path) for path in cassettes]
+    cost = price_run([row for cassette in read for row in call_tokens(cassette)], "", None)
+    print(f"cacheable_share {100 * cost.cacheable_share:.1f} %")
+    counted = [schema_chars(cassette) for cassette in read]
+    schema = sum(tools for tools, _ in counted) / max(sum(total for _, total in counted), 1)
+    print(f"schemas_share {100 * schema:.1f} %")
 
 
 def _text(message) -> str:

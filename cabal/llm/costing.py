@@ -121,6 +121,13 @@ def cost_of_cassettes(paths: Sequence[Path], spec: str) -> RunCost:
     return price_run(calls, name, price)
 
 
+def schema_chars(cassette: Cassette) -> tuple[int, int]:
+    """The characters of every call's tools' schemas, and of its whole prompt (tools and messages,
+    as ``call_tokens`` lays them out), summed over the cassette: the schemas' share of the input."""
+    tools = sum(len(canonical_json([cassette.text(sha) for sha in call.tool_hashes])) for call in cassette.calls)
+    return tools, sum(len(_prompt(cassette, index)) for index in range(len(cassette.calls)))
+
+
 def _prompt(cassette: Cassette, index: int) -> str:
     """A call's prompt laid out as a provider reads it for caching: the tools, then the messages."""
     call = cassette.calls[index]
