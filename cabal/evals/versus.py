@@ -205,7 +205,7 @@ def _words(name: str) -> set[str]:
     return {word for word in re.findall(r"[a-z0-9]{3,}", name.casefold()) if word not in {"the", "and", "for", "our"}}
 
 
-def judge_prompt(report: MissionReport, context: str, facts: ComparisonFacts) -> list[BaseMessage]:
+def judge_prompt(context: str, facts: ComparisonFacts) -> list[BaseMessage]:
     """The messages of one order: the material (request, the user's words, files, tool answers), then the sets."""
     parts = ["<material>", context, ""]
     for label, side in (("X", facts.first), ("Y", facts.second)):
@@ -228,8 +228,8 @@ def material(reports: tuple[MissionReport, MissionReport], sources: list[tuple[s
     parts = ["# The request", a.mission.request.strip()]
     if b.mission.request.strip() != a.mission.request.strip():
         parts += ["", "(The other set was written for this request:)", b.mission.request.strip()]
-    said = list(dict.fromkeys(q.answer for report in reports for q in report.questions if q.answer))
-    said += [answer for answer in _file_answers(reports) if answer not in said]
+    said = list(dict.fromkeys([*(q.answer for report in reports for q in report.questions if q.answer),
+                               *(answer for report in reports for answer in report.mission.file_answers)]))
     if said:
         parts += ["", "# What the user said", *(f"- {answer}" for answer in said)]
     for name, text in sources:
@@ -258,14 +258,6 @@ def unshared_words(a: MissionReport, b: MissionReport) -> tuple[str, ...]:
             if said not in told[other]:
                 notes.append(f"{side} read the user's words {said!r}; {other} never did")
     return tuple(notes)
-
-
-def _file_answers(reports: tuple[MissionReport, MissionReport]) -> list[str]:
-    """The answers a mission file gave in advance (what a baseline read before it wrote)."""
-    found: list[str] = []
-    for report in reports:
-        found += [answer for answer in report.mission.file_answers if answer not in found]
-    return found
 
 
 def read_answer(arguments: dict[str, Any], count: int) -> tuple[ComparisonAnswer | None, list[AnswerProblem]]:
@@ -300,7 +292,7 @@ def judge_pair(a: MissionReport, b: MissionReport, sources: list[tuple[str, str]
         shown = pairs if first == "A" else [(y, x) for x, y in pairs]
         facts = ComparisonFacts(a.mission.request, docs[first], docs[second], tuple(shown))
         answered = ask_until_valid(
-            judge, judge_prompt(a, context, facts), ANSWER_TOOL, lambda args: read_answer(args, len(pairs)),
+            judge, judge_prompt(context, facts), ANSWER_TOOL, lambda args: read_answer(args, len(pairs)),
             metadata=call_metadata(round=0, step=COMPARE_STEP, agent=f"judge-{order}", facts=facts),
             max_answers=MAX_ANSWERS, on_reply=on_reply)
         usage = usage + answered.usage
@@ -396,10 +388,22 @@ def mission_cost(mission_id: str, spec: str | None = None, *, home: str | Path |
     from cabal.llm.costing import cost_of_cassettes
     from cabal.rounds.workspace import Workspace
 
+    from cabal.rounds.workspace import mission_graph
+
     workspace = Workspace.at(home, url, reading=True)
-    report = rounds.mission_report(mission_id, home=home, url=url)  # an unknown id: the closest ones
-    model = spec or _run_model(report)
-    return cost_of_cassettes([workspace.mission_dir(mission_id) / CASSETTE_FILE], model)
+    if spec is None:
+        spec = _run_model(rounds.mission_report(mission_id, home=home, url=url))  # an unknown id: the closest ones
+    else:
+        mission_graph(workspace, mission_id).close()  # an unknown id: the closest ones, as above
+    return _recorded_cost(workspace, mission_id, spec)
+
+
+def _recorded_cost(workspace: Any, mission_id: str, spec: str) -> RunCost:
+    """A known mission's cassette priced at ``spec``'s list prices."""
+    from cabal.llm.cassette import CASSETTE_FILE
+    from cabal.llm.costing import cost_of_cassettes
+
+    return cost_of_cassettes([workspace.mission_dir(mission_id) / CASSETTE_FILE], spec)
 
 
 def _run_model(report: MissionReport) -> str:
@@ -429,7 +433,7 @@ def compare_missions(a: str, b: str, judge_model: str | Any, *, price_as: str | 
     with mission_graph(workspace, b) as graph:
         seen = {text for _, text in sources}
         sources += [(name, text) for name, text in source_texts(graph) if text not in seen]
-    costs = tuple(_side_cost(mission, report, price_as, home, url) for mission, report in zip((a, b), reports))
+    costs = tuple(_side_cost(workspace, mission, report, price_as) for mission, report in zip((a, b), reports))
     judge = make_model(judge_model, ModelSettings().from_environment().with_overrides(name=judge_model)) \
         if isinstance(judge_model, str) else judge_model  # CABAL_MODEL_TIMEOUT_S and the like apply; never its name
     folder = judgement_folder(workspace, a, b)
@@ -450,11 +454,10 @@ def compare_missions(a: str, b: str, judge_model: str | Any, *, price_as: str | 
     return comparison
 
 
-def _side_cost(mission_id: str, report: MissionReport, price_as: str | None, home: str | Path | None,
-               url: str | None) -> RunCost | None:
+def _side_cost(workspace: Any, mission_id: str, report: MissionReport, price_as: str | None) -> RunCost | None:
     from cabal.errors import CabalError
 
-    try:
-        return mission_cost(mission_id, price_as or _run_model(report), home=home, url=url)
+    try:  # the mission was read already: its cassette alone is left to read
+        return _recorded_cost(workspace, mission_id, price_as or _run_model(report))
     except CabalError:  # a mission run without a record, or on a model no price list knows
         return None

@@ -23,7 +23,7 @@ from pathlib import Path
 from cabal.errors import ConfigError
 from cabal.llm.cassette import Cassette, canonical_json
 from cabal.llm.settings import ModelPrice
-from cabal.llm.usage import CHARS_PER_TOKEN, estimate_tokens
+from cabal.llm.usage import CHARS_PER_TOKEN, Usage, estimate_tokens
 
 CACHE_MIN_TOKENS = 1024
 CACHE_MIN_CHARS = CACHE_MIN_TOKENS * CHARS_PER_TOKEN
@@ -65,9 +65,13 @@ class RunCost:
 def call_tokens(cassette: Cassette, *, min_chars: int = CACHE_MIN_CHARS) -> list[CallTokens]:
     """Each call of ``cassette``, in order, with what a prompt cache could do for it."""
     prompts = [_prompt(cassette, index) for index in range(len(cassette.calls))]
-    hits = [_longest_shared(prompt, prompts[:index], min_chars) for index, prompt in enumerate(prompts)]
-    reused = [max((_shared(prompt, later) for later in prompts[index + 1:]), default=0)
-              for index, prompt in enumerate(prompts)]
+    # Each pair once: what a call shares with an earlier one is what it reads, with a later one what it writes.
+    shared = {(earlier, index): _shared(prompts[earlier], prompt)
+              for index, prompt in enumerate(prompts) for earlier in range(index)}
+    hits = [_at_least(max((shared[earlier, index] for earlier in range(index)), default=0), min_chars)
+            for index in range(len(prompts))]
+    reused = [max((shared[index, later] for later in range(index + 1, len(prompts))), default=0)
+              for index in range(len(prompts))]
     rows = []
     for index, call in enumerate(cassette.calls):
         chars = max(len(prompts[index]), 1)
@@ -89,13 +93,11 @@ def price_run(calls: Sequence[CallTokens], model: str, price: ModelPrice | None)
     written = sum(c.written_tokens for c in calls)
     if price is None:
         return RunCost(model, len(calls), input_tokens, output_tokens, cached, written, None, None)
-    read_price = price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
-    write_price = price.input_per_mtok if price.cache_write_per_mtok is None else price.cache_write_per_mtok
-    plain = input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok
-    uncached = max(input_tokens - cached - written, 0)
-    with_cache = (uncached * price.input_per_mtok + cached * read_price + written * write_price
-                  + output_tokens * price.output_per_mtok)
-    return RunCost(model, len(calls), input_tokens, output_tokens, cached, written, plain / 1e6, with_cache / 1e6)
+    plain = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    cache = Usage(input_tokens=input_tokens, output_tokens=output_tokens, cache_read_tokens=cached,
+                  cache_write_tokens=written)
+    return RunCost(model, len(calls), input_tokens, output_tokens, cached, written, plain.cost_usd_at(price),
+                   cache.cost_usd_at(price))
 
 
 def model_price(spec: str) -> tuple[str, ModelPrice | None]:
@@ -148,6 +150,6 @@ def _shared(a: str, b: str) -> int:
     return low
 
 
-def _longest_shared(prompt: str, earlier: Sequence[str], min_chars: int) -> int:
-    best = max((_shared(prompt, other) for other in earlier), default=0)
-    return best if best >= min_chars else 0
+def _at_least(shared: int, min_chars: int) -> int:
+    """A shared start a provider caches: none under ``min_chars``."""
+    return shared if shared >= min_chars else 0

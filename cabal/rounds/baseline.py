@@ -16,7 +16,6 @@ team's mission. Its calls are recorded in its cassette like every call, so
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,16 +35,17 @@ from cabal.llm.cassette import CASSETTE_FILE, recording
 from cabal.membrane import Cluster, Membrane
 from cabal.refs import find_malformed, parse_refs, replace_refs
 from cabal.resources import builtin_dir
-from cabal.rounds.api import _loaded, _new_mission_id, _sources_of, _with_paths_anchored, resolved_settings
+from cabal.rounds.api import (_loaded, _new_mission_id, _sources_of, _tool_host, _with_paths_anchored,
+                              resolved_settings)
 from cabal.rounds.control import MissionResult, status_of
 from cabal.rounds.facts import BaselineFacts
 from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.sources import ingest_clusters, whole_source
-from cabal.rounds.ids import turn_id
+from cabal.rounds.ids import item_id, turn_id
 from cabal.rounds.tooluse import ARGUMENTS_CHARS, tool_message
 from cabal.rounds.workspace import Workspace
-from cabal.sources import Collected, chunk_node_id, source_node_id
+from cabal.sources import CITED_ID, Collected, chunk_node_id, source_node_id
 from cabal.tools.host import ToolHost, ToolOutcome, kept_outcome
 from cabal.tools.spec import SEPARATOR
 from cabal.vocabulary import MissionKind, MissionState, Role, Step, StopReason
@@ -59,7 +59,6 @@ MAX_ANSWERS = 3
 MAX_DOCUMENTS = 12
 FINAL_OUTPUT = "final_output"
 PROMPT_FILE = "baseline.md"
-_CITED = re.compile(r"^(s\d+)(?:#(\d+))?$")
 
 
 class BaselineDocument(BaseModel):
@@ -98,7 +97,7 @@ def run_baseline(mission: str | Path | MissionSpec | dict, *, model: Any = None,
     try:
         if graph.exists(mission_id):
             raise MissionError(f"mission {mission_id} already exists")
-        with workspace.driving(mission_id), _tools(workspace, mission_id, spec) as host:
+        with workspace.driving(mission_id), _tool_host(workspace, mission_id, spec).start() as host:
             folder = workspace.mission_dir(mission_id)
             try:
                 with recording(folder / CASSETTE_FILE, record):
@@ -120,11 +119,6 @@ def _model(spec: MissionSpec, model: Any, base: Path | None, workspace: Workspac
         return model, f"object:{model_name(model)}"
     settings = resolved_settings(spec.model_settings(), {"name": model} if model else {}, base, workspace.home)
     return make_model(settings.name, settings), settings.name
-
-
-def _tools(workspace: Workspace, mission_id: str, spec: MissionSpec) -> ToolHost:
-    log_dir = workspace.private_mission_dir(mission_id) if any(s.command for s in spec.tools) else None
-    return ToolHost(spec.tools, timeout_s=spec.tool_timeout_s, log_dir=log_dir).start()
 
 
 # ------------------------------------------------------------------------------ the call
@@ -151,12 +145,16 @@ def prompt(spec: MissionSpec, collected: Collected | None) -> tuple[list[Any], B
 
 @dataclass(frozen=True)
 class _Asked:
-    """The valid answer's documents, what the tools answered (in call order), each call's usage."""
+    """The valid answer, what the tools answered (in call order), each call's usage."""
 
-    documents: list[BaselineDocument]
     answered: Answered[BaselineAnswer]
     outcomes: list[ToolOutcome]
     calls: list[Usage]
+
+    @property
+    def documents(self) -> list[BaselineDocument]:
+        assert self.answered.value is not None, "only a valid answer is kept"
+        return self.answered.value.documents
 
 
 def _ask(chat: Any, spec: MissionSpec, collected: Collected | None, host: ToolHost,
@@ -186,7 +184,7 @@ def _ask(chat: Any, spec: MissionSpec, collected: Collected | None, host: ToolHo
     if answered.value is None:
         raise MissionError(f"the baseline's model gave no valid answer in {MAX_ANSWERS} tries: "
                            + "; ".join(map(str, answered.problems)))
-    return _Asked(answered.value.documents, answered, outcomes, calls)
+    return _Asked(answered, outcomes, calls)
 
 
 def _offered(host: ToolHost) -> list[Any]:
@@ -213,7 +211,7 @@ def _read(arguments: dict[str, Any], sections: dict[str, int]) -> tuple[Baseline
         for span in find_malformed(document.content):
             problems.append(AnswerProblem(f"{where}.content", f"{span} is not a citation: write [[s:s1]] or [[s:s1#2]]"))
         for ref in parse_refs(document.content):
-            cited = _CITED.match(ref.id) if ref.kind == "s" else None
+            cited = CITED_ID.match(ref.id) if ref.kind == "s" else None
             if cited is None or cited[1] not in sections or int(cited[2] or 0) > sections[cited[1]]:
                 known = ", ".join(f"{s} (sections 1-{n})" for s, n in sections.items()) or "none"
                 problems.append(AnswerProblem(f"{where}.content", f"[[{ref.kind}:{ref.id}]] names no file or section "
@@ -227,7 +225,7 @@ def _read(arguments: dict[str, Any], sections: dict[str, int]) -> tuple[Baseline
 def _clusters(membrane: Membrane, mission_id: str, spec: MissionSpec, model_spec: str, collected: Collected | None,
               asked: _Asked, name: str) -> list[Cluster]:
     """Everything the baseline stores, as one write."""
-    turn = turn_id(ROUND, BASELINE_STEP, WRITER)
+    turn, context = _turn(mission_id)
     usage = asked.answered.usage
     clusters = [membrane.prepare("start_mission", {
         "mission_id": mission_id, "kind": MissionKind.BASELINE, "name": f"{spec.name or mission_id} (baseline)",
@@ -237,8 +235,6 @@ def _clusters(membrane: Membrane, mission_id: str, spec: MissionSpec, model_spec
                     "persona": "one call of the model writes every document alone"}],
         "budget_tokens": None, "budget_cost_usd": None}, {}, session_id=f"{mission_id}.start")]
     clusters += ingest_clusters(membrane, mission_id, collected) if collected else []
-    context = {"mission_id": mission_id, "round": ROUND, "step": BASELINE_STEP, "agent_id": WRITER,
-               "actor_id": WRITER, "turn_id": turn}
     for index, ((tool, arguments, _), outcome) in enumerate(zip(asked.answered.side_calls, asked.outcomes), 1):
         server, _, short = tool.partition(SEPARATOR)
         clusters.append(membrane.prepare("record_tool_call", {
@@ -247,8 +243,7 @@ def _clusters(membrane: Membrane, mission_id: str, spec: MissionSpec, model_spec
             "outcome": "ok" if outcome.ok else "error", "digest": outcome.digest,
         }, {}, session_id=f"{turn}.tool{index}.record"))
     for index, document in enumerate(asked.documents):
-        product_id = f"{turn}.product{index}"
-        version_id = f"{turn}.write_version{index}"
+        product_id, version_id = _document_ids(turn, index)
         content = replace_refs(document.content, _stored_citation)
         clusters.append(membrane.prepare("tree_operation", {
             **context, "action": "ADD", "owner": WRITER, "product_id": product_id},
@@ -278,12 +273,10 @@ def _clusters(membrane: Membrane, mission_id: str, spec: MissionSpec, model_spec
 def _accepted(membrane: Membrane, mission_id: str, documents: int) -> list[Cluster]:
     """The second write: every document accepted, the mission done (an update needs its node
     written first)."""
-    turn = turn_id(ROUND, BASELINE_STEP, WRITER)
-    context = {"mission_id": mission_id, "round": ROUND, "step": BASELINE_STEP, "agent_id": WRITER,
-               "actor_id": WRITER, "turn_id": turn}
+    turn, context = _turn(mission_id)
     clusters = []
     for index in range(documents):
-        product_id, version_id = f"{turn}.product{index}", f"{turn}.write_version{index}"
+        product_id, version_id = _document_ids(turn, index)
         clusters.append(membrane.prepare("decide_acceptance", {
             **context, "item_id": f"{turn}.decide_acceptance{index}", "decision": "accepted",
             "version_id": version_id}, {"item": Acceptance(product_id=product_id, accepted=True, version_id=version_id)},
@@ -296,11 +289,23 @@ def _accepted(membrane: Membrane, mission_id: str, documents: int) -> list[Clust
     return clusters
 
 
+def _turn(mission_id: str) -> tuple[str, dict[str, Any]]:
+    """The baseline's one turn: its id, and the context every protocol run of it takes."""
+    turn = turn_id(ROUND, BASELINE_STEP, WRITER)
+    return turn, {"mission_id": mission_id, "round": ROUND, "step": BASELINE_STEP, "agent_id": WRITER,
+                  "actor_id": WRITER, "turn_id": turn}
+
+
+def _document_ids(turn: str, index: int) -> tuple[str, str]:
+    """The product and the version of the ``index``-th document (as the engine names a turn's items)."""
+    return item_id(turn, "product", index), item_id(turn, "write_version", index)
+
+
 def _stored_citation(ref: Any) -> str:
     """A citation as the graph keeps it (``s2#3``: the section node of the source's first version)."""
     if ref.kind != "s":
         return str(ref.id)
-    cited = _CITED.match(ref.id)
+    cited = CITED_ID.match(ref.id)
     assert cited is not None, "checked by _read"
     node = source_node_id(cited[1], 1)
     return chunk_node_id(node, int(cited[2])) if cited[2] else node
