@@ -7,7 +7,8 @@ same for that agent from one round to the next); the user message starts with th
 charter, the same in every call of a mission; then comes what varies: the round, a minimal
 product tree, the detail this step needs and what changed since the agent last acted. Each
 section has a character budget, so a prompt stays about the same size at round 20 as at
-round 2, however long the history grows. Ids are short and temporary (``TempIds``).
+round 2, however long the history grows. Ids are short and mean the same in every call of a
+mission (``TempIds``).
 """
 
 from __future__ import annotations
@@ -28,12 +29,11 @@ from cabal.rounds.facts import (Candidate, Event, FactsDraft, ProductDetail, Ref
                                 UserWord, VersionRef)
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
-from cabal.refs import Ref, substitute_refs
 from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
 from cabal.rounds.showing import BOUNDS, whole
 from cabal.rounds.snapshot import Snapshot, charter_map
-from cabal.rounds.sources import read_source_text, search_text, shown_id, source_line
+from cabal.rounds.sources import read_source_text, search_text, source_line
 from cabal.rounds.team import Team
 from cabal.vocabulary import ANSWER_FROM_FILE, CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
 from cabal.yaml_reader import read_text_file
@@ -158,7 +158,7 @@ class ContextBuilder:
                         "the team's other watchdogs inspect the rest.")
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
                                             persona=str(persona), step=step, skills=agent.skills)
-        ids = TempIds(agents=frozenset(self.team.ids()),
+        ids = TempIds(agents=frozenset(self.team.ids()), mission=self.snapshot.short_ids(),
                       sources={s["source_id"]: s for s in self.snapshot.current_sources()})
         self._agent = agent_id
         self._facts = FactsDraft()
@@ -179,34 +179,19 @@ class ContextBuilder:
                                    request=str(self.snapshot.mission.get("request") or ""),
                                    team=tuple((a.id, a.role) for a in self.team.agents), focus=agent.focus)
         return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts,
-                      charter=self._charter(agent_id), offered=frozenset(self._offered))
+                      charter=self._charter(agent_id, ids), offered=frozenset(self._offered))
 
     # ---------------------------------------------------------------------------- sections
 
-    def _named_refs(self, text: object) -> str:
-        """A charter text for the cached prefix every call shares: short ids differ from call to
-        call, so a product, version or collab it names is shown by name; sources keep their ids."""
-        def named(ref: Ref) -> str:
-            if ref.kind == "s":
-                return f"[[s:{shown_id(ref.id)}]]"
-            if ref.kind == "p":
-                return f"'{self.snapshot.products.get(ref.id, {}).get('name', 'a product')}'"
-            if ref.kind == "v":
-                version = self.snapshot.version(ref.id) or {}
-                product = self.snapshot.products.get(str(version.get("product_id")), {}).get("name", "a product")
-                return f"version {version.get('number', '?')} of '{product}'"
-            return ref.render() if ref.kind in "au" else "a collab"
-        return substitute_refs(str(text or ""), named)
-
-    def _charter(self, agent_id: str) -> str:
+    def _charter(self, agent_id: str, ids: TempIds) -> str:
         mission = self.snapshot.mission
         lines = []
         if mission.get("charter"):
-            lines += ["## Mission", whole(self._named_refs(mission["charter"]), BOUNDS.text)]
+            lines += ["## Mission", self._text(mission["charter"], ids)]
             for title, key in (("Objectives", "objectives"), ("Constraints", "constraints")):
                 items = mission.get(key) or []
                 if items:
-                    lines += [f"## {title}", *[f"- {whole(self._named_refs(item), BOUNDS.text)}" for item in items]]
+                    lines += [f"## {title}", *[f"- {self._text(item, ids)}" for item in items]]
         else:
             lines += ["## The user's request", whole(mission.get("request"), BOUNDS.text * 2)]
         domain = charter_map(mission, "domains").get(agent_id)
@@ -286,9 +271,8 @@ class ContextBuilder:
 
     @staticmethod
     def _version_name(version: dict, ids: TempIds) -> str:
-        """One version, unambiguously: its id in this call, and which of its product's versions it is."""
-        return (f"{ids.short('v', version['id'])} ({ids.short('p', version['product_id'])}'s version "
-                f"{version['number']}, by {version.get('author')} in round {version.get('round')})")
+        """One version: its id (its product's id and its number, both usable) and who wrote it when."""
+        return f"{_version_id(version, ids)} (by {version.get('author')} in round {version.get('round')})"
 
     def _version_block(self, version: dict, ids: TempIds, *, content: str | None) -> str:
         lines = [f"{self._version_name(version, ids)}: {clip(ids.text_to_model(str(version.get('title') or '')), 200)}",
@@ -318,8 +302,7 @@ class ContextBuilder:
         """An inspection's verdict and every finding, whole: what the owner must answer."""
         who = f" by {inspection.get('author')}" if by else ""
         version = self.snapshot.version(str(inspection.get("version_id")))
-        name = (f"{ids.short('v', version['id'])} ({ids.short('p', version['product_id'])}'s version "
-                f"{version['number']})") if version else "a version"
+        name = _version_id(version, ids) if version else "a version"
         lines = [f"Inspection of {name}{who}, round {inspection.get('round')}: {inspection['assessment']}"]
         for finding in self.snapshot.findings_of(inspection["id"]):
             lines.append(f"- [{finding['category']}, severity {finding['severity']}] "
@@ -368,15 +351,6 @@ class ContextBuilder:
             lines.append("Open collabs on it:" if feedback else "No open collabs on it.")
             lines += [f"- {self._collab_line(c, ids)}" for c in feedback]
         return "\n".join(lines)
-
-    @staticmethod
-    def _register(ids: TempIds, *, versions: Sequence[dict] = (), collabs: Sequence[dict] = ()) -> None:
-        """Give the step's main subjects the first short ids (the versions to judge are v1, v2, ...),
-        whatever other texts of the prompt mention first."""
-        for version in versions:
-            ids.short("v", version["id"])
-        for collab in collabs:
-            ids.short("c", collab["id"])
 
     def _section(self, title: str, blocks: list[str]) -> str:
         """A titled section of whole blocks (each text in it is already within its bound)."""
@@ -496,10 +470,6 @@ class ContextBuilder:
 
     def _detail_plan(self, agent_id: str, ids: TempIds) -> list[str]:
         snapshot = self.snapshot
-        self._register(ids, versions=[v for p in snapshot.live_products() if p.get("status") == "open"
-                                      and (v := snapshot.latest_version(p["id"]))],
-                       collabs=[c for c in snapshot.open_collabs()
-                                if int(c.get("importance", 0)) >= 5 or c.get("author") == USER_ID])
         reflections = [self._reflection_block(r, ids) for r in snapshot.reflections_in()]
         self._facts.reflections += [Reflection(r.get("author"), ids.short("p", r["product_id"]), r["dod_status"])
                                     for r in snapshot.reflections_in()]
@@ -569,7 +539,6 @@ class ContextBuilder:
         versions = [v for v in self.snapshot.new_versions()
                     if self.snapshot.products.get(v["product_id"], {}).get("owner") != agent_id and v.get("author") != agent_id]
         contents = self._contents(versions)
-        self._register(ids, versions=versions)
         blocks = [self._judged_block(v, contents, ids) for v in versions]
         self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
         # A reviewer judges from its own domain: its own products, whole, are what it checks the
@@ -590,7 +559,6 @@ class ContextBuilder:
     def _detail_inspect(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = self.snapshot.new_versions()
         contents = self._contents(versions)
-        self._register(ids, versions=versions)
         blocks = []
         for version in versions:
             block = [self._judged_block(version, contents, ids)]
@@ -824,6 +792,12 @@ class ContextBuilder:
 
 
 _STEPS = frozenset(Step)
+
+
+def _version_id(version: dict, ids: TempIds) -> str:
+    """A version's short id (``p2.v1``); its product's (``p2``) is shown with it, so both map back."""
+    ids.short("p", version["product_id"])
+    return ids.short("v", version["id"])
 
 
 def _reasoning_field(step: Step) -> str:

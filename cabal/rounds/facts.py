@@ -5,7 +5,7 @@ text a model reads and the facts are two renderings of one thing. Fake models (t
 team, a test's ``FunctionChatModel``) read ``ModelRequest.facts`` instead of parsing the
 prompt's text, the way pydantic-ai's ``FunctionModel`` receives an ``AgentInfo``.
 
-Ids are the short ones the call uses (``p1``, ``v2``, ``c3``); agents keep their own ids.
+Ids are the short ones the call uses (``p1``, ``p1.v2``, ``c3``); agents keep their own ids.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Like pydantic-ai's ``TestModel``, but aware of Cabal's rules: it reads the facts of each turn
 (``ModelRequest.facts``, the ``TurnFacts`` the prompt was written from, with its short ids
-``p1``/``v1``/``c1``) and answers what a diligent team would, so a mission runs offline for any
+``p1``/``p1.v1``/``c1``) and answers what a diligent team would, so a mission runs offline for any
 number of rounds without a script.
 
     cabal run mission.yaml --model py:cabal.rounds.simulated:team

@@ -45,12 +45,12 @@ from typing import Any
 
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
-from cabal.rounds.ids import step_prefix
+from cabal.rounds.ids import short_ids, step_place, step_prefix
 from cabal.sources import latest_versions
 
 VERDICTS = ("approved", "needs_revision", "blocked")
 """An inspection's assessments, the most lenient first."""
-from cabal.vocabulary import BLOCKING_IMPORTANCE, USER_ID, Step
+from cabal.vocabulary import BLOCKING_IMPORTANCE, USER_ID
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
 SOURCE_META = ["source_id", "version", "name", "note", "size", "format", "first_heading", "chunk_count", "round",
@@ -103,8 +103,7 @@ class Snapshot:
         """Bring the snapshot up to date with a committed cluster (the exact nodes and field
         updates written), so the engine does not read the whole mission again every step.
 
-        Tables stay in id order, as a load returns them: short ids follow this order, and
-        parallel turns commit in any order.
+        Tables stay in id order, as a load returns them: parallel turns commit in any order.
         """
         touched: set[str] = set()
         # Directives join their assignment, so assignments go first whatever the cluster's order.
@@ -202,6 +201,10 @@ class Snapshot:
         """Each source's latest version, in ingest order (s1, s2, ...)."""
         return latest_versions(self.sources)
 
+    def short_ids(self) -> dict[str, str]:
+        """The short id of every product, version and collab in view, by graph id (``ids.short_ids``)."""
+        return short_ids(self.products.values(), self.versions, self.collabs)
+
     def has_turn(self, turn_id: str) -> bool:
         return any(t["id"] == turn_id for t in self.turns)
 
@@ -229,7 +232,7 @@ class Snapshot:
         """Versions written in a round (default: this one), latest per product."""
         wanted = self.round if round_number is None else round_number
         # Products in the order of their first version: deterministic whatever order parallel
-        # commits arrive in, and the short ids a model sees follow it.
+        # commits arrive in.
         first: dict[str, tuple[int, str]] = {}
         for version in self.versions:
             key = (version["number"], version["id"])
@@ -261,13 +264,13 @@ class Snapshot:
         so each reaches it once, in the first step it takes after the remark was written (the
         Chair's note for this round's Write reaches that Write; a Reflect's remark to the Chair,
         the same round's Plan). Remarks and turns are kept for this round and the last."""
-        now = _place(self.round, step)
-        before = [_place(t.get("round"), t.get("step")) for t in self.turns if t.get("agent") == agent_id]
+        now = step_place(self.round, step)
+        before = [step_place(t.get("round"), t.get("step")) for t in self.turns if t.get("agent") == agent_id]
         last = max((place for place in before if place < now), default=(-1, -1))
         # ``<=``: a remark written in a step the agent also took was not in that step's view
         # (its turns run side by side), so it is the agent's to read now.
         return [r for r in self.remarks if self.is_recipient(r, agent_id)
-                and last <= _place(r.get("round"), r.get("step")) < now]
+                and last <= step_place(r.get("round"), r.get("step")) < now]
 
     def remarks_to_users(self) -> list[dict]:
         """This round's remarks addressed to users (``u:all``, ``u:<id>``), for the Envoy."""
@@ -339,15 +342,6 @@ class Spend:
     failed_turns: int
     unpriced_turns: int = 0  # turns on a model no price is known for (counted as $0)
     unpriced_models: tuple[str, ...] = ()  # their models
-
-
-def _place(round_number: Any, step: Any) -> tuple[int, int]:
-    """Where in the mission a step is: (round, position in the round); unknown steps first."""
-    position = Step(str(step)).position if step in _STEP_NAMES else -1
-    return (int(round_number or 0), position)
-
-
-_STEP_NAMES = frozenset(Step)
 
 
 def charter_map(mission: dict, key: str) -> dict:

@@ -53,7 +53,7 @@ def _reflect_without_answers(agent: str) -> dict:
 
 ACCEPT_COMPARISON = {"collabId": "c1", "action": "accept", "rationale": "The DoD asks for a comparison.",
                      "plannedChange": "Compare with the leading note app's student plan."}
-DEFER_DIGEST = {"collabId": "c1", "action": "defer", "rationale": "The store listing is written after launch.",
+DEFER_DIGEST = {"collabId": "c2", "action": "defer", "rationale": "The store listing is written after launch.",
                 "plannedChange": None}
 
 
@@ -74,7 +74,7 @@ def answered(home: Path) -> Run:
 def test_write_answers_the_open_feedback_on_what_it_writes(answered: Run) -> None:
     assert (answered.result.state, answered.result.stop_reason, answered.result.round) == ("done", "concluded", 4)
     first, second = answered.player.calls_of(2, "write", "operative-2")
-    assert ("Open collabs on it:\n- c1 on p2 about v1 [feedback, importance 6] by operative-1 (round 1): Add the "
+    assert ("Open collabs on it:\n- c1 on p2 about p2.v1 [feedback, importance 6] by operative-1 (round 1): Add the "
             "comparison") in first.prompt
     assert tool_feedback(second.last).endswith(
         "\n- feedbackResponses.1: this collab is answered twice in this answer; answer it once")
@@ -128,14 +128,14 @@ def closed(home: Path) -> Run:
     """The launch mission in two rounds: round 2 is the last, so its versions are decided at the
     Chair's closing decisions. Pricing v2 needs revision here, and the Chair first tries to accept it."""
     inspect = _answer(2, "inspect", "watchdog-1")
-    inspect["args"]["inspections"][0] = {"productId": "p2", "versionId": "v1", "assessment": "needs_revision",
+    inspect["args"]["inspections"][0] = {"productId": "p2", "versionId": "p2.v2", "assessment": "needs_revision",
                                          "findings": [{"category": "completeness", "severity": 5,
                                                        "issue": "The competitor's price has no source.",
                                                        "recommendation": "Name where the 4 euros come from."}]}
     accept_both = _answer(2, "close", "chair-1")
     reject_pricing = _answer(2, "close", "chair-1", acceptance=[
         {"productId": "p2", "accepted": False, "rejectionReason": "The competitor's price needs a source."},
-        {"productId": "p3", "accepted": True, "versionId": "v2"}])
+        {"productId": "p3", "accepted": True, "versionId": "p3.v1"}])
     player = ScriptPlayer(inject={(2, "inspect", "watchdog-1"): [inspect],
                                   (2, "close", "chair-1"): [accept_both, reject_pricing]})
     return Run(run_mission(LAUNCH_MISSION, model=player.model(), home=home, rounds=2), player, home)
@@ -160,16 +160,16 @@ def test_the_last_round_says_so_and_decides_what_it_wrote_after_inspect(closed: 
     assert first.tools == ("final_output", "request_context", "halt")
     assert "Your step now: Closing decisions\nThis is the last round, and its closing decisions are yours" in first.system
     assert ("## Versions awaiting a decision (to accept one, give its version id)\n"
-            "### p2 Pricing decision: latest version v1 (p2's version 2, by operative-2 in round 2)\n"
+            "### p2 Pricing decision: latest version p2.v2 (by operative-2 in round 2)\n"
             "Verdict: needs_revision; owner's DoD report this round: none on it: it was written this round\n"
             "- [completeness, severity 5] The competitor's price has no source.\n"
             "  Recommendation: Name where the 4 euros come from.\n"
-            "### p3 Launch-day checklist: latest version v2 (p3's version 1, by operative-1 in round 2)\n"
+            "### p3 Launch-day checklist: latest version p3.v1 (by operative-1 in round 2)\n"
             "Verdict: approved; owner's DoD report this round: none on it: it was written this round\n") in first.prompt
     assert ("## Versions written this round\n"
             "### p2 Pricing decision [Decision]\n"
             "DoD: States the price of each plan, the student discount and the reasoning, with at least one comparison.\n"
-            "v1 (p2's version 2, by operative-2 in round 2): Margin pricing, with comparison\n") in first.prompt
+            "p2.v2 (by operative-2 in round 2): Margin pricing, with comparison\n") in first.prompt
     assert ("~~~\nPeer review by operative-1: approved: The comparison is there and supports the student price.\n"
             "### p3 Launch-day checklist [Content]") in first.prompt
     assert tool_feedback(retry.last).endswith(

@@ -191,7 +191,7 @@ def _wrong_write() -> dict:
 
 def _accept_blocked_pricing() -> dict:
     answer = script_args(2, "plan", "chair-1")
-    answer["acceptance"][1] = {"productId": "p2", "accepted": True, "versionId": "v2"}
+    answer["acceptance"][1] = {"productId": "p2", "accepted": True, "versionId": "p2.v1"}
     return {"tool": "final_output", "args": answer}
 
 
@@ -269,8 +269,8 @@ def test_operative_versioning_an_unassigned_product_is_refused_and_retried(devia
 
 def test_chair_accepting_a_blocked_version_is_refused_and_retried(deviated: Deviated) -> None:
     first, retry = deviated.player.calls_of(2, "plan", "chair-1")
-    # The ids the injected answer uses: p2 is the pricing decision, v2 its blocked latest version.
-    assert ("### p2 Pricing decision: latest version v2 (p2's version 1, by operative-2 in round 1)\n"
+    # The ids the injected answer uses: p2 is the pricing decision, p2.v1 its blocked latest version.
+    assert ("### p2 Pricing decision: latest version p2.v1 (by operative-2 in round 1)\n"
             "Verdict: blocked") in first.prompt
     assert tool_feedback(retry.last) == (
         "Your answer was rejected (2 problem(s)); fix each:\n"
@@ -305,7 +305,7 @@ def test_context_request_is_served_then_the_final_answer_accepted(deviated: Devi
         assert graph.get(PRICING_V2)["number"] == 2
     assert isinstance(answer.last, ToolMessage) and answer.last.status == "success"
     assert tool_feedback(answer.last) == ("REQUESTED CONTEXT\n\n### full_content of p2 Pricing decision\n"
-                                          f"v1 (p2's version 1, by operative-2 in round 1)\n{content_v1}")
+                                          f"p2.v1 (by operative-2 in round 1)\n{content_v1}")
     assert answer.messages[:2] == ask.messages[:2]  # the same prompt, then the request and what it got
 
 
@@ -506,7 +506,7 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
     plan_2 = player.prompts_of("chair-1", 2)["plan"]
     assert "## From the user (every product follows these words; a departure from them is an error)\n" in plan_2
     assert f"\nThe user wrote: {note}" in plan_2
-    assert f"- c1 on the mission [user_independent, importance 6] by user (round 1): {note}" in plan_2
+    assert f"- c3 on the mission [user_independent, importance 6] by user (round 1): {note}" in plan_2
     for operative in ("operative-1", "operative-2"):
         reflect = player.prompts_of(operative, 2)["reflect"]  # the note, beside the answer the Chair was given
         assert f"\nThe user answered: Students first: university students who take lecture notes. Teachers come " \
@@ -590,9 +590,9 @@ TINY_ANSWERS = [  # (tool, input) in call order: bootstrap, plan, write, inspect
                    "Tap the plus button to take your first note.",
         "changeSummary": "First version."}}]}),
     ("final_output", {"reasoning": "It meets its definition of done.",
-                      "inspections": [{"productId": "p1", "versionId": "v1", "assessment": "approved", "findings": []}]}),
+                      "inspections": [{"productId": "p1", "versionId": "p1.v1", "assessment": "approved", "findings": []}]}),
     ("final_output", {"reasoning": "The note passed inspection and says both things its DoD asks for.",
-                      "acceptance": [{"productId": "p1", "accepted": True, "versionId": "v1"}]}),
+                      "acceptance": [{"productId": "p1", "accepted": True, "versionId": "p1.v1"}]}),
     ("final_output", {"reasoning": "One thing happened: the note.",
                       "messages": [{"asAgent": "operative-1", "content": "The welcome note is written and passed inspection."}]}),
 ]

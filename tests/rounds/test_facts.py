@@ -72,8 +72,7 @@ def test_write_facts_name_the_assignments_shown_with_their_directives(seen) -> N
             assert f"### {product.id} {product.name} [{product.type}]" in prompt
             assert f"\nObjective: {assignment.objective}\n" in prompt
             if product.latest:
-                assert (f"Latest version: {product.latest.id} ({product.id}'s version {product.latest.number}, by "
-                        f"{product.latest.author} in round ") in prompt
+                assert f"Latest version: {product.latest.id} (by {product.latest.author} in round " in prompt
 
 
 def test_review_and_inspection_facts_are_the_version_heads_shown(seen) -> None:
@@ -82,8 +81,7 @@ def test_review_and_inspection_facts_are_the_version_heads_shown(seen) -> None:
     for prompt, facts in judged:
         assert facts.new_versions
         for version in facts.new_versions:
-            assert (f"\n{version.id} ({version.product}'s version {version.number}, by {version.author} in round "
-                    in prompt)
+            assert f"\n{version.id} (by {version.author} in round " in prompt
 
 
 def test_plan_facts_are_the_reflections_and_candidates_shown(seen) -> None:
@@ -94,8 +92,8 @@ def test_plan_facts_are_the_reflections_and_candidates_shown(seen) -> None:
             assert f"- {reflection.author} on {reflection.product} " in prompt
             assert f": DoD {reflection.dod_status}\n" in prompt
         for candidate in facts.candidates:
-            assert (f"### {candidate.product} {candidate.name}: latest version {candidate.version} ({candidate.product}'s "
-                    f"version {candidate.number}, by ") in prompt
+            assert f"### {candidate.product} {candidate.name}: latest version {candidate.version} (by " in prompt
+            assert candidate.version == f"{candidate.product}.v{candidate.number}"
             assert f"\nVerdict: {candidate.verdict}" in prompt
 
 

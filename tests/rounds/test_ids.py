@@ -1,17 +1,19 @@
-"""Short temporary ids: shown to a model, mapped back, every unknown reference reported."""
+"""Short ids: shown to a model, mapped back, every unknown reference reported."""
 
 from __future__ import annotations
 
 from cabal.errors import AnswerProblem
 from cabal.rounds.ids import TempIds, halt_id, item_id, turn_id
 
+MISSION = {"r0.bootstrap.chair-1.add_product0": "p1", "r1.plan.chair-1.product0": "p2",
+           "r1.write.operative-1.write_version0": "p2.v1", "r9.new": "p3"}
+
 
 def ids() -> TempIds:
-    temp = TempIds(agents=frozenset({"chair-1", "operative-1"}))
+    temp = TempIds(agents=frozenset({"chair-1", "operative-1"}), mission=MISSION)
     assert temp.short("p", "r0.bootstrap.chair-1.add_product0") == "p1"
     assert temp.short("p", "r1.plan.chair-1.product0") == "p2"
-    assert temp.short("v", "r1.write.operative-1.write_version0") == "v1"
-    assert temp.short("p", "r0.bootstrap.chair-1.add_product0") == "p1"  # stable within a call
+    assert temp.short("v", "r1.write.operative-1.write_version0") == "p2.v1"
     return temp
 
 
@@ -23,7 +25,7 @@ def test_deterministic_graph_ids():
 
 def test_an_answer_is_mapped_back_ids_and_text():
     mapped, problems = ids().answer_to_graph({
-        "versions": [{"productId": "p2", "newVersion": {"content": "Builds on [[p:p1]] and [[v:v1]], per [[a:chair-1]]."}}],
+        "versions": [{"productId": "p2", "newVersion": {"content": "Builds on [[p:p1]] and [[v:p2.v1]], per [[a:chair-1]]."}}],
         "assignments": [{"productId": "new-1"}],
     })
     assert problems == []
@@ -42,7 +44,7 @@ def test_every_unknown_reference_is_a_problem():
     })
     assert problems == [
         AnswerProblem("collabs.0.refersToProduct", "unknown id 'p7'; known p-ids: p1, p2"),
-        AnswerProblem("collabs.0.refersToVersion", "unknown id 'p1'; known v-ids: v1"),
+        AnswerProblem("collabs.0.refersToVersion", "unknown id 'p1'; known v-ids: p2.v1"),
         AnswerProblem("collabs.0.comment", "[[x:1]] is not a reference; write [[p:id]], [[v:id]], [[c:id]], [[a:agent-id]], [[u:user]] "
                                                  "or [[s:source-id]]"),
         AnswerProblem("collabs.0.comment", "reference [[p:p9]] names no product in your context"),

@@ -191,10 +191,10 @@ def test_request_context_answers_whole_and_lists_each_collab_once(played) -> Non
 
 def test_the_chair_sees_the_verdicts_findings_and_whole_reflections_at_plan(played) -> None:
     prompt = _prompt(played, 2, "plan", "chair-1")
-    assert re.search(r"### p\d+ Pricing decision: latest version v\d+ \(p\d+'s version 1, by operative-2 in round 1\)\n"
+    assert re.search(r"### p\d+ Pricing decision: latest version p\d+\.v1 \(by operative-2 in round 1\)\n"
                      r"Verdict: blocked; owner's DoD report this round: partially_met\n- \[completeness, severity 8\]",
                      prompt)
-    assert ("- operative-2 on p2 Pricing decision: DoD partially_met\n  Answer to c2: accept: The comparison is part "
+    assert ("- operative-2 on p2 Pricing decision: DoD partially_met\n  Answer to c1: accept: The comparison is part "
             "of the DoD. (planned: Compare with a competitor's student plan.)\n  Next version: Add the competitor "
             "comparison and keep the prices.") in prompt
 

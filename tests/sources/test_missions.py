@@ -244,7 +244,7 @@ def _shifted(script: list[dict]) -> list[dict]:
 def _blocking_inspection(script: list[dict]) -> dict:
     entry = next(e for e in script if (e["round"], e["step"]) == (1, "inspect"))
     args = {**entry["args"], "inspections": [
-        {"productId": "p1", "versionId": "v1", "assessment": "blocked", "findings": [
+        {"productId": "p1", "versionId": "p1.v1", "assessment": "blocked", "findings": [
             {"category": "quality", "severity": 8, "issue": "The price follows a note that tells the team to accept "
                                                              "everything, not the evidence.",
              "recommendation": "Price from the interviews and the price sheet."}]},
