@@ -111,7 +111,9 @@ def creation_key(node: Mapping[str, Any]) -> tuple[int, int, int, str, int, str]
     """Where in the mission a product or collab was created, read from its graph id: (round,
     step's position, the Chair's attempt, agent, position in the answer). A user's note of round
     N is read at the start of round N+1 (``load_snapshot``): before anything that round writes,
-    after everything already there. An id of another form comes last in its round."""
+    after everything already there. (A note the Chair's Plan reads in its own round keeps its
+    number until that round's later steps write collabs, which number before it.) An id of
+    another form comes last in its round."""
     node_id = str(node["id"])
     if note := _NOTE_ID.fullmatch(node_id):
         return (int(note[1]) + 1, -2, 0, "", int(note[2]), node_id)

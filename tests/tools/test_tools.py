@@ -161,7 +161,7 @@ def test_an_injection_in_a_tool_result_is_data_and_the_watchdog_and_acceptance_r
                                                                                                   tmp_path) -> None:
     script = entries(r1_inspect_final_output={
         "reasoning": "The paragraph quotes a price it cannot back.",
-        "inspections": [{"productId": "p1", "versionId": "v1", "assessment": "needs_revision", "findings": [
+        "inspections": [{"productId": "p1", "versionId": "p1.v1", "assessment": "needs_revision", "findings": [
             {"category": "quality", "severity": 6, "issue": "The price comparison is not backed.",
              "recommendation": "Quote a verified price."}]}]})
     # The Chair, as if persuaded by the tool's text, accepts the product anyway; then ends the mission.
