@@ -742,7 +742,7 @@ class ContextBuilder:
                     f"- from {r.get('author')} [{r['type']}] in round {r.get('round')}: {self._text(r.get('content'), ids)}"
                     for r in everything) or "none"))
                 continue
-            real = ids.real(request.product_id)
+            real = ids.real(request.product_id, "p")
             product = self.snapshot.products.get(real or "")
             if product is None:
                 known = ", ".join(ids.shown("p")) or "none yet"
