@@ -24,14 +24,14 @@ from cabal.entities import REQUEST_CONTEXT, STEP_OUTPUTS
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
-from cabal.rounds.facts import (Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts,
+from cabal.rounds.facts import (Candidate, Decision, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts,
                                 UserWord, VersionRef)
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
 from cabal.refs import Ref, substitute_refs
 from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
-from cabal.rounds.showing import BOUNDS, whole
+from cabal.rounds.showing import BOUNDS, Shown, shows, whole
 from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, shown_id, source_line
 from cabal.rounds.team import Team
@@ -110,7 +110,7 @@ class Prompt:
     user: str
     ids: TempIds = field(default_factory=TempIds)
     facts: TurnFacts | None = None  # the same turn as data, for fake models
-    charter: str = ""  # the mission's part of the user message: the same in every call of the mission
+    charter: str = ""  # the mission's part of the user message: the same in an agent's calls from one Plan to the next
     offered: frozenset[str] = frozenset()  # envelopes offered beyond the step's own (request_context at a bootstrap
     #                                         whose sources do not fit inline)
 
@@ -175,11 +175,12 @@ class ContextBuilder:
         sections += extra or []
         sections.append(f"## Valid ids\n{ids.summary()} · users u:all, u:user (new products: new-1, new-2, ...)"
                         if step == Step.PLAN else f"## Valid ids\n{ids.summary()}")
+        charter = self._charter(agent_id, step)  # before the facts: it notes the decisions shown
         facts = self._facts.freeze(round=self.snapshot.round, step=step, agent=agent_id,
                                    request=str(self.snapshot.mission.get("request") or ""),
                                    team=tuple((a.id, a.role) for a in self.team.agents), focus=agent.focus)
         return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts,
-                      charter=self._charter(agent_id), offered=frozenset(self._offered))
+                      charter=charter, offered=frozenset(self._offered))
 
     # ---------------------------------------------------------------------------- sections
 
@@ -198,7 +199,10 @@ class ContextBuilder:
             return ref.render() if ref.kind in "au" else "a collab"
         return substitute_refs(str(text or ""), named)
 
-    def _charter(self, agent_id: str) -> str:
+    def _charter(self, agent_id: str, step: Step) -> str:
+        """The mission's part of the user message: the charter (the request before there is one),
+        the agent's domain and the record of decisions. The same in every call of the agent from
+        one Plan to the next, so the provider caches it."""
         mission = self.snapshot.mission
         lines = []
         if mission.get("charter"):
@@ -216,7 +220,17 @@ class ContextBuilder:
         if isinstance(domain, dict) and domain.get("responsibility"):
             lines.append(f"## Your domain\n{clip(domain['responsibility'], ITEM_CHARS)}"
                          + (f" (area: {clip(domain.get('area'), 80)})" if domain.get("area") else ""))
-        return "\n".join(lines).replace("\n## ", "\n\n## ")  # a blank line before each section
+        if shows(step, Shown.DECISION_RECORD):
+            lines.append(self._decisions())
+        return "\n".join(line for line in lines if line).replace("\n## ", "\n\n## ")  # a blank line before each section
+
+    def _decisions(self) -> str:
+        """The Chair's record of the mission's decisions, the current ones whole, by their ids."""
+        current = self.snapshot.current_decisions()
+        self._facts.decisions += [Decision(d["key"], str(d.get("topic")), str(d.get("decision"))) for d in current]
+        return self._section("Decisions (the Chair's record: every product keeps to them)", [
+            f"- {d['key']} {clip(self._named_refs(d.get('topic')), ITEM_CHARS)}: "
+            f"{whole(self._named_refs(d.get('decision')), BOUNDS.text)}" for d in current])
 
     def _tree_line(self, product: dict, ids: TempIds, depth: int) -> str:
         latest = self.snapshot.latest_version(product["id"])
