@@ -242,6 +242,9 @@ def contract_items(graph, mission_id: str, call: Call):
         for acceptance in view.acceptances:
             if acceptance.get("round") == call.round and acceptance.get("rejection_reason"):
                 out.append(has(Shown.DECISIONS, "a rejection's reason", acceptance["rejection_reason"]))
+    if Shown.DECISION_RECORD in wants:
+        for decision in view.current_decisions():
+            out.append(has(Shown.DECISION_RECORD, f"decision {decision['key']}", decision.get("decision")))
     if Shown.REMARKS in wants:
         for remark in view.remarks_for(call.agent, step):
             out.append(has(Shown.REMARKS, f"remark from {remark.get('author')}", remark.get("content")))
@@ -270,7 +273,7 @@ def as_of(view, round_number: int, step):
 
     tables = {name: [row for row in getattr(view, name) if earlier(row)]
               for name in ("versions", "collabs", "assignments", "reflections", "reviews", "inspections", "findings",
-                           "acceptances", "remarks", "halts", "turns")}
+                           "acceptances", "remarks", "halts", "turns", "decisions")}
     products = {key: row for key, row in view.products.items() if earlier(row)}
     return dataclasses.replace(view, products=products, **tables, _latest={}, _contents={})
 

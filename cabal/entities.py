@@ -48,6 +48,8 @@ MAX_CONTEXT_ITERATIONS = 3
 """``request_context`` answers allowed within one step."""
 
 NEW_ID_PATTERN = r"^new-\d+$"
+DECISION_ID_PATTERN = r"^d[1-9][0-9]*$"  # d1, d2, ...: a decision's id, the same for the whole mission
+DECISION_MAX_CHARS = 600  # one decision: a term, a period, a name, an owner, a number
 
 # A rule the step prompts state in prose is stated here too, in the field's description: the
 # schema is what a model reads most closely, and the engine checks it (tests/test_entities.py).
@@ -312,6 +314,25 @@ class BootstrapOverride(Entity):
     constraints: list[str] | None = None
     personas: dict[str, str] | None = None
     operative_domains: dict[str, OperativeDomain] | None = None
+
+
+class Decision(Entity):
+    """One entry of the Chair's record of the mission's decisions, which every step shows."""
+
+    replaces: str | None = Field(None, pattern=DECISION_ID_PATTERN,
+                                 description="The id of the current decision this one changes or retires (d2); "
+                                             "leave it out for a new decision")
+    topic: str = Field(min_length=1, max_length=NAME_MAX_CHARS, description="What it settles, in a few words")
+    decision: str | None = Field(None, min_length=1, max_length=DECISION_MAX_CHARS,
+                                 description="What is decided, short and exact; leave it out only to retire the "
+                                             "decision named in replaces")
+    why: str | None = Field(None, max_length=DECISION_MAX_CHARS)
+
+    @model_validator(mode="after")
+    def _decides_or_retires(self) -> Decision:
+        if self.decision is None and self.replaces is None:
+            raise ValueError("a decision needs its text (decision); only a change that names replaces may retire one")
+        return self
 
 
 class Halt(Entity):
@@ -583,6 +604,7 @@ class BootstrapOutput(MissionCharter):
     later products are added under an existing one)."""
 
     initial_products: list[InitialProduct] = Field(min_length=1)
+    decisions: list[Decision] = Field(default_factory=list)
 
 
 Reasoning = Annotated[str, Field(
@@ -617,6 +639,7 @@ class PlanOutput(Entity):
     chair_versions: list[ChairVersion] = Field(default_factory=list)
     remarks: list[Remark] = Field(default_factory=list)
     bootstrap_overrides: BootstrapOverride | None = None
+    decisions: list[Decision] = Field(default_factory=list)
 
 
 class WriteOutput(Entity):

@@ -661,7 +661,7 @@ def test_plan_output_parses_nested_pieces():
 
 EXPECTED_PROPERTIES = {
     "bootstrap": (
-        set(BOOTSTRAP) | {"missingDetails"},
+        set(BOOTSTRAP) | {"missingDetails", "decisions"},
         [
             "thinking",
             "mission",
@@ -674,7 +674,7 @@ EXPECTED_PROPERTIES = {
     ),
     "reflect": ({"reasoning", "reflections", "collabs", "remarks"}, ["reasoning", "reflections"]),
     "plan": (
-        set(PLAN) | {"chairVersions"},
+        set(PLAN) | {"chairVersions", "decisions"},
         ["thinking", "treeOperations", "assignments", "acceptance"],
     ),
     "write": ({"reasoning", "versions", "feedbackResponses", "collabs", "remarks"}, ["reasoning", "versions"]),

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from cabal.limits import printable
-from cabal.report.model import Line, MissionReport, Product, Spend, Version
+from cabal.report.model import DecisionRevision, Line, MissionReport, Product, Spend, Version
 from cabal.vocabulary import count_of, price_hint, stop_phrase
 
 CONTENT_LEVEL = 5  # a version's own top heading becomes #####, below "#### v2"
@@ -33,6 +33,7 @@ def render_markdown(report: MissionReport, *, history: bool = True) -> str:
         lines += [f"- objective: {report.readable(o)}" for o in report.mission.objectives]
         lines += [f"- constraint: {report.readable(c)}" for c in report.mission.constraints]
         lines.append("")
+    lines += decisions_section(report, history=history)
     lines += products_section(report, report.live_products, history=history)
     removed = [p for p in report.products if p.status == "removed"]
     if removed:
@@ -76,7 +77,8 @@ def render_products(report: MissionReport, products: Iterable[Product], *, histo
     the mission's header and the tree unless ``overview`` is off."""
     chosen = list(products)
     if overview:
-        lines = header(report) + products_section(report, chosen, history=history, version=version)
+        lines = (header(report) + decisions_section(report, history=history)
+                 + products_section(report, chosen, history=history, version=version))
         if history and report.tool_calls:  # --history: what the agents looked up, beside what they wrote
             lines += tool_calls_section(report)
         lines += sources_section(report)
@@ -84,6 +86,27 @@ def render_products(report: MissionReport, products: Iterable[Product], *, histo
         lines = [line for product in chosen
                  for line in product_markdown(report, product, history=history, version=version)]
     return printable("\n".join(lines).rstrip() + "\n")
+
+
+def decisions_section(report: MissionReport, *, history: bool) -> list[str]:
+    """The Chair's record of decisions: the current ones, then (with ``history``) every earlier
+    revision, each with who decided it, when and why."""
+    if not report.decision_record:
+        return []
+    lines = ["## Decisions", ""]
+    lines += [decision_line(report, d) for d in report.current_decisions] or ["Every decision was retired."]
+    earlier = [d for d in report.decision_record if d.status != "current"]
+    if history and earlier:
+        lines += ["", "### Earlier decisions", ""]
+        lines += [decision_line(report, d) + f" ({'retired' if d.decision is None else d.status})" for d in earlier]
+    return [*lines, ""]
+
+
+def decision_line(report: MissionReport, decision: DecisionRevision) -> str:
+    said = report.readable(decision.decision) if decision.decision is not None else "retired"
+    why = f" Why: {report.readable(decision.why)}" if decision.why else ""
+    return (f"- {decision.id} {report.readable(decision.topic)}: {said} "
+            f"({report.who(decision.author)}, round {decision.round}).{why}")
 
 
 def sources_section(report: MissionReport) -> list[str]:

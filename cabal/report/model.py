@@ -324,6 +324,22 @@ class ToolCall(_Value):
         return f"{self.server}__{self.tool}"
 
 
+class DecisionRevision(_Value):
+    """One revision of an entry of the Chair's record of the mission's decisions."""
+
+    id: str = Field(description="the decision's id, the same in every revision: d2")
+    revision: int = Field(description="1 when decided, then one more for each change")
+    topic: str
+    decision: str | None = Field(None, description="what was decided (none: the revision retired it)")
+    why: str | None = None
+    author: str
+    round: int
+    step: str | None = None
+    status: Literal["current", "superseded", "retired"] = Field(
+        description="current: the record's decision now; superseded: a later revision changed it; retired: this "
+                    "revision, or a later one, took it out of the record")
+
+
 # ------------------------------------------------------------------------- the user's sources
 
 
@@ -419,6 +435,13 @@ class MissionReport(_Value):
     tool_calls: tuple[ToolCall, ...] = Field((), description="calls to the mission's MCP tools, in the order "
                                                              "of the turns that made them")
     sources: tuple[Source, ...] = Field((), description="the user's files, every version, in ingest order")
+    decision_record: tuple[DecisionRevision, ...] = Field((), description="the Chair's record of the mission's "
+                                                                          "decisions, every revision: by id, then "
+                                                                          "revision")
+
+    @property
+    def current_decisions(self) -> tuple[DecisionRevision, ...]:
+        return tuple(d for d in self.decision_record if d.status == "current")
 
     @property
     def live_products(self) -> tuple[Product, ...]:

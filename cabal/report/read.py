@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from cabal.graph import ContextGraph, reads
 from cabal.report.model import (
-    Agent, AgentSpend, Collab, Decision, Finding, Inspection, Line, Mission, MissionReport, ModelSpend, Product,
+    Agent, AgentSpend, Collab, Decision, DecisionRevision, Finding, Inspection, Line, Mission, MissionReport, ModelSpend, Product,
     Question, Response, Review, RoundSpend, Source, SourceSection, Spend, ToolCall, Turn, Usage, Version,
     settled_statuses,
 )
@@ -42,7 +42,8 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         "response": reads.find("response", fields=["author", "round", "collab_id", "action", "rationale",
                                                    "planned_change"]),
         **{kind: reads.find(kind) for kind in ("agent", "product", "version", "review", "inspection", "finding",
-                                               "collab", "acceptance", "message", "halt", "source")},
+                                               "collab", "acceptance", "message", "halt", "source",
+                                               "chair_decision")},
     })
     node = found["mission"][0] if found["mission"] else {}
     turns = sorted((_turn(t) for t in found["turns"]), key=lambda t: (t.round, step_position(t.step), t.agent, t.id))
@@ -62,7 +63,24 @@ def read_report(graph: ContextGraph, mission_id: str) -> MissionReport:
         sources=_sources(graph, found["source"], found["version"]),
         tool_calls=tuple(sorted((_tool_call(c) for c in found["tool_calls"]),
                                 key=lambda c: (c.round, step_position(c.step), c.agent, natural_key(c.id)))),
+        decision_record=_decision_record(found["chair_decision"]),
     )
+
+
+def _decision_record(nodes: list[dict]) -> tuple[DecisionRevision, ...]:
+    """Every revision of the record's decisions, by id then revision; the latest revision of an
+    id is its current decision, unless it retired it (then every revision of it reads retired)."""
+    ordered = sorted(nodes, key=lambda d: (natural_key(str(d.get("key"))), int(d.get("revision") or 0)))
+    latest = {str(d.get("key")): d for d in ordered}
+    revisions = []
+    for node in ordered:
+        last = latest[str(node.get("key"))]
+        status = "retired" if last.get("retired") else "current" if node is last else "superseded"
+        revisions.append(DecisionRevision(
+            id=str(node.get("key")), revision=int(node.get("revision") or 0), topic=str(node.get("topic")),
+            decision=node.get("decision") or None, why=node.get("why") or None, author=str(node.get("author")),
+            round=int(node.get("round") or 0), step=node.get("step"), status=status))
+    return tuple(revisions)
 
 
 def _sources(graph: ContextGraph, nodes: list[dict], versions: list[dict]) -> tuple[Source, ...]:

@@ -25,13 +25,13 @@ from cabal.entities import REQUEST_CONTEXT, STEP_OUTPUTS
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
-from cabal.rounds.facts import (Candidate, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts,
+from cabal.rounds.facts import (Candidate, Decision, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts,
                                 UserWord, VersionRef)
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
-from cabal.rounds.showing import BOUNDS, whole
+from cabal.rounds.showing import BOUNDS, Shown, shows, whole
 from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, source_line
 from cabal.rounds.team import Team
@@ -110,7 +110,7 @@ class Prompt:
     user: str
     ids: TempIds = field(default_factory=TempIds)
     facts: TurnFacts | None = None  # the same turn as data, for fake models
-    charter: str = ""  # the mission's part of the user message: the same in every call of the mission
+    charter: str = ""  # the mission's part of the user message: the same in an agent's calls from one Plan to the next
     offered: frozenset[str] = frozenset()  # envelopes offered beyond the step's own (request_context at a bootstrap
     #                                         whose sources do not fit inline)
 
@@ -175,15 +175,19 @@ class ContextBuilder:
         sections += extra or []
         sections.append(f"## Valid ids\n{ids.summary()} · users u:all, u:user (new products: new-1, new-2, ...)"
                         if step == Step.PLAN else f"## Valid ids\n{ids.summary()}")
+        charter = self._charter(agent_id, step, ids)  # before the facts: it notes the decisions shown
         facts = self._facts.freeze(round=self.snapshot.round, step=step, agent=agent_id,
                                    request=str(self.snapshot.mission.get("request") or ""),
                                    team=tuple((a.id, a.role) for a in self.team.agents), focus=agent.focus)
         return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts,
-                      charter=self._charter(agent_id, ids), offered=frozenset(self._offered))
+                      charter=charter, offered=frozenset(self._offered))
 
     # ---------------------------------------------------------------------------- sections
 
-    def _charter(self, agent_id: str, ids: TempIds) -> str:
+    def _charter(self, agent_id: str, step: Step, ids: TempIds) -> str:
+        """The mission's part of the user message: the charter (the request before there is one),
+        the agent's domain and the record of decisions. The same in every call of the agent from
+        one Plan to the next (ids are the mission's), so the provider caches it."""
         mission = self.snapshot.mission
         lines = []
         if mission.get("charter"):
@@ -201,7 +205,17 @@ class ContextBuilder:
         if isinstance(domain, dict) and domain.get("responsibility"):
             lines.append(f"## Your domain\n{clip(domain['responsibility'], ITEM_CHARS)}"
                          + (f" (area: {clip(domain.get('area'), 80)})" if domain.get("area") else ""))
-        return "\n".join(lines).replace("\n## ", "\n\n## ")  # a blank line before each section
+        if shows(step, Shown.DECISION_RECORD):
+            lines.append(self._decisions(ids))
+        return "\n".join(line for line in lines if line).replace("\n## ", "\n\n## ")  # a blank line before each section
+
+    def _decisions(self, ids: TempIds) -> str:
+        """The Chair's record of the mission's decisions, the current ones whole, by their ids."""
+        current = self.snapshot.current_decisions()
+        self._facts.decisions += [Decision(d["key"], str(d.get("topic")), str(d.get("decision"))) for d in current]
+        return self._section("Decisions (the Chair's record: every product keeps to them)", [
+            f"- {d['key']} {clip(ids.text_to_model(str(d.get('topic') or '')), ITEM_CHARS)}: "
+            f"{self._text(d.get('decision'), ids)}" for d in current])
 
     def _tree_line(self, product: dict, ids: TempIds, depth: int) -> str:
         latest = self.snapshot.latest_version(product["id"])

@@ -27,12 +27,14 @@ from cabal.vocabulary import CHAIR_ID
 
 @dataclass(frozen=True)
 class WriteScope:
-    """What a protocol's extra context is computed from: the view of the turn, its team, and
-    the real ids this answer's ADD operations receive (``new-N`` -> id)."""
+    """What a protocol's extra context is computed from: the view of the turn, its team, the
+    real ids this answer's ADD operations receive (``new-N`` -> id) and the ids its new
+    decisions receive (topic -> ``dN``)."""
 
     snapshot: Snapshot
     team: Roster
     new_ids: Mapping[str, str] = field(default_factory=dict)
+    new_decisions: Mapping[str, str] = field(default_factory=dict)
 
 
 ContextOf = Callable[[Any, WriteScope], dict[str, Any]]
@@ -95,6 +97,17 @@ def _response(item: Any, scope: WriteScope) -> dict[str, Any]:
     return {"product_id": collab.get("product_id")}
 
 
+def _decision(item: Any, scope: WriteScope) -> dict[str, Any]:
+    """record_decision: the decision's id (a change keeps the one it names), its revision, the
+    revision it supersedes, and what the change is (the moment says it)."""
+    previous = scope.snapshot.latest_decision(item.replaces) if item.replaces else None
+    retired = previous is not None and item.decision is None
+    return {"key": item.replaces or scope.new_decisions[item.topic],
+            "revision": int(previous["revision"]) + 1 if previous else 1,
+            "previous_id": previous["id"] if previous else None, "retired": retired,
+            "change": "retired" if retired else "changed" if previous else "decided"}
+
+
 ROUND_PROTOCOLS: dict[str, RoundProtocol] = {
     "write_version": RoundProtocol(context=_version),
     "chair_version": RoundProtocol(context=_version),
@@ -104,6 +117,7 @@ ROUND_PROTOCOLS: dict[str, RoundProtocol] = {
     "add_remark": RoundProtocol(context=_remark),
     "add_reflection": RoundProtocol(context=_reflection),
     "answer_feedback": RoundProtocol(context=_response),
+    "record_decision": RoundProtocol(context=_decision),
 }
 
 

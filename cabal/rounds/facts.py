@@ -111,6 +111,15 @@ class UserWord:
 
 
 @dataclass(frozen=True)
+class Decision:
+    """A current decision of the Chair's record, as the turn shows it under "Decisions"."""
+
+    id: str  # d2: the same in every prompt of the mission
+    topic: str
+    decision: str
+
+
+@dataclass(frozen=True)
 class TurnFacts:
     round: int
     step: Step
@@ -131,6 +140,7 @@ class TurnFacts:
     from_user: tuple[UserWord, ...] = ()  # Bootstrap, Plan: the user's answers and notes shown
     in_advance: tuple[str, ...] = ()  # the mission file's answers no question has taken yet, shown as the user's words
     plan_changes: str | None = None  # Plan: the changes the user asked for at the plan's sign-off
+    decisions: tuple[Decision, ...] = ()  # every step after Bootstrap: the record's current decisions
     # Not in the prompt: how many of the mission file's ``answers:`` are left for the Chair's
     # questions (set by the run), so a fake Chair asks only a question the run answers by itself.
     answers_waiting: int = 0
@@ -156,6 +166,7 @@ class FactsDraft:
     from_user: list[UserWord] = field(default_factory=list)
     in_advance: list[str] = field(default_factory=list)
     plan_changes: str | None = None
+    decisions: list[Decision] = field(default_factory=list)
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:

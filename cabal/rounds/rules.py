@@ -17,6 +17,7 @@ from cabal.entities import (
     Acceptance,
     ChairVersion,
     Collab,
+    Decision,
     FeedbackResponse,
     InitialProduct,
     Inspection,
@@ -62,7 +63,8 @@ class RuleContext:
     ``added`` collects the products an answer's ADD operations create (``new-N`` ->
     {name, type, parent_id}), so later items of the same answer can use them; ``reopened`` the
     accepted products its UPDATEs reopen (an UPDATE of an accepted product makes it open again),
-    so later items may assign them.
+    so later items may assign them; ``decided`` the topics of its new decisions, which take the
+    record's next ids in that order.
     """
 
     snapshot: Snapshot
@@ -71,6 +73,7 @@ class RuleContext:
     added: dict[str, dict] = field(default_factory=dict)
     reopened: dict[str, dict] = field(default_factory=dict)
     seen: set[tuple[str, str]] = field(default_factory=set)
+    decided: list[str] = field(default_factory=list)  # the topics of the answer's new decisions, in order
 
     def once(self, kind: str, key: str) -> bool:
         """True the first time (kind, key) is seen in this answer."""
@@ -278,6 +281,25 @@ def known_recipients(item: Remark, ctx: RuleContext) -> list[str]:
     return [f"unknown recipient(s) {', '.join(unknown)}; use agent ids, self or u:all"] if unknown else []
 
 
+def known_decision(item: Decision, ctx: RuleContext) -> list[str]:
+    """The record of decisions: a change names a current decision, once per answer; a new decision
+    settles a topic no current decision settles (else it is that decision's change)."""
+    current = ctx.snapshot.current_decisions()
+    if item.replaces is not None:
+        if item.replaces not in {d["key"] for d in current}:
+            known = ", ".join(d["key"] for d in current) or "none yet"
+            return [f"replaces names no current decision {item.replaces!r} (current decisions: {known})"]
+        return [] if ctx.once("decision", item.replaces) else [f"one change of {item.replaces} per answer"]
+    topic = " ".join(item.topic.casefold().split())
+    same = next((d for d in current if " ".join(str(d.get("topic")).casefold().split()) == topic), None)
+    if same is not None:
+        return [f"{same['key']} already settles {item.topic!r}: to change it, name it in replaces"]
+    if not ctx.once("decision topic", topic):
+        return [f"one decision per topic: {item.topic!r} is decided twice in this answer"]
+    ctx.decided.append(item.topic)
+    return []
+
+
 def owned_product(item: Reflection, ctx: RuleContext) -> list[str]:
     product = ctx.product(item.refers_to_product)
     if product is None:
@@ -389,6 +411,7 @@ ABOUT_RULES: dict[str, Rule] = {
     "acceptable_version": acceptable_version,
     "open_product": open_product,
     "known_recipients": known_recipients,
+    "known_decision": known_decision,
     "owned_product": owned_product,
     "known_product": known_product,
     "answerable_collab": answerable_collab,

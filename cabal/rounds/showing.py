@@ -51,27 +51,30 @@ class Shown(StrEnum):
     BLOCKING_COLLABS = "blocking_collabs"  # open collabs of importance 5+ and the user's
     DECISIONS = "decisions"  # this round's acceptances and rejections, with their reasons
     REMARKS = "remarks"  # remarks written to the agent since its previous step, once
+    DECISION_RECORD = "decision_record"  # the Chair's record of the mission's decisions: the current ones, with ids
     USER_WORDS = "user_words"  # answers to the Chair's questions, the user's notes, the mission file's answers untaken
 
 
 # The user's words go to every step that writes, judges or decides (a team whose writers never
 # saw the user's answer left the ages the user gave blank, and both blind judges held it against
 # it); the sources' text to every step that plans, writes or checks work against them (a Chair
-# and reviewers given only the list asked for them or worked from memory).
+# and reviewers given only the list asked for them or worked from memory); the record of
+# decisions to every step after Bootstrap (a Chair that pasted agreed periods into three
+# directives, and writers who named the roles three ways, left a blind judge inconsistencies).
 STEP_SHOWS: dict[Step, tuple[Shown, ...]] = {
     Step.BOOTSTRAP: (Shown.SOURCES_TEXT, Shown.USER_WORDS),
-    Step.REFLECT: (Shown.OWN_PRODUCTS, Shown.LATEST_INSPECTION, Shown.OPEN_COLLABS, Shown.DIRECTIVES,
+    Step.REFLECT: (Shown.DECISION_RECORD, Shown.OWN_PRODUCTS, Shown.LATEST_INSPECTION, Shown.OPEN_COLLABS,
+                   Shown.DIRECTIVES, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
+    Step.PLAN: (Shown.DECISION_RECORD, Shown.REFLECTIONS, Shown.VERDICTS, Shown.BLOCKING_COLLABS, Shown.SOURCES_TEXT,
+                Shown.REMARKS, Shown.USER_WORDS),
+    Step.WRITE: (Shown.DECISION_RECORD, Shown.ASSIGNED_PRODUCTS, Shown.DIRECTIVES, Shown.LATEST_INSPECTION,
+                 Shown.OPEN_COLLABS, Shown.OWN_REFLECTION, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
+    Step.PEER_REVIEW: (Shown.DECISION_RECORD, Shown.VERSIONS_TO_JUDGE, Shown.OWN_PRODUCTS, Shown.SOURCES_TEXT,
+                       Shown.REMARKS, Shown.USER_WORDS),
+    Step.INSPECT: (Shown.DECISION_RECORD, Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS, Shown.OWN_EARLIER_FINDINGS,
                    Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
-    Step.PLAN: (Shown.REFLECTIONS, Shown.VERDICTS, Shown.BLOCKING_COLLABS, Shown.SOURCES_TEXT, Shown.REMARKS,
-                Shown.USER_WORDS),
-    Step.WRITE: (Shown.ASSIGNED_PRODUCTS, Shown.DIRECTIVES, Shown.LATEST_INSPECTION, Shown.OPEN_COLLABS,
-                 Shown.OWN_REFLECTION, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
-    Step.PEER_REVIEW: (Shown.VERSIONS_TO_JUDGE, Shown.OWN_PRODUCTS, Shown.SOURCES_TEXT, Shown.REMARKS,
-                       Shown.USER_WORDS),
-    Step.INSPECT: (Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS, Shown.OWN_EARLIER_FINDINGS, Shown.SOURCES_TEXT,
-                   Shown.REMARKS, Shown.USER_WORDS),
-    Step.PRESENTATION: (Shown.VERDICTS, Shown.DECISIONS, Shown.REMARKS),
-    Step.CLOSE: (Shown.REFLECTIONS, Shown.VERDICTS, Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS,
+    Step.PRESENTATION: (Shown.DECISION_RECORD, Shown.VERDICTS, Shown.DECISIONS, Shown.REMARKS),
+    Step.CLOSE: (Shown.DECISION_RECORD, Shown.REFLECTIONS, Shown.VERDICTS, Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS,
                  Shown.BLOCKING_COLLABS, Shown.REMARKS, Shown.USER_WORDS),
 }
 """Per step, what its prompt carries whole (beyond the charter, the round and the product tree,

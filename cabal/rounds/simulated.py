@@ -13,7 +13,8 @@ What each role does:
   product, the ``Library`` (a ``Collection``). When the mission file has ``answers:`` left
   (``TurnFacts.answers_waiting``), it first asks the user one question (a ``question`` halt),
   so the question flow shows offline; the answer goes into the constraints and every
-  definition of done. With no answers to give, it never asks: a run ends by itself.
+  definition of done. With no answers to give, it never asks: a run ends by itself. It
+  records one decision: the names of the deliverables.
 - Chair, Plan & Assign: in round 1 (in round 0 when the plan waits for sign-off), ADDs under
   the Library one ``Content`` product per deliverable the request names (``deliverables``: a
   small grammar of lists; three general products when it names none), each with a definition
@@ -21,7 +22,8 @@ What each role does:
   (``TurnFacts.plan_changes``) it applies as a real Chair would: each rename, removal and
   addition ``deliverables.plan_change`` reads becomes an UPDATE, a REMOVE or an ADD. Accepts every product whose latest version passed inspection and whose
   owner reflected ``met``; ADDs ``products_per_round`` more ``Content`` products a round;
-  assigns each open work product without an approved latest version to its owner. It halts
+  assigns each open work product without an approved latest version to its owner. The owners
+  of the products it adds are a decision of its record, changed (same id) when it adds more. It halts
   ``done`` in round ``done_at_round`` (if given), or when every work product is accepted and
   nothing is left to add. The user's word goes into the directives' context: a new direction
   (a mission continued after it ended) reopens the first accepted work product with an UPDATE
@@ -65,6 +67,7 @@ from cabal.vocabulary import CHAIR_ID, count_of
 CONTAINER_TYPES = ("Collection", "Orchestration", "Decision")  # may hold Content
 WORK_TYPES = ("Content", "Decision")  # get versions; Collection/Orchestration only structure
 LIBRARY = "Library"  # the Collection every product of the simulated Chair goes under
+DELIVERABLES, OWNERS = "Deliverables", "Owners"  # the topics of the simulated Chair's decisions
 CONTENT_CHARS = 1500  # a version's content
 QUOTE_CHARS = 240  # the sentence quoted from a source
 TOPICS = ("overview", "audience", "requirements", "risks", "timeline", "budget", "operations",
@@ -157,6 +160,8 @@ class SimulatedTeam:
                                  for n, op in enumerate(operatives)},
             "initialProducts": [{"name": LIBRARY, "type": "Collection", "owner": operatives[0],
                                  "dod": "Holds every product of the mission, each accepted on its own."}],
+            "decisions": [{"topic": DELIVERABLES, "decision": _clip(f"The products are named {_listed(planned)}", 600),
+                           "why": "Every product names the others the same way."}],
         }
 
     def _plan(self, facts: TurnFacts) -> dict | tuple[str, dict]:
@@ -237,7 +242,7 @@ class SimulatedTeam:
             },
             "treeOperations": operations,
             "assignments": assignments,
-            "acceptance": acceptance,
+            "acceptance": acceptance, "decisions": _owners(facts, new),
         }
 
     def _close(self, facts: TurnFacts) -> dict | tuple[str, dict]:
@@ -450,6 +455,19 @@ def _definition(name: str, asked: str, answers: list[str], *, named: bool = True
     asked = _clip(" ".join(asked.split()), 400).replace('"', "'")
     what = f"The {name[:1].lower() + name[1:]} " + ("the user asked for in" if named else "that answers")
     return _clip(f"{what}: \"{asked}\" Done when the user can act on it without asking back.{kept}", 1000)
+
+
+def _owners(facts: TurnFacts, new: list[tuple[str, str, str]]) -> list[dict]:
+    """The owners of the products a plan adds, as a decision of the record: decided at the first
+    such plan, changed (the same id) at each later one."""
+    if not new:
+        return []
+    kept = next((d for d in facts.decisions if d.topic == OWNERS), None)
+    owners = "; ".join(f"{name}: {owner}" for name, _, owner in new)
+    if kept is None:
+        return [{"topic": OWNERS, "decision": _clip(owners, 600), "why": "One owner per product."}]
+    return [{"replaces": kept.id, "topic": OWNERS, "decision": _clip(f"{kept.decision}; {owners}", 600),
+             "why": f"Round {facts.round} added products."}]
 
 
 def _listed(names: tuple[str, ...]) -> str:

@@ -19,6 +19,9 @@ What the round protocols write (the fields read here), one node type per mechani
   category, severity, issue, recommendation)
 - acceptance: product_id, version_id, accepted, rejection_reason, round
 - halt: type, message, options, status (pending, answered), answer, round, step
+- chair_decision: key (d1, d2, ...: the id every prompt shows, the same for the whole mission), revision,
+  topic, decision, why, retired, author, round, step (one node per revision; the latest revision
+  of a key is the current decision, unless it retired it)
 - message: content, as_agent, round, position
 - source: source_id (s1, s2, ...), version, name, note, size, format, first_heading, chunk_count
   (one node per version of a user's file; its chunks are read on request, never kept here)
@@ -57,7 +60,7 @@ SOURCE_META = ["source_id", "version", "name", "note", "size", "format", "first_
                "path", "sha256"]
 # Node types kept whole, and those kept for a window of rounds (as load_snapshot reads them).
 _KEPT = {"collab": "collabs", "inspection": "inspections", "finding": "findings", "acceptance": "acceptances",
-         "halt": "halts"}
+         "halt": "halts", "chair_decision": "decisions"}
 _WINDOWED = {
     "review": ("reviews", lambda r: (r - 1, r)),
     "remark": ("remarks", lambda r: (r - 1, r)),
@@ -86,6 +89,7 @@ class Snapshot:
     addressed: set[str] = field(default_factory=set)  # collab ids answered (Reflect's or Write's responses)
     deferred: set[str] = field(default_factory=set)  # those of them answered "defer"
     sources: list[dict] = field(default_factory=list)  # every version of every source (metadata only)
+    decisions: list[dict] = field(default_factory=list)  # every revision of every decision of the record
     _latest: dict[str, dict] = field(default_factory=dict, repr=False)
     # The content of each product's latest version, once committed by this process or read:
     # prompts show latest versions, and this saves a read per prompt. Bounded by the products.
@@ -239,6 +243,22 @@ class Snapshot:
             first[version["product_id"]] = min(first.get(version["product_id"], key), key)
         return sorted((v for v in self._latest.values() if v.get("round") == wanted), key=lambda v: first[v["product_id"]])
 
+    # ---------------------------------------------------------------------------- decisions
+
+    def latest_decision(self, key: str) -> dict | None:
+        """The latest revision of a decision of the record (retired or not)."""
+        revisions = [d for d in self.decisions if d.get("key") == key]
+        return max(revisions, key=lambda d: int(d.get("revision") or 0)) if revisions else None
+
+    def current_decisions(self) -> list[dict]:
+        """The record as it stands: each decision's latest revision, unless it retired it, d1 first."""
+        latest = [self.latest_decision(key) for key in {str(d.get("key")) for d in self.decisions}]
+        return sorted((d for d in latest if d and not d.get("retired")), key=lambda d: decision_number(d["key"]))
+
+    def next_decision_number(self) -> int:
+        """The number of the record's next new decision: ids are never reused, a retired one's included."""
+        return max((decision_number(d["key"]) for d in self.decisions), default=0) + 1
+
     # ---------------------------------------------------------------------------- discourse
 
     def open_collabs(self, product_id: str | None = None) -> list[dict]:
@@ -344,6 +364,16 @@ class Spend:
     unpriced_models: tuple[str, ...] = ()  # their models
 
 
+def decision_key(number: int) -> str:
+    """A decision's id as every prompt shows it and the Chair names it: ``d1``, ``d2``, ..."""
+    return f"d{number}"
+
+
+def decision_number(key: object) -> int:
+    """The number of a decision's id (``d12`` -> 12), by which the record is ordered."""
+    return int(str(key)[1:])
+
+
 def charter_map(mission: dict, key: str) -> dict:
     """A mapping the charter keeps on the mission node as JSON (personas, domains); {} if none."""
     value = mission.get(key)
@@ -407,6 +437,7 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         "acceptances": reads.find("acceptance"),
         "remarks": reads.find("remark", {"round": recent}),
         "halts": reads.find("halt"),
+        "decisions": reads.find("chair_decision"),
         "messages": reads.find("message", {"round": round_number}),
         "turns": reads.find("moment", {"type": "turn", "round": recent}, fields=["round", "step", "agent", "outcome"]),
         "sources": reads.find("source", fields=SOURCE_META),
@@ -439,6 +470,7 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         | {str(a["collabId"]) for a in answers if a.get("collabId")},
         deferred={str(a["collabId"]) for a in answers if a.get("collabId") and a.get("action") == "defer"},
         sources=read["sources"],
+        decisions=read["decisions"],
     )
 
 

@@ -21,6 +21,7 @@ from cabal.membrane import Cluster, Membrane
 from cabal.rounds.contracts import WriteScope, round_protocol
 from cabal.rounds.ids import NEW_PRODUCT_PREFIX, item_id
 from cabal.rounds.rules import ABOUT_RULES, RuleContext, step_problems
+from cabal.rounds.snapshot import decision_key
 from cabal.rounds.team import WriteRule
 from cabal.vocabulary import Step
 
@@ -65,6 +66,7 @@ class TurnWriter:
         problem of the answer at once (the engine's rules first, then the membrane's)."""
         self.rules.added.clear()
         self.rules.seen.clear()
+        self.rules.decided.clear()
         problems: list[AnswerProblem] = []
         for rule in self.writes:
             if rule.about:
@@ -73,9 +75,11 @@ class TurnWriter:
         problems += [AnswerProblem(path, text) for path, text in step_problems(self.place.step, answer, self.rules)]
         if problems:
             raise AnswerRejected(problems)
+        first = self.rules.snapshot.next_decision_number()
         scope = WriteScope(self.rules.snapshot, self.rules.team,
                            {new: item_id(self.place.turn_id, "product", index)
-                            for index, new in enumerate(self.rules.added)})
+                            for index, new in enumerate(self.rules.added)},
+                           {topic: decision_key(first + index) for index, topic in enumerate(self.rules.decided)})
         prepared: list[Cluster] = []
         for rule in self.writes:
             contract = round_protocol(rule.protocol)

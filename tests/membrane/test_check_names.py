@@ -51,7 +51,7 @@ def test_every_problem_in_one_pass(tmp_path, capsys):
         "F:5 step 'first' field 'type': unknown step type 'asks'; known: ask, query, branch, call_protocol, create, "
         "update, set, each, complete, read_file, move_file",
         "F:11 step 'second' field 'expects.node_type': unknown node_type 'gadget'; known: acceptance, actor, agent, "
-        "assignment, chunk, collab, directive, fact, finding, halt, inspection, library_item, message, mission, "
+        "assignment, chair_decision, chunk, collab, directive, fact, finding, halt, inspection, library_item, message, mission, "
         "moment, narrative, product, reflection, remark, response, review, session, source, space, thing, user, "
         "version",
         "F:7 step 'first' field 'next': next points to 'nowhere', which is not a step of this protocol",

@@ -109,7 +109,7 @@ def _prompt(played, round_number: int, step: str, agent: str, index: int = 0) ->
 
 def test_every_step_has_its_contract() -> None:
     assert set(STEP_SHOWS) >= set(Step)
-    assert STEP_SHOWS[Step.WRITE] == (Shown.ASSIGNED_PRODUCTS, Shown.DIRECTIVES, Shown.LATEST_INSPECTION,
+    assert STEP_SHOWS[Step.WRITE] == (Shown.DECISION_RECORD, Shown.ASSIGNED_PRODUCTS, Shown.DIRECTIVES, Shown.LATEST_INSPECTION,
                                       Shown.OPEN_COLLABS, Shown.OWN_REFLECTION, Shown.SOURCES_TEXT, Shown.REMARKS,
                                       Shown.USER_WORDS)
     # What the user said reaches every step that writes, judges or decides; the Envoy only reports.
