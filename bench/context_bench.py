@@ -154,6 +154,7 @@ def _norm(text: object) -> str:
 
 def contract_items(graph, mission_id: str, call: Call):
     """(item, what, present) for each thing the contract says this call's prompt shows whole."""
+    from cabal.rounds.evidence import citing_sentences
     from cabal.rounds.showing import BOUNDS, STEP_SHOWS, Shown
     from cabal.rounds.snapshot import load_snapshot
     from cabal.vocabulary import Role, Step
@@ -223,6 +224,11 @@ def contract_items(graph, mission_id: str, call: Call):
                         for finding in view.findings_of(inspection["id"]):
                             out.append(has(Shown.OWN_EARLIER_FINDINGS, f"earlier finding on {product['name']}",
                                            finding.get("issue")))
+            if Shown.CITED_EVIDENCE in wants:
+                for cited in citing_sentences(texts[version["id"]]):
+                    named = graph.get(cited) or {}  # a section's text or a tool call's result (a whole source: its list)
+                    out.append(has(Shown.CITED_EVIDENCE, f"{cited}, cited by {product['name']}",
+                                   named.get("text") or named.get("result"), BOUNDS.cited))
     if Shown.REFLECTIONS in wants:
         for reflection in view.reflections_in():
             out.append(has(Shown.REFLECTIONS, f"reflection by {reflection.get('author')}",

@@ -11,6 +11,7 @@ removed, renamed or changed in meaning bumps it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from typing import Final, Literal
 
@@ -323,6 +324,18 @@ class ToolCall(_Value):
     def name(self) -> str:
         return f"{self.server}__{self.tool}"
 
+    @property
+    def label(self) -> str:
+        """How a citation of its result reads: ``rules.lookup(topic=belay), answered in round 1``
+        (arguments cut short at record, no longer JSON, are shown as kept)."""
+        try:
+            sent = json.loads(self.arguments)
+        except ValueError:
+            sent = None
+        shown = (", ".join(f"{key}={value if isinstance(value, str) else json.dumps(value)}"
+                           for key, value in sent.items()) if isinstance(sent, dict) else self.arguments)
+        return f"{self.server}.{self.tool}({shown}), answered in round {self.round}"
+
 
 class DecisionRevision(_Value):
     """One revision of an entry of the Chair's record of the mission's decisions."""
@@ -512,7 +525,11 @@ class MissionReport(_Value):
     def citation_label(self, cited: str) -> str | None:
         """How a citation reads for a reader: the file's name and the section's title
         (``interview-notes.md: What hurts``); the name alone for a whole file or a section
-        without a title (never a bare section number); None for an unknown id."""
+        without a title (never a bare section number); a tool's result as its call
+        (``ToolCall.label``); None for an unknown id."""
+        call = next((c for c in self.tool_calls if c.id == cited), None)
+        if call is not None:
+            return call.label
         node_id, _, section = cited.partition("#")
         source = next((s for s in self.sources if s.id == node_id), None)
         if source is None:

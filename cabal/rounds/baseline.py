@@ -42,7 +42,7 @@ from cabal.rounds.facts import BaselineFacts
 from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.sources import ingest_clusters, whole_source
-from cabal.rounds.ids import item_id, turn_id
+from cabal.rounds.ids import item_id, tool_call_id, turn_id
 from cabal.rounds.tooluse import ARGUMENTS_CHARS, tool_message
 from cabal.rounds.workspace import Workspace
 from cabal.sources import CITED_ID, Collected, chunk_node_id, source_node_id
@@ -168,7 +168,7 @@ def _ask(chat: Any, spec: MissionSpec, collected: Collected | None, host: ToolHo
         outcome = (host.call(name, arguments, round_number=ROUND) if name in {tool.name for tool in offered}
                    else kept_outcome(f"no tool {name!r} is offered", ok=False))
         outcomes.append(outcome)
-        return tool_message(name, outcome)
+        return tool_message(name, outcome, tool_call_id(_turn_id(), len(outcomes)))
 
     def replied(reply: Any) -> None:
         calls.append(reply.usage)
@@ -177,7 +177,7 @@ def _ask(chat: Any, spec: MissionSpec, collected: Collected | None, host: ToolHo
 
     sections = {f"s{n}": len(t.chunks) for n, t in enumerate(collected.read if collected else (), 1)}
     answered = ask_until_valid(
-        chat, messages, ANSWER_TOOL, lambda args: _read(args, sections),
+        chat, messages, ANSWER_TOOL, lambda args: _read(args, sections, _answered(outcomes)),
         metadata=call_metadata(round=ROUND, step=BASELINE_STEP, agent=WRITER, facts=facts),
         max_answers=MAX_ANSWERS, side_tools=[tool.definition() for tool in offered], side=side if offered else None,
         max_side_calls=MAX_TOOL_CALLS, on_reply=replied)
@@ -193,8 +193,15 @@ def _offered(host: ToolHost) -> list[Any]:
     return host.tools_for(WRITER, Role.OPERATIVE, Step.WRITE)
 
 
-def _read(arguments: dict[str, Any], sections: dict[str, int]) -> tuple[BaselineAnswer | None, list[AnswerProblem]]:
-    """The answer, or every problem with it: its shape, names twice, references that name nothing."""
+def _answered(outcomes: list[ToolOutcome]) -> set[str]:
+    """The ids of the calls a tool answered so far: the results a document may cite."""
+    return {tool_call_id(_turn_id(), index) for index, outcome in enumerate(outcomes, 1) if outcome.ok}
+
+
+def _read(arguments: dict[str, Any], sections: dict[str, int],
+          calls: set[str]) -> tuple[BaselineAnswer | None, list[AnswerProblem]]:
+    """The answer, or every problem with it: its shape, names twice, references that name nothing
+    (``calls``: the tool results it may cite)."""
     from cabal.membrane.validation import pydantic_problems
 
     try:
@@ -212,10 +219,13 @@ def _read(arguments: dict[str, Any], sections: dict[str, int]) -> tuple[Baseline
             problems.append(AnswerProblem(f"{where}.content", f"{span} is not a citation: write [[s:s1]] or [[s:s1#2]]"))
         for ref in parse_refs(document.content):
             cited = CITED_ID.match(ref.id) if ref.kind == "s" else None
+            if ref.kind == "s" and ref.id in calls:
+                continue
             if cited is None or cited[1] not in sections or int(cited[2] or 0) > sections[cited[1]]:
                 known = ", ".join(f"{s} (sections 1-{n})" for s, n in sections.items()) or "none"
                 problems.append(AnswerProblem(f"{where}.content", f"[[{ref.kind}:{ref.id}]] names no file or section "
-                                                                  f"of the user's (files: {known})"))
+                                                                  f"of the user's (files: {known}), nor a tool result "
+                                                                  "(cited by the id its result gave)"))
     return (answer if not problems else None), problems
 
 
@@ -238,9 +248,9 @@ def _clusters(membrane: Membrane, mission_id: str, spec: MissionSpec, model_spec
     for index, ((tool, arguments, _), outcome) in enumerate(zip(asked.answered.side_calls, asked.outcomes), 1):
         server, _, short = tool.partition(SEPARATOR)
         clusters.append(membrane.prepare("record_tool_call", {
-            **context, "call_id": f"{turn}.tool{index}", "server": server, "tool": short,
+            **context, "call_id": tool_call_id(turn, index), "server": server, "tool": short,
             "arguments": json.dumps(arguments, ensure_ascii=False, sort_keys=True)[:ARGUMENTS_CHARS], "why": "",
-            "outcome": "ok" if outcome.ok else "error", "digest": outcome.digest,
+            "outcome": "ok" if outcome.ok else "error", "digest": outcome.digest, "result": outcome.text,
         }, {}, session_id=f"{turn}.tool{index}.record"))
     for index, document in enumerate(asked.documents):
         product_id, version_id = _document_ids(turn, index)
@@ -289,9 +299,13 @@ def _accepted(membrane: Membrane, mission_id: str, documents: int) -> list[Clust
     return clusters
 
 
+def _turn_id() -> str:
+    return turn_id(ROUND, BASELINE_STEP, WRITER)
+
+
 def _turn(mission_id: str) -> tuple[str, dict[str, Any]]:
     """The baseline's one turn: its id, and the context every protocol run of it takes."""
-    turn = turn_id(ROUND, BASELINE_STEP, WRITER)
+    turn = _turn_id()
     return turn, {"mission_id": mission_id, "round": ROUND, "step": BASELINE_STEP, "agent_id": WRITER,
                   "actor_id": WRITER, "turn_id": turn}
 
@@ -302,11 +316,11 @@ def _document_ids(turn: str, index: int) -> tuple[str, str]:
 
 
 def _stored_citation(ref: Any) -> str:
-    """A citation as the graph keeps it (``s2#3``: the section node of the source's first version)."""
-    if ref.kind != "s":
+    """A citation as the graph keeps it (``s2#3``: the section node of the source's first version;
+    a tool result by its call's id, as cited)."""
+    cited = CITED_ID.match(ref.id) if ref.kind == "s" else None
+    if cited is None:  # another kind, or a tool result (checked by _read)
         return str(ref.id)
-    cited = CITED_ID.match(ref.id)
-    assert cited is not None, "checked by _read"
     node = source_node_id(cited[1], 1)
     return chunk_node_id(node, int(cited[2])) if cited[2] else node
 

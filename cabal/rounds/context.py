@@ -29,6 +29,7 @@ from cabal.rounds.facts import (Candidate, Decision, Event, FactsDraft, ProductD
                                 UserWord, VersionRef)
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
+from cabal.rounds.evidence import evidence_block
 from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
 from cabal.rounds.showing import BOUNDS, Shown, shows, whole
@@ -159,7 +160,9 @@ class ContextBuilder:
         system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
                                             persona=str(persona), step=step, skills=agent.skills)
         ids = TempIds(agents=frozenset(self.team.ids()), mission=self.snapshot.short_ids(),
-                      sources={s["source_id"]: s for s in self.snapshot.current_sources()})
+                      sources={s["source_id"]: s for s in self.snapshot.current_sources()},
+                      tool_calls={c["id"] for c in self.graph.find("moment", {"type": "tool_call", "outcome": "ok"},
+                                                                   fields=["outcome"])})
         self._agent = agent_id
         self._facts = FactsDraft()
         self._offered: set[str] = set()
@@ -576,6 +579,8 @@ class ContextBuilder:
         blocks = []
         for version in versions:
             block = [self._judged_block(version, contents, ids)]
+            evidence = evidence_block(self.graph, contents.get(version["id"], ""), ids.text_to_model)
+            block += [evidence] if evidence else []
             reviews = [f"- {r.get('author')}: {r['assessment']}: {self._text(r.get('summary'), ids)}"
                        for r in self.snapshot.reviews_of(version["id"])]
             if reviews:

@@ -65,6 +65,13 @@ def halt_id(round_number: int, step: str, attempt: int = 0) -> str:
     return f"r{round_number}.{step}.halt" + (f".after{attempt}" if attempt else "")
 
 
+def tool_call_id(turn: str, position: int) -> str:
+    """The ``position``-th tool call of a turn: its ``record_tool_call`` moment, and the id a text
+    cites its result by (``[[s:r1.write.operative-1.tool2]]``): known when the call is made,
+    whichever parallel turn commits first, and the same in every prompt."""
+    return f"{turn}.tool{position}"
+
+
 def approval_id(call_id: str) -> str:
     """The question that asks the user to approve one tool call (``call_id``: the turn's id and
     the call's position, as its ``record_tool_call`` moment is named)."""
@@ -155,11 +162,14 @@ class TempIds:
     their own ids (``operative-2``); ``agents`` (the team's ids) lets ``[[a:...]]`` references be
     checked too. Sources keep their stable ids (``s2``, ``s2#3``); ``sources`` (each source's
     current version by its id) checks ``[[s:...]]`` citations and maps them to the version cited,
-    so a later version of the file never changes what a text cited."""
+    so a later version of the file never changes what a text cited. A tool result is cited by
+    its call's id (``tool_call_id``): ``tool_calls`` holds those a text may cite, the mission's
+    answered calls and, added as they are made, the turn's own."""
 
     agents: frozenset[str] = frozenset()
     sources: Mapping[str, dict] = field(default_factory=dict)
     mission: Mapping[str, str] = field(default_factory=dict)
+    tool_calls: set[str] = field(default_factory=set)
     _short: dict[str, str] = field(default_factory=dict)
     _real: dict[str, tuple[str, str]] = field(default_factory=dict)  # short id -> (kind, graph id)
 
@@ -231,7 +241,7 @@ class TempIds:
         if "[[" in text:
             self._check_refs(text, path, problems)
             text = replace_refs(text, lambda ref: self.real(ref.id, ref.kind) or ref.id if ref.kind in "pvc"
-                                else cited_node(ref.id, self.sources) or ref.id if ref.kind == "s" else ref.id)
+                                else self._cited(ref.id) or ref.id if ref.kind == "s" else ref.id)
         parts, start = [], 0
         for kept in _KEPT_AS_WRITTEN.finditer(text):
             parts += [_BARE_ID.sub(self._bare_to_ref, text[start:kept.start()]), kept[0]]
@@ -254,7 +264,12 @@ class TempIds:
                                                     f"({', '.join(sorted(self.agents))})"))
             elif ref.kind == "u" and ref.id not in USER_REFS:
                 problems.append(AnswerProblem(path, f"reference {ref.render()} names no user; use [[u:user]] or [[u:all]]"))
-            elif ref.kind == "s" and cited_node(ref.id, self.sources) is None:
+            elif ref.kind == "s" and self._cited(ref.id) is None:
                 known = ", ".join(self.sources) or "none in this mission"
-                problems.append(AnswerProblem(path, f"citation {ref.render()} names no source or section (sources: "
-                                                    f"{known}; a section is [[s:s2#3]])"))
+                problems.append(AnswerProblem(path, f"citation {ref.render()} names no source, section or tool result "
+                                                    f"(sources: {known}; a section is [[s:s2#3]]; a tool result is "
+                                                    "cited by the id its result gave)"))
+
+    def _cited(self, cited: str) -> str | None:
+        """The graph id a citation names: a source's version or section, or a tool call answered."""
+        return cited_node(cited, self.sources) or (cited if cited in self.tool_calls else None)

@@ -26,6 +26,7 @@ class Bounds:
     sources_inline: int = 24_000  # every source's text, in all: inline while the total fits
     version: int = 20_000  # one version's content: past it, its head (a real plan ran to 14k)
     text: int = 4_000  # one collab comment, finding, remark, directive field or reflection field
+    cited: int = 2_000  # the text one citation names, beside the claims that cite it (a section is at most 2,000)
     requested: int = 60_000  # one part of a request_context answer
 
 
@@ -45,6 +46,7 @@ class Shown(StrEnum):
     OWN_REFLECTION = "own_reflection"  # the agent's reflection of this round on the product
     VERSIONS_TO_JUDGE = "versions_to_judge"  # each new version whole, with its product's DoD
     PEER_REVIEWS = "peer_reviews"  # the peer reviews of each version to inspect
+    CITED_EVIDENCE = "cited_evidence"  # beside each version to judge: each citation, its sentences, the text it names
     OWN_EARLIER_FINDINGS = "own_earlier_findings"  # the Watchdog's findings on the product's earlier versions
     REFLECTIONS = "reflections"  # this round's reflections, whole
     VERDICTS = "verdicts"  # verdicts on the versions awaiting a decision, with their findings
@@ -71,7 +73,8 @@ STEP_SHOWS: dict[Step, tuple[Shown, ...]] = {
                  Shown.OPEN_COLLABS, Shown.OWN_REFLECTION, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
     Step.PEER_REVIEW: (Shown.DECISION_RECORD, Shown.VERSIONS_TO_JUDGE, Shown.OWN_PRODUCTS, Shown.SOURCES_TEXT,
                        Shown.REMARKS, Shown.USER_WORDS),
-    Step.INSPECT: (Shown.DECISION_RECORD, Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS, Shown.OWN_EARLIER_FINDINGS,
+    Step.INSPECT: (Shown.DECISION_RECORD, Shown.VERSIONS_TO_JUDGE, Shown.CITED_EVIDENCE, Shown.PEER_REVIEWS,
+                   Shown.OWN_EARLIER_FINDINGS,
                    Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
     Step.PRESENTATION: (Shown.DECISION_RECORD, Shown.VERDICTS, Shown.DECISIONS, Shown.REMARKS),
     Step.CLOSE: (Shown.DECISION_RECORD, Shown.REFLECTIONS, Shown.VERDICTS, Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS,

@@ -48,7 +48,7 @@ from cabal.llm.usage import estimate_tokens
 from cabal.membrane import Cluster
 from cabal.membrane.validation import pydantic_problems
 from cabal.rounds.context import Prompt
-from cabal.rounds.tooluse import ApprovalPending, PausedTurn, TurnTools, tool_message
+from cabal.rounds.tooluse import ApprovalPending, PausedTurn, TurnTools
 from cabal.vocabulary import Step, TurnOutcome
 
 DEFAULT_MAX_ATTEMPTS = 3
@@ -185,7 +185,7 @@ class Turn:
                                                 reply.text)
                     result.transcript = messages
                     raise
-                messages.append(_result_message(reply, call, tool_message(name, outcome), ok=outcome.ok))
+                messages.append(_result_message(reply, call, self.tools.message(name, outcome), ok=outcome.ok))
                 continue
             if name == REQUEST_CONTEXT:
                 if result.context_iterations >= MAX_CONTEXT_ITERATIONS:
@@ -203,6 +203,8 @@ class Turn:
                 messages.append(_result_message(reply, call, self.serve_context(envelope.requests, self.prompt.ids)))
                 continue
             result.attempts += 1
+            if self.tools is not None:  # the results this turn was given are evidence its answer may cite
+                self.prompt.ids.tool_calls |= self.tools.answered()
             mapped, problems = self.prompt.ids.answer_to_graph(raw)
             try:
                 parsed = models[name].model_validate(mapped)
@@ -235,7 +237,7 @@ class Turn:
         self.tools.calls = list(paused.calls)
         name, arguments = str(paused.call["name"]), dict(paused.call["args"])
         outcome = self.tools.decided(name, arguments, paused.said, question)
-        text = tool_message(name, outcome)
+        text = self.tools.message(name, outcome)
         messages.append(ToolMessage(text, tool_call_id=paused.call["id"], status="success" if outcome.ok else "error")
                         if paused.call.get("id") else HumanMessage(text))
 

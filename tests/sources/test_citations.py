@@ -37,14 +37,13 @@ def test_citations_map_to_the_version_current_when_written_and_back() -> None:
 def test_a_citation_of_nothing_in_the_mission_is_a_problem_for_the_model() -> None:
     _, problems = TempIds(sources=CURRENT).answer_to_graph({"content": "See [[s:s9]] and [[s:s2#4]]."})
     assert problems == [
-        AnswerProblem("content", "citation [[s:s9]] names no source or section (sources: s1, s2; a section is "
-                                 "[[s:s2#3]])"),
-        AnswerProblem("content", "citation [[s:s2#4]] names no source or section (sources: s1, s2; a section is "
-                                 "[[s:s2#3]])"),
-    ]
+        AnswerProblem("content", f"citation [[s:{cited}]] names no source, section or tool result (sources: s1, s2; "
+                                 "a section is [[s:s2#3]]; a tool result is cited by the id its result gave)")
+        for cited in ("s9", "s2#4")]
     _, problems = TempIds().answer_to_graph({"content": "See [[s:s1]]."})
-    assert problems == [AnswerProblem("content", "citation [[s:s1]] names no source or section (sources: none in "
-                                                 "this mission; a section is [[s:s2#3]])")]
+    assert problems == [AnswerProblem("content", "citation [[s:s1]] names no source, section or tool result (sources: "
+                                                 "none in this mission; a section is [[s:s2#3]]; a tool result is "
+                                                 "cited by the id its result gave)")]
 
 
 @pytest.mark.parametrize(("request_", "missing"), [

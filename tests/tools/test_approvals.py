@@ -107,7 +107,7 @@ def test_deny_gives_the_agent_the_refusal_as_the_calls_result_and_the_tool_is_ne
 
 def test_what_the_agent_reads_of_a_refused_call_and_which_answers_approve() -> None:
     refused = kept_outcome(DENIED + ": too dear", ok=False, denied=True)
-    assert tool_message("prices__lookup", refused) == (
+    assert tool_message("prices__lookup", refused, "r1.write.operative-1.tool1") == (
         "CALL REFUSED: prices__lookup was not called; the user denied this call: too dear. Do not call it again in "
         "this turn; go on without it.")
     assert [answer for answer in ("approve", "Approve.", "yes", "ok go", "deny", "no", "approve?no", "", "stop")
