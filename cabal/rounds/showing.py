@@ -41,17 +41,20 @@ class Shown(StrEnum):
     ASSIGNED_PRODUCTS = "assigned_products"  # every product assigned this round, its latest version whole
     DIRECTIVES = "directives"  # each directive whole: objective, done-when, why, context, attachments
     LATEST_INSPECTION = "latest_inspection"  # the verdict on the latest version, every finding whole
-    OPEN_COLLABS = "open_collabs"  # every open collab on the product, whole
+    OPEN_COLLABS = "open_collabs"  # every open collab on the product, whole, then this round's and the last's endorsements
     OWN_REFLECTION = "own_reflection"  # the agent's reflection of this round on the product
     VERSIONS_TO_JUDGE = "versions_to_judge"  # each new version whole, with its product's DoD
-    PEER_REVIEWS = "peer_reviews"  # the peer reviews of each version to inspect
+    PEER_REVIEWS = "peer_reviews"  # the peer reviews of each version to inspect, each with the collabs it wrote, whole
     OWN_EARLIER_FINDINGS = "own_earlier_findings"  # the Watchdog's findings on the product's earlier versions
     REFLECTIONS = "reflections"  # this round's reflections, whole
-    VERDICTS = "verdicts"  # verdicts on the versions awaiting a decision, with their findings
+    VERDICTS = "verdicts"  # verdicts on the versions awaiting a decision, with their findings (and who gave them)
+    OPEN_DODS = "open_dods"  # the DoD of every open product, whole
     BLOCKING_COLLABS = "blocking_collabs"  # open collabs of importance 5+ and the user's
     DECISIONS = "decisions"  # this round's acceptances and rejections, with their reasons
     REMARKS = "remarks"  # remarks written to the agent since its previous step, once
     USER_WORDS = "user_words"  # answers to the Chair's questions, the user's notes, the mission file's answers untaken
+    TEAM_CARDS = "team_cards"  # each agent with the name, persona and domain the user's cards give it
+    TOOLS = "tools"  # the mission's tools: name, first line, who may call each and in which steps
 
 
 # The user's words go to every step that writes, judges or decides (a team whose writers never
@@ -59,11 +62,11 @@ class Shown(StrEnum):
 # it); the sources' text to every step that plans, writes or checks work against them (a Chair
 # and reviewers given only the list asked for them or worked from memory).
 STEP_SHOWS: dict[Step, tuple[Shown, ...]] = {
-    Step.BOOTSTRAP: (Shown.SOURCES_TEXT, Shown.USER_WORDS),
+    Step.BOOTSTRAP: (Shown.TEAM_CARDS, Shown.TOOLS, Shown.SOURCES_TEXT, Shown.USER_WORDS),
     Step.REFLECT: (Shown.OWN_PRODUCTS, Shown.LATEST_INSPECTION, Shown.OPEN_COLLABS, Shown.DIRECTIVES,
                    Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
-    Step.PLAN: (Shown.REFLECTIONS, Shown.VERDICTS, Shown.BLOCKING_COLLABS, Shown.SOURCES_TEXT, Shown.REMARKS,
-                Shown.USER_WORDS),
+    Step.PLAN: (Shown.REFLECTIONS, Shown.VERDICTS, Shown.BLOCKING_COLLABS, Shown.OPEN_DODS, Shown.TOOLS,
+                Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
     Step.WRITE: (Shown.ASSIGNED_PRODUCTS, Shown.DIRECTIVES, Shown.LATEST_INSPECTION, Shown.OPEN_COLLABS,
                  Shown.OWN_REFLECTION, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
     Step.PEER_REVIEW: (Shown.VERSIONS_TO_JUDGE, Shown.OWN_PRODUCTS, Shown.SOURCES_TEXT, Shown.REMARKS,
