@@ -217,6 +217,8 @@ def contract_items(graph, mission_id: str, call: Call):
             if Shown.PEER_REVIEWS in wants:
                 for review in view.reviews_of(version["id"]):
                     out.append(has(Shown.PEER_REVIEWS, f"review of {product['name']}", review.get("summary")))
+                    out += [has(Shown.PEER_REVIEWS, f"a review's collab on {product['name']}", collab.get("comment"))
+                            for collab in view.collabs_of_review(review)]
             if Shown.OWN_EARLIER_FINDINGS in wants:
                 earlier = {v["id"] for v in view.versions_of(product["id"]) if v["id"] != version["id"]}
                 for inspection in view.inspections:
@@ -244,6 +246,9 @@ def contract_items(graph, mission_id: str, call: Call):
         for collab in view.open_collabs():
             if int(collab.get("importance", 0)) >= 5:
                 out.append(has(Shown.BLOCKING_COLLABS, "open collab of importance 5+", collab.get("comment")))
+    if Shown.OPEN_DODS in wants:
+        out += [has(Shown.OPEN_DODS, f"DoD of {p['name']}", p.get("dod")) for p in view.live_products()
+                if p.get("status") == "open"]
     if Shown.DECISIONS in wants:
         for acceptance in view.acceptances:
             if acceptance.get("round") == call.round and acceptance.get("rejection_reason"):

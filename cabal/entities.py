@@ -593,8 +593,9 @@ class MissionCharter(Entity):
     objectives: list[str]
     constraints: list[str]
     personas: dict[str, str] = Field(
-        description="A persona per agent id that fits what the agent does: the Envoy only reports to the user "
-                    "(it never reviews); the Watchdog inspects; operatives write and review")
+        description="A persona per agent id that fits what the agent does, except agents the user's cards give "
+                    "one: the Envoy only reports to the user (it never reviews); the Watchdog inspects; operatives "
+                    "write and review")
     operative_domains: dict[str, OperativeDomain]
     missing_details: list[str] = Field(default_factory=list)
 

@@ -199,6 +199,8 @@ always one, with these ids; a watchdog card may name several)."""
 
 BLOCKING_IMPORTANCE = 8
 """A collab at or above this importance blocks acceptance of its product."""
+ENDORSEMENT = "endorsement"
+"""The collab type of praise: it asks nothing, so it needs no answer and blocks nothing."""
 USER_COLLAB_TYPE = "user_independent"
 """Type of the collab the engine records for a user message that targets no product."""
 USER_DIRECTION_TYPE = "user_direction"

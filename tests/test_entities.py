@@ -791,9 +791,9 @@ PROSE_RULES = [
     (InspectOutput, ("inspections",), "One per new version of this round; none skipped"),
     (BootstrapOutput, ("InitialProduct", "dod"), "The definition of done: criteria a reviewer can check in one "
                                                  "reading (never 'high quality')"),
-    (BootstrapOutput, ("personas",), "A persona per agent id that fits what the agent does: the Envoy only reports "
-                                     "to the user (it never reviews); the Watchdog inspects; operatives write and "
-                                     "review"),
+    (BootstrapOutput, ("personas",), "A persona per agent id that fits what the agent does, except agents the "
+                                     "user's cards give one: the Envoy only reports to the user (it never reviews); "
+                                     "the Watchdog inspects; operatives write and review"),
     (ReflectOutput, ("Reflection", "dodStatus"), "Judged against the DoD as written; the Chair accepts a product "
                                                  "only on your met, so never claim it before it is true (not while "
                                                  "an inspection asks for changes)"),

@@ -25,8 +25,8 @@ from cabal.entities import REQUEST_CONTEXT, STEP_OUTPUTS
 from cabal.errors import ConfigError
 from cabal.graph import ContextGraph
 from cabal.resources import builtin_dir, files_by_name
-from cabal.rounds.facts import (Candidate, Decision, Event, FactsDraft, ProductDetail, Reflection, TreeProduct, TurnFacts,
-                                UserWord, VersionRef)
+from cabal.rounds.facts import (Candidate, Decision, Event, FactsDraft, ProductDetail, Reflection, TeamTool,
+                                TreeProduct, TurnFacts, UserWord, VersionRef)
 from cabal.rounds.facts import Assignment as AssignmentFact
 from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.evidence import evidence_block
@@ -36,7 +36,7 @@ from cabal.rounds.showing import BOUNDS, Shown, shows, whole
 from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, source_line
 from cabal.rounds.team import Team
-from cabal.vocabulary import ANSWER_FROM_FILE, CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, Role, Step
+from cabal.vocabulary import ANSWER_FROM_FILE, CHAIR_ID, ENDORSEMENT, USER_DIRECTION_TYPE, USER_ID, Role, Step
 from cabal.yaml_reader import read_text_file
 
 # What each step shows, and the bounds of its texts, is the contract in showing.py; these two
@@ -134,11 +134,13 @@ class ContextBuilder:
     Every stored text goes through ``ids.text_to_model`` on its way into a prompt, so its
     references name the short ids this prompt lists (and never a graph id)."""
 
-    def __init__(self, graph: ContextGraph, snapshot: Snapshot, team: Team, prompts: PromptLibrary) -> None:
+    def __init__(self, graph: ContextGraph, snapshot: Snapshot, team: Team, prompts: PromptLibrary,
+                 tools: Sequence[TeamTool] = ()) -> None:
         self.graph = graph
         self.snapshot = snapshot
         self.team = team
         self.prompts = prompts
+        self.tools = tuple(tools)  # the mission's tools (``tooluse.team_tools``), listed for the Chair
 
     # ------------------------------------------------------------------------------ api
 
@@ -151,9 +153,9 @@ class ContextBuilder:
         assert agent is not None, f"{agent_id} takes a turn, so is on the team"
         card = self.team.cards[agent.role]
         # The Chair writes personas and domains at bootstrap (and may change them later): they
-        # replace the role card's persona and tell each operative what it is responsible for.
-        persona = str(charter_map(self.snapshot.mission, "personas").get(agent_id)
-                      or self.snapshot.agents.get(agent_id, {}).get("persona") or agent.persona or card.persona)
+        # replace the role card's persona (never one the user's card gives) and tell each
+        # operative what it is responsible for.
+        persona = self.team.persona(agent_id, charter_map(self.snapshot.mission, "personas")) or card.persona
         if agent.focus:  # several watchdogs share the inspection: each knows its part
             persona += (f"\n\nYour focus: {', '.join(agent.focus)} findings only; "
                         "the team's other watchdogs inspect the rest.")
@@ -315,9 +317,15 @@ class ContextBuilder:
                 f"[{collab['type']}, importance {collab.get('importance')}] by {collab.get('author')} "
                 f"(round {collab.get('round')}): {self._text(collab.get('comment'), ids, limit)}")
 
+    def _inspector(self, inspection: dict) -> str:
+        """Who gave an inspection, and the findings it covers when the Watchdog has a focus."""
+        author = str(inspection.get("author"))
+        agent = self.team.get(author)
+        return author + (f" (focus: {', '.join(agent.focus)})" if agent and agent.focus else "")
+
     def _inspection_lines(self, inspection: dict, ids: TempIds, *, by: bool = True) -> list[str]:
         """An inspection's verdict and every finding, whole: what the owner must answer."""
-        who = f" by {inspection.get('author')}" if by else ""
+        who = f" by {self._inspector(inspection)}" if by else ""
         version = self.snapshot.version(str(inspection.get("version_id")))
         name = _version_id(version, ids) if version else "a version"
         lines = [f"Inspection of {name}{who}, round {inspection.get('round')}: {inspection['assessment']}"]
@@ -367,6 +375,10 @@ class ContextBuilder:
             feedback = snapshot.open_collabs(product["id"])
             lines.append("Open collabs on it:" if feedback else "No open collabs on it.")
             lines += [f"- {self._collab_line(c, ids)}" for c in feedback]
+            praise = snapshot.endorsements(product["id"])
+            if praise:
+                lines.append("Endorsements of it (keep what they praise; no answer needed):")
+                lines += [f"- {self._collab_line(c, ids)}" for c in praise]
         return "\n".join(lines)
 
     def _section(self, title: str, blocks: list[str]) -> str:
@@ -417,8 +429,29 @@ class ContextBuilder:
     # ---------------------------------------------------------------- per-step detail
 
     def _detail_bootstrap(self, agent_id: str, ids: TempIds) -> list[str]:
-        team = [f"- {a.id} ({a.role})" for a in self.team.agents]
-        return ["## The team\n" + "\n".join(team), self._sources_text(ids), self._answered_halts()]
+        return [self._team_section(), self._tools_section(), self._sources_text(ids), self._answered_halts()]
+
+    def _team_section(self) -> str:
+        """The team, with what the user's cards already say of each agent, and what the Chair writes."""
+        lines = []
+        for agent in self.team.agents:
+            given = [f"named {agent.name}"] if agent.name != agent.id else []
+            given += [f"persona: {clip(agent.persona, ITEM_CHARS)}"] if agent.persona else []
+            given += [f"domain: {clip(agent.domain, ITEM_CHARS)}"] if agent.domain else []
+            lines.append(f"- {agent.id} ({agent.role})" + (f", from the user's card: {'; '.join(given)}" if given else ""))
+        to_write = self.team.to_write()
+        self._facts.given_personas += [a.id for a in self.team.agents if a.id not in to_write]
+        if len(to_write) < len(self.team.agents):
+            lines.append("Names and personas from the user's cards stay as given: write personas only for "
+                         + (", ".join(to_write) or "none") + "; a domain for every operative, within its card's.")
+        return self._section("The team", lines)
+
+    def _tools_section(self) -> str:
+        """The mission's tools: what each does and who may call it when, so a directive can name one."""
+        self._facts.tools += self.tools
+        return self._section("The team's tools (a directive may tell an agent to use one)", [
+            f"- {tool.name}, for {', '.join(tool.callers) or 'no one'} at {', '.join(s.heading for s in tool.steps)}: "
+            f"{clip(tool.description, ITEM_CHARS)}" for tool in self.tools])
 
     def _directive(self, assignment: dict, ids: TempIds) -> str:
         """A directive whole: objective, done-when, why, context, and what the Chair attached."""
@@ -498,11 +531,15 @@ class ContextBuilder:
             self._section("Open feedback (importance 5+ and from the user)", [
                 f"- {self._collab_line(c, ids)}" for c in snapshot.open_collabs()
                 if int(c.get("importance", 0)) >= 5 or c.get("author") == USER_ID]),
+            self._section("Open products' definitions of done", [
+                f"- {ids.short('p', p['id'])} {p['name']}: {self._text(p.get('dod'), ids)}"
+                for p in snapshot.live_products() if p.get("status") == "open"]),
             self._section("Active assignments", [
                 f"- {ids.short('p', a['product_id'])} → {a['assignee']} (since round {a['round']})"
                 for a in snapshot.active_assignments()]),
             "## Operatives\n" + "\n".join(f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)"
                                           for a in self.team.agents if a.role == Role.OPERATIVE),
+            self._tools_section(),
             self._sources_text(ids),
             self._answered_halts(),
         ]
@@ -573,6 +610,11 @@ class ContextBuilder:
                 f"DoD: {self._text(product.get('dod'), ids)}\n"
                 + self._version_block(version, ids, content=contents.get(version["id"], "")))
 
+    def _review_lines(self, review: dict, ids: TempIds) -> list[str]:
+        """A peer review, then each collab its author wrote with it, whole: the summary may point at them."""
+        return ([f"- {review.get('author')}: {review['assessment']}: {self._text(review.get('summary'), ids)}"]
+                + [f"  - {self._collab_line(c, ids)}" for c in self.snapshot.collabs_of_review(review)])
+
     def _detail_inspect(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = self.snapshot.new_versions()
         contents = self._contents(versions)
@@ -581,8 +623,7 @@ class ContextBuilder:
             block = [self._judged_block(version, contents, ids)]
             evidence = evidence_block(self.graph, contents.get(version["id"], ""), ids.text_to_model)
             block += [evidence] if evidence else []
-            reviews = [f"- {r.get('author')}: {r['assessment']}: {self._text(r.get('summary'), ids)}"
-                       for r in self.snapshot.reviews_of(version["id"])]
+            reviews = [line for r in self.snapshot.reviews_of(version["id"]) for line in self._review_lines(r, ids)]
             if reviews:
                 block += ["Peer reviews:", *reviews]
             earlier = [i for v in self.snapshot.versions_of(version["product_id"]) if v["id"] != version["id"]
@@ -604,12 +645,12 @@ class ContextBuilder:
             for inspection in self.snapshot.inspections_of(version["id"], self._watchdogs):
                 findings = self.snapshot.findings_of(inspection["id"])
                 name = self.snapshot.products[version["product_id"]]["name"]
-                why.append(f"- {name}, version {version['number']}: {inspection['assessment']}"
-                           + ("" if findings else " (no findings)"))
+                why.append(f"- {name}, version {version['number']}: {inspection['assessment']} by "
+                           f"{self._inspector(inspection)}" + ("" if findings else " (no findings)"))
                 why += [f"  - [{f['category']}, severity {f['severity']}] {self._text(f.get('issue'), ids)}"
                         for f in findings]
         return [self._section("What happened this round", [e.text for e in events] or ["- nothing was written this round"]),
-                self._section("Why: the Watchdog's verdicts and findings", why),
+                self._section("Why: each Watchdog's verdict and findings", why),
                 f"You may speak as: {', '.join(self.team.speakers(agent_id))}."]
 
     def _detail_close(self, agent_id: str, ids: TempIds) -> list[str]:
@@ -619,6 +660,7 @@ class ContextBuilder:
         judges it."""
         plan = [s for s in self._detail_plan(agent_id, ids) if s.startswith((
             "## Reflections this round", "## Versions awaiting a decision", "## Open feedback"))]
+        self._facts.tools.clear()  # the Plan's list of tools is left out: no work is assigned now
         versions = [v for v in self.snapshot.new_versions()
                     if self.snapshot.products.get(v["product_id"], {}).get("status") == "open"]
         contents = self._contents(versions)
@@ -626,8 +668,9 @@ class ContextBuilder:
         for version in versions:
             block = [self._judged_block(version, contents, ids)]
             # Its verdict and findings are above, with the versions awaiting a decision.
-            block += [f"Peer review by {r.get('author')}: {r['assessment']}: {self._text(r.get('summary'), ids)}"
-                      for r in self.snapshot.reviews_of(version["id"])]
+            reviews = [line for r in self.snapshot.reviews_of(version["id"]) for line in self._review_lines(r, ids)]
+            if reviews:
+                block += ["Peer reviews:", *reviews]
             blocks.append("\n".join(block))
         self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
         return [*plan, self._section("Versions written this round", blocks), self._answered_halts()]
@@ -789,7 +832,8 @@ class ContextBuilder:
                 if collab.get("product_id") != product["id"] or collab["id"] in seen:
                     continue
                 seen.add(collab["id"])
-                state = "answered" if collab["id"] in snapshot.addressed else "open"
+                state = ("answered" if collab["id"] in snapshot.addressed else "open"
+                         if collab.get("type") != ENDORSEMENT else "an endorsement: no answer needed")
                 lines.append(f"- {self._collab_line(collab, ids, limit=BOUNDS.requested)} ({state})")
             return "\n".join(lines) or "no feedback"
         if need == "inspections":

@@ -120,6 +120,16 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class TeamTool:
+    """One of the mission's tools as Bootstrap and Plan list it: who may call it, and in which steps."""
+
+    name: str  # as offered: server__tool
+    description: str  # its first line
+    callers: tuple[str, ...]  # agent ids
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
 class TurnFacts:
     round: int
     step: Step
@@ -141,6 +151,8 @@ class TurnFacts:
     in_advance: tuple[str, ...] = ()  # the mission file's answers no question has taken yet, shown as the user's words
     plan_changes: str | None = None  # Plan: the changes the user asked for at the plan's sign-off
     decisions: tuple[Decision, ...] = ()  # every step after Bootstrap: the record's current decisions
+    tools: tuple[TeamTool, ...] = ()  # Bootstrap, Plan: the mission's tools
+    given_personas: tuple[str, ...] = ()  # Bootstrap: the agents whose persona the user's cards give
     # Not in the prompt: how many of the mission file's ``answers:`` are left for the Chair's
     # questions (set by the run), so a fake Chair asks only a question the run answers by itself.
     answers_waiting: int = 0
@@ -167,6 +179,8 @@ class FactsDraft:
     in_advance: list[str] = field(default_factory=list)
     plan_changes: str | None = None
     decisions: list[Decision] = field(default_factory=list)
+    tools: list[TeamTool] = field(default_factory=list)
+    given_personas: list[str] = field(default_factory=list)
 
     def freeze(self, *, round: int, step: Step, agent: str, request: str,  # noqa: A002
                team: tuple[tuple[str, Role], ...], focus: tuple[str, ...] = ()) -> TurnFacts:

@@ -109,7 +109,7 @@ def plan_question(snapshot: Snapshot, team: Team) -> str:
     lines.append("Team:")
     for agent in team.agents:
         label = f"{agent.name} ({agent.id})" if agent.name and agent.name != agent.id else agent.id
-        persona = personas.get(agent.id) or agent.persona or ""
+        persona = team.persona(agent.id, personas)
         domain = domains.get(agent.id)
         where = ""
         if isinstance(domain, dict) and domain:

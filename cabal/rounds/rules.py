@@ -307,7 +307,8 @@ def owned_product(item: Reflection, ctx: RuleContext) -> list[str]:
     problems = []
     if product.get("owner") != ctx.agent_id:
         problems.append(f"you reflect only on products you own; {product['name']!r} is owned by {product.get('owner')}")
-    open_ids = {c["id"] for c in ctx.snapshot.open_collabs(item.refers_to_product)}
+    # An endorsement needs no answer; one that is answered anyway is no mistake.
+    open_ids = {c["id"] for c in ctx.snapshot.unanswered_collabs(item.refers_to_product)}
     for response in item.feedback_responses:
         if response.collab_id not in open_ids:
             problems.append(f"collab {response.collab_id!r} is not open feedback on this product")

@@ -27,12 +27,13 @@ from cabal.rounds.budget import BudgetSpent, SpendMeter
 from cabal.rounds.context import ContextBuilder, PromptLibrary
 from cabal.rounds.events import (MissionEvent, ModelCalled, ModelOutputSwitched, ModelRetried, Presented, TurnDone,
                                  TurnStarted, spoken_lines)
+from cabal.rounds.facts import TeamTool
 from cabal.rounds.ids import halt_id, output_switch_id, status_session, step_prefix, turn_id
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.rules import RuleContext
 from cabal.rounds.snapshot import Snapshot, load_snapshot, mission_spend
 from cabal.rounds.team import Team
-from cabal.rounds.tooluse import TOOL_GATE, Approvals, ApprovalPending, PausedTurn, TurnTools
+from cabal.rounds.tooluse import TOOL_GATE, Approvals, ApprovalPending, PausedTurn, TurnTools, team_tools
 from cabal.rounds.turn import DEFAULT_MAX_ATTEMPTS, Turn, TurnResult
 from cabal.rounds.writes import TurnPlace, TurnWriter
 from cabal.tools.host import ToolHost
@@ -252,7 +253,7 @@ class MissionRun:
         if snapshot.has_turn(place.turn_id):
             return FinishedTurn(None, [])
         self.emit(TurnStarted(self.mission_id, round=snapshot.round, step=step, agent=agent_id))
-        builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts)
+        builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts, tools=self.team_tools())
         prompt = builder.build(agent_id, step)
         if prompt.facts is not None:  # what only the run knows: whether a question would be answered unattended
             prompt.facts = replace(prompt.facts, answers_waiting=len(self.answers))
@@ -298,6 +299,12 @@ class MissionRun:
                         halt=str(result.halt.type) if result.outcome == TurnOutcome.HALT and result.halt else None,
                         priced=record["priced"])
         return FinishedTurn(result, writer.unit(writes, record), done)
+
+    def team_tools(self) -> list[TeamTool]:
+        """The mission's tools the Chair is told of: none when no call may be made."""
+        if self.tools is None or self.spec.max_tool_calls == 0:
+            return []
+        return team_tools(self.tools, self.team)
 
     def _turn_tools(self, place: TurnPlace, step: Step) -> TurnTools | None:
         """The mission's MCP tools ``place``'s agent is offered in ``step``, if any."""

@@ -42,19 +42,22 @@ class Shown(StrEnum):
     ASSIGNED_PRODUCTS = "assigned_products"  # every product assigned this round, its latest version whole
     DIRECTIVES = "directives"  # each directive whole: objective, done-when, why, context, attachments
     LATEST_INSPECTION = "latest_inspection"  # the verdict on the latest version, every finding whole
-    OPEN_COLLABS = "open_collabs"  # every open collab on the product, whole
+    OPEN_COLLABS = "open_collabs"  # every open collab on the product, whole, then this round's and the last's endorsements
     OWN_REFLECTION = "own_reflection"  # the agent's reflection of this round on the product
     VERSIONS_TO_JUDGE = "versions_to_judge"  # each new version whole, with its product's DoD
-    PEER_REVIEWS = "peer_reviews"  # the peer reviews of each version to inspect
+    PEER_REVIEWS = "peer_reviews"  # the peer reviews of each version to inspect, each with the collabs it wrote, whole
     CITED_EVIDENCE = "cited_evidence"  # beside each version to judge: each citation, its sentences, the text it names
     OWN_EARLIER_FINDINGS = "own_earlier_findings"  # the Watchdog's findings on the product's earlier versions
     REFLECTIONS = "reflections"  # this round's reflections, whole
-    VERDICTS = "verdicts"  # verdicts on the versions awaiting a decision, with their findings
+    VERDICTS = "verdicts"  # verdicts on the versions awaiting a decision, with their findings (and who gave them)
+    OPEN_DODS = "open_dods"  # the DoD of every open product, whole
     BLOCKING_COLLABS = "blocking_collabs"  # open collabs of importance 5+ and the user's
     DECISIONS = "decisions"  # this round's acceptances and rejections, with their reasons
     REMARKS = "remarks"  # remarks written to the agent since its previous step, once
     DECISION_RECORD = "decision_record"  # the Chair's record of the mission's decisions: the current ones, with ids
     USER_WORDS = "user_words"  # answers to the Chair's questions, the user's notes, the mission file's answers untaken
+    TEAM_CARDS = "team_cards"  # each agent with the name, persona and domain the user's cards give it
+    TOOLS = "tools"  # the mission's tools: name, first line, who may call each and in which steps
 
 
 # The user's words go to every step that writes, judges or decides (a team whose writers never
@@ -64,18 +67,17 @@ class Shown(StrEnum):
 # decisions to every step after Bootstrap (a Chair that pasted agreed periods into three
 # directives, and writers who named the roles three ways, left a blind judge inconsistencies).
 STEP_SHOWS: dict[Step, tuple[Shown, ...]] = {
-    Step.BOOTSTRAP: (Shown.SOURCES_TEXT, Shown.USER_WORDS),
+    Step.BOOTSTRAP: (Shown.TEAM_CARDS, Shown.TOOLS, Shown.SOURCES_TEXT, Shown.USER_WORDS),
     Step.REFLECT: (Shown.DECISION_RECORD, Shown.OWN_PRODUCTS, Shown.LATEST_INSPECTION, Shown.OPEN_COLLABS,
                    Shown.DIRECTIVES, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
-    Step.PLAN: (Shown.DECISION_RECORD, Shown.REFLECTIONS, Shown.VERDICTS, Shown.BLOCKING_COLLABS, Shown.SOURCES_TEXT,
-                Shown.REMARKS, Shown.USER_WORDS),
+    Step.PLAN: (Shown.DECISION_RECORD, Shown.REFLECTIONS, Shown.VERDICTS, Shown.BLOCKING_COLLABS, Shown.OPEN_DODS,
+                Shown.TOOLS, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
     Step.WRITE: (Shown.DECISION_RECORD, Shown.ASSIGNED_PRODUCTS, Shown.DIRECTIVES, Shown.LATEST_INSPECTION,
                  Shown.OPEN_COLLABS, Shown.OWN_REFLECTION, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
     Step.PEER_REVIEW: (Shown.DECISION_RECORD, Shown.VERSIONS_TO_JUDGE, Shown.OWN_PRODUCTS, Shown.SOURCES_TEXT,
                        Shown.REMARKS, Shown.USER_WORDS),
     Step.INSPECT: (Shown.DECISION_RECORD, Shown.VERSIONS_TO_JUDGE, Shown.CITED_EVIDENCE, Shown.PEER_REVIEWS,
-                   Shown.OWN_EARLIER_FINDINGS,
-                   Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
+                   Shown.OWN_EARLIER_FINDINGS, Shown.SOURCES_TEXT, Shown.REMARKS, Shown.USER_WORDS),
     Step.PRESENTATION: (Shown.DECISION_RECORD, Shown.VERDICTS, Shown.DECISIONS, Shown.REMARKS),
     Step.CLOSE: (Shown.DECISION_RECORD, Shown.REFLECTIONS, Shown.VERDICTS, Shown.VERSIONS_TO_JUDGE, Shown.PEER_REVIEWS,
                  Shown.BLOCKING_COLLABS, Shown.REMARKS, Shown.USER_WORDS),

@@ -155,7 +155,8 @@ class SimulatedTeam:
             "objectives": [f"{name} meets its definition of done and passes inspection" for name in planned][:8]
             or ["Every product meets its definition of done and passes inspection"],
             "constraints": ["Plain text only", "One owner per product", *kept],
-            "personas": {a: f"A careful {role} who keeps work small and checkable" for a, role in facts.team},
+            "personas": {a: f"A careful {role} who keeps work small and checkable" for a, role in facts.team
+                         if a not in facts.given_personas},
             "operativeDomains": {op: {"responsibility": f"Products assigned to {op}", "area": f"area {n + 1}"}
                                  for n, op in enumerate(operatives)},
             "initialProducts": [{"name": LIBRARY, "type": "Collection", "owner": operatives[0],

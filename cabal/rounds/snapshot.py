@@ -7,7 +7,7 @@ What the round protocols write (the fields read here), one node type per mechani
 - product: type = Content|Decision|Collection|Orchestration, name, dod, description, owner,
   parent_id, status (open, accepted, removed), round
 - version: product_id, number, title, content, change_summary, author, round
-- collab: type, product_id, version_id, importance, comment, summary, author, round
+- collab: type, product_id, version_id, importance, comment, summary, author, round, step
 - reflection: ..., addressed (the collab ids its feedback responses answer), responses (JSON)
 - response: collab_id, product_id, action (accept, defer, reject), rationale, planned_change, author,
   round, step (an operative's answer to a collab at Write)
@@ -30,8 +30,8 @@ What the round protocols write (the fields read here), one node type per mechani
 Lifespans are derived from facts, never kept as status fields that could disagree with them:
 a collab is open until a reflection's feedback response or a Write's response addresses it
 (accept, defer or reject alike: a deferred collab leaves the open feedback and is listed in
-``deferred``); an assignment is active while it is the
-latest for its product and the product is neither accepted nor removed.
+``deferred``), and an endorsement is never open (it asks for no answer); an assignment is active
+while it is the latest for its product and the product is neither accepted nor removed.
 
 Operatives in one step act in parallel on the same snapshot, so none sees another's writes of
 that step: exactly the semantics of a step. A step replayed after a crash that came once some
@@ -53,7 +53,7 @@ from cabal.sources import latest_versions
 
 VERDICTS = ("approved", "needs_revision", "blocked")
 """An inspection's assessments, the most lenient first."""
-from cabal.vocabulary import BLOCKING_IMPORTANCE, USER_ID
+from cabal.vocabulary import BLOCKING_IMPORTANCE, ENDORSEMENT, USER_ID, Step
 
 VERSION_META = ["product_id", "number", "title", "change_summary", "author", "round"]
 SOURCE_META = ["source_id", "version", "name", "note", "size", "format", "first_heading", "chunk_count", "round",
@@ -261,9 +261,19 @@ class Snapshot:
 
     # ---------------------------------------------------------------------------- discourse
 
-    def open_collabs(self, product_id: str | None = None) -> list[dict]:
+    def unanswered_collabs(self, product_id: str | None = None) -> list[dict]:
+        """Collabs no response has answered yet, endorsements among them."""
         return [c for c in self.collabs if c["id"] not in self.addressed
                 and (product_id is None or c.get("product_id") == product_id)]
+
+    def open_collabs(self, product_id: str | None = None) -> list[dict]:
+        """The open feedback: unanswered collabs that ask for an answer (an endorsement asks none)."""
+        return [c for c in self.unanswered_collabs(product_id) if c.get("type") != ENDORSEMENT]
+
+    def endorsements(self, product_id: str) -> list[dict]:
+        """The praise of a product written this round and the last: feedback to keep, not to answer."""
+        return [c for c in self.unanswered_collabs(product_id) if c.get("type") == ENDORSEMENT
+                and int(c.get("round") or 0) >= self.round - 1]
 
     def deferred_collabs(self, product_id: str | None = None) -> list[dict]:
         """Collabs their owner deferred: out of the open feedback, kept in view for a later version."""
@@ -346,6 +356,12 @@ class Snapshot:
 
     def reviews_of(self, version_id: str) -> list[dict]:
         return [r for r in self.reviews if r.get("version_id") == version_id]
+
+    def collabs_of_review(self, review: Mapping[str, Any]) -> list[dict]:
+        """The collabs a peer review's turn wrote on the reviewed product: the review's feedback items."""
+        return [c for c in self.collabs if c.get("author") == review.get("author")
+                and c.get("product_id") == review.get("product_id") and c.get("round") == review.get("round")
+                and c.get("step") == Step.PEER_REVIEW]
 
     def pending_halt(self) -> dict | None:
         return next((h for h in self.halts if h.get("status") == "pending"), None)

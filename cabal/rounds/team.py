@@ -313,6 +313,16 @@ class Team:
     def get(self, agent_id: str) -> Agent | None:
         return next((agent for agent in self.agents if agent.id == agent_id), None)
 
+    def persona(self, agent_id: str, written: Mapping[str, object]) -> str:
+        """An agent's own persona: the one the user's card gives it, else the one the Chair
+        ``written`` (the charter's personas); "" for neither (the role card's persona stands)."""
+        agent = self.get(agent_id)
+        return str((agent.persona if agent else None) or written.get(agent_id) or "")
+
+    def to_write(self) -> list[str]:
+        """The agents whose persona the Chair writes: those the user's cards give none."""
+        return [agent.id for agent in self.agents if not agent.persona]
+
     def ids(self, role: Role | None = None) -> list[str]:
         return [agent.id for agent in self.agents if role is None or agent.role == role]
 

@@ -28,7 +28,9 @@ from langchain_core.messages import BaseMessage, messages_from_dict, messages_to
 from cabal.graph import ContextGraph
 from cabal.membrane import Cluster, Membrane
 from cabal.rounds.events import MissionEvent, ToolCalled, ToolReturned
+from cabal.rounds.facts import TeamTool
 from cabal.rounds.ids import approval_id, tool_call_id
+from cabal.rounds.team import Team
 from cabal.rounds.writes import TurnPlace
 from cabal.tools.host import WHY_FIELD, OfferedTool, ToolHost, ToolOutcome, kept_outcome
 from cabal.tools.spec import SEPARATOR
@@ -226,6 +228,15 @@ class TurnTools:
             "arguments": record.arguments, "why": record.why, "outcome": record.outcome, "digest": record.digest,
             "result": record.result,
         }, {}, session_id=f"{record.call_id}.record") for record in self.calls]
+
+
+def team_tools(host: ToolHost, team: Team) -> list[TeamTool]:
+    """The mission's tools as the Chair reads them: each with its first line, the agents the
+    mission file lets call it and the steps they may, in the order of the mission file."""
+    return [TeamTool(tool.name, (tool.description.strip().splitlines() or [""])[0],
+                     tuple(a.id for a in team.agents if any(spec.allows(a.id, a.role, step) for step in spec.steps)),
+                     tuple(step for step in Step if step in spec.steps))
+            for spec, tool in host.listed()]
 
 
 def _why(arguments: dict[str, Any], said: str) -> str:

@@ -178,6 +178,11 @@ class ToolHost:
             return [tool for server in self._servers.values() if server.tools
                     and server.spec.allows(agent_id, role, step) for tool in server.tools.values()]
 
+    def listed(self) -> list[tuple[ToolServerSpec, OfferedTool]]:
+        """Every tool of the servers that started, with its server's spec, in the order of the mission file."""
+        with self._lock:
+            return [(server.spec, tool) for server in self._servers.values() for tool in server.tools.values()]
+
     @property
     def asks(self) -> bool:
         """Whether any call of the mission's tools may wait for the user's approval."""

@@ -170,7 +170,7 @@ def test_the_last_round_says_so_and_decides_what_it_wrote_after_inspect(closed: 
             "### p2 Pricing decision [Decision]\n"
             "DoD: States the price of each plan, the student discount and the reasoning, with at least one comparison.\n"
             "p2.v2 (by operative-2 in round 2): Margin pricing, with comparison\n") in first.prompt
-    assert ("~~~\nPeer review by operative-1: approved: The comparison is there and supports the student price.\n"
+    assert ("~~~\nPeer reviews:\n- operative-1: approved: The comparison is there and supports the student price.\n"
             "### p3 Launch-day checklist [Content]") in first.prompt
     assert tool_feedback(retry.last).endswith(
         "\n- acceptance.0: version 2 of 'Pricing decision' did not pass inspection (needs_revision)")

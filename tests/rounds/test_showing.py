@@ -201,8 +201,8 @@ def test_the_chair_sees_the_verdicts_findings_and_whole_reflections_at_plan(play
 
 def test_the_envoy_sees_why(played) -> None:
     prompt = _prompt(played, 1, "presentation", "envoy-1")
-    assert "## Why: the Watchdog's verdicts and findings\n- Launch brief, version 1: approved\n" in prompt
-    assert "- Pricing decision, version 1: blocked\n  - [completeness, severity 8] The DoD of [[p:" in prompt
+    assert "## Why: each Watchdog's verdict and findings\n- Launch brief, version 1: approved by watchdog-1\n" in prompt
+    assert "- Pricing decision, version 1: blocked by watchdog-1\n  - [completeness, severity 8] The DoD of [[p:" in prompt
 
 
 def test_bootstrap_shows_sources_that_fit_and_offers_requests_for_those_that_do_not(graph_server, tmp_path) -> None:
