@@ -132,7 +132,7 @@ def test_two_prompts_of_one_step_name_a_version_alike(played) -> None:
     assert "### p2 Pricing decision [Decision]" in review_1 and "\np2.v1 (by operative-2 in round 1): " in review_1
     assert "### p1 Launch brief [Content]" in review_2 and "\np1.v1 (by operative-1 in round 1): " in review_2
     assert "\np1.v1 (by operative-1 in round 1): " in inspect and "\np2.v1 (by operative-2 in round 1): " in inspect
-    assert "## Valid ids\nproducts p1-p3 · versions p1.v1, p2.v1 · agents " in inspect
+    assert "## Valid ids\nproducts p1-p3 · versions p1.v1, p2.v1 · collabs c1-c2 · agents " in inspect
 
 
 def test_a_note_left_later_takes_the_next_number_and_renumbers_nothing(played) -> None:

@@ -96,9 +96,9 @@ def test_the_inspector_reads_the_feedback_items_a_peer_review_points_at(graph) -
     assert block[block.index("Peer reviews:"):] == [
         "Peer reviews:",
         "- operative-2: needs_revision: Two feasibility fixes below.",
-        "  - c1 on p1 about v1 [concern, importance 7] by operative-2 (round 2): Plus at 6 euros cannot cover the "
+        "  - c2 on p1 about p1.v1 [concern, importance 7] by operative-2 (round 2): Plus at 6 euros cannot cover the "
         "sync servers.",
-        "  - c2 on p1 about v1 [suggestion, importance 4] by operative-2 (round 2): Say which plan students get."]
+        "  - c3 on p1 about p1.v1 [suggestion, importance 4] by operative-2 (round 2): Say which plan students get."]
 
 
 def test_bootstrap_says_which_names_and_personas_the_users_cards_give(graph, tmp_path: Path) -> None:
@@ -158,11 +158,11 @@ def test_an_endorsement_needs_no_answer_blocks_nothing_and_stays_in_view(graph) 
     block = section(shown.user, "Your products")
     assert block[block.index("Open collabs on it:"):] == [
         "Open collabs on it:",
-        "- c1 on p1 about v1 [concern, importance 6] by operative-2 (round 2): The student price is missing.",
+        "- c2 on p1 about p1.v1 [concern, importance 6] by operative-2 (round 2): The student price is missing.",
         "Endorsements of it (keep what they praise; no answer needed):",
-        "- c2 on p1 about v1 [endorsement, importance 8] by operative-2 (round 2): The comparison table is exactly "
+        "- c1 on p1 about p1.v1 [endorsement, importance 8] by operative-2 (round 2): The comparison table is exactly "
         "right."]
-    assert shown.facts is not None and shown.facts.products[0].open_collabs == ("c1",)
+    assert shown.facts is not None and shown.facts.products[0].open_collabs == ("c2",)
     assert "1 open collab(s)" in section(shown.user, "Product tree")[0]
     # Answered anyway, it is no mistake.
     answer = Reflection(refersToProduct="doc", dodStatus="partially_met", dodGaps=[], nextVersionDelta="Add it.",
