@@ -23,6 +23,7 @@ from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.control import MissionResult, mission_status, say, stop_mission, transcript
 from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.mission import load_mission
+from cabal.rounds.workspace import mission_report
 from tests.llm.fake_anthropic import FakeAnthropic, fake_api
 
 from .players import LAUNCH_MISSION, LAUNCH_SCRIPT, ScriptPlayer, tool_feedback
@@ -626,11 +627,15 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
         assert [tool["name"] for tool in body["tools"]] == tools
         assert all(tool["input_schema"]["type"] == "object" for tool in body["tools"])
         assert body["tool_choice"] == {"type": "any"}
-        assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}] * 2
+        assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}]
         assert [m["role"] for m in body["messages"]] == ["user"]
-    assert "Bootstrap (round 0)" in claude.requests[0].body["system"][0]["text"]
-    charter, now = claude.requests[2].body["messages"][0]["content"]  # two blocks, the charter cached
-    assert charter["cache_control"] == {"type": "ephemeral"} and charter["text"].startswith("## Mission\n")
+        # The mission, the role and step, the agent cached; this call's own part not.
+        assert [block.get("cache_control") for block in body["messages"][0]["content"]] == [
+            {"type": "ephemeral"}] * 3 + [None]
+    assert "Bootstrap (round 0)" in claude.requests[0].body["messages"][0]["content"][1]["text"]
+    mission, role, agent, now = claude.requests[2].body["messages"][0]["content"]
+    assert mission["text"].startswith("## Mission\n") and role["text"].startswith("# Your role: the Operative\n")
+    assert "You are " in agent["text"] and now["text"].startswith("# Round 1")
     assert "## Your assignments this round\n### p1 Welcome note [Content]" in now["text"]
     with open_graph(home, result.mission_id) as graph:
         moments = turns(graph)
@@ -646,6 +651,8 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
             "accepted", 1)  # written, inspected and accepted in the mission's one round
         assert spoken(graph) == [(1, "operative-1", "The welcome note is written and passed inspection.")]
     assert result.usage.input_tokens == sum(1100 * n for n in range(1, 7))
+    # The report shows them: the turns' cached tokens in all.
+    assert mission_report(result.mission_id, home=home).usage.total.cache_read_tokens == sum(100 * n for n in range(1, 7))
     # Sonnet: $3 per million uncached input tokens, a tenth of that when read from cache, $15 per million output.
     assert result.cost_usd == round(sum(1000 * n * 3 + 100 * n * 0.3 + 10 * n * 15 for n in range(1, 7)) / 1e6, 6)
 
