@@ -734,15 +734,16 @@ def test_an_answer_nested_900_levels_deep_is_a_rejected_attempt_and_the_mission_
 def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(deviated: Deviated) -> None:
     reflect = deviated.player.calls_of(2, "reflect", "operative-1")[0]
     # The Chair's bootstrap wrote them (the launch script); the role card's persona is replaced.
-    # The agent's own block of the system prompt (the role's block before it is the same for all).
-    assert reflect.messages[0].content[-1]["text"] == (
-        "You are Ada (operative-1).\n\nProduct marketer who writes for students")
-    assert "You are a senior specialist on the team" not in reflect.system
-    assert "## Your domain\nLaunch brief and checklist (area: marketing)" in reflect.prompt
+    # The agent's own block, after the mission and the role's block (the same for all of the role).
+    assert reflect.messages[1].content[2]["text"] == (
+        "# Who you are\n\nProduct marketer who writes for students\n\nYou are Ada (operative-1).\n\n"
+        "Your domain: Launch brief and checklist (area: marketing)")
+    assert "You are a senior specialist on the team" not in reflect.prompt
     (inspect_call,) = deviated.player.calls_of(1, "inspect", "watchdog-1")
-    assert inspect_call.messages[0].content[-1]["text"].endswith(
-        "\n\nReviewer who checks every claim against its definition of done")
-    assert "## Your domain" not in inspect_call.prompt  # only operatives have domains
+    assert inspect_call.messages[1].content[2]["text"] == (
+        "# Who you are\n\nReviewer who checks every claim against its definition of done\n\n"
+        "You are watchdog-1 (watchdog-1).")
+    assert "Your domain" not in inspect_call.prompt  # only operatives have domains
 
 
 def test_each_turn_moment_keeps_the_agents_reasoning(deviated: Deviated) -> None:
