@@ -19,6 +19,8 @@ Prints ``name value unit`` lines:
     internal_ids_seen 0 count             # goal 0
     cacheable_share 41.0 %                # of the input tokens, what a provider's prompt cache could serve (issue 37)
     schemas_share 21.0 %                  # of the input characters, the tools' schemas
+    input_chars 512000 chars              # every call's tools and messages, as costing lays them out
+    cacheable_share_launch 48.0 %         # ... the three, per example
     missing <step> <item> <what>          # one line per item not found (none when all are)
 
 A benchmark of what agents see, not a timed test. Usage: python bench/context_bench.py [--show]
@@ -69,12 +71,12 @@ def main() -> None:
     server = EmbeddedServer(home)
     server.start()
     try:
-        calls, checked, cassettes = [], [], []
+        calls, checked, cassettes = [], [], {}
         for name in options.examples:
             found, items, cassette = run_example(home, name)
             calls += found
             checked += items
-            cassettes.append(cassette)
+            cassettes[name] = cassette
             if options.show:
                 for call in found:
                     print(f"\n===== {name} r{call.round} {call.step} {call.agent}\n{call.user}")
@@ -117,19 +119,29 @@ def run_example(home: Path, name: str) -> tuple[list[Call], list[tuple[str, str,
     return calls, checked, Workspace.at(home).mission_dir(result.mission_id) / "cassette.jsonl"
 
 
-def shares(cassettes: list[Path]) -> None:
+def shares(cassettes: dict[str, Path]) -> None:
     """The examples' calls as a provider would bill them: the share of input its prompt cache could
-    serve (a prefix of an earlier call's, from 1,024 tokens: ``cabal.llm.costing``), and the share
-    of input characters that is the tools' schemas."""
+    serve (a prefix of an earlier call's, from 1,024 tokens: ``cabal.llm.costing``), the share of
+    input characters that is the tools' schemas, and the input characters; in all, then per example."""
     from cabal.llm.cassette import Cassette
+
+    read = {name: Cassette.read(path) for name, path in cassettes.items()}
+    for suffix, group in [("", list(read.values())), *((f"_{name}", [cassette]) for name, cassette in read.items())]:
+        cacheable, schemas, chars = cassette_shares(group)
+        print(f"cacheable_share{suffix} {100 * cacheable:.1f} %")
+        print(f"schemas_share{suffix} {100 * schemas:.1f} %")
+        print(f"input_chars{suffix} {chars} chars")
+
+
+def cassette_shares(cassettes: list) -> tuple[float, float, int]:
+    """Over ``cassettes`` (each its own cache): the cacheable share of input tokens, the schemas'
+    share of input characters, and the input characters."""
     from cabal.llm.costing import call_tokens, price_run, schema_chars
 
-    read = [Cassette.read(path) for path in cassettes]
-    cost = price_run([row for cassette in read for row in call_tokens(cassette)], "", None)
-    print(f"cacheable_share {100 * cost.cacheable_share:.1f} %")
-    counted = [schema_chars(cassette) for cassette in read]
-    schema = sum(tools for tools, _ in counted) / max(sum(total for _, total in counted), 1)
-    print(f"schemas_share {100 * schema:.1f} %")
+    cost = price_run([row for cassette in cassettes for row in call_tokens(cassette)], "", None)
+    counted = [schema_chars(cassette) for cassette in cassettes]
+    chars = sum(total for _, total in counted)
+    return cost.cacheable_share, sum(tools for tools, _ in counted) / max(chars, 1), chars
 
 
 def _text(message) -> str:

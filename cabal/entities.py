@@ -291,10 +291,7 @@ class Acceptance(Entity):
     """The Chair's decision to accept or reject a product."""
 
     product_id: str
-    accepted: bool = Field(description=f"true only when the latest version passed inspection (approved), no open "
-                                       f"collab of importance {BLOCKING_IMPORTANCE} or more remains, and its owner "
-                                       "reported the definition of done met (at the closing decisions, a version "
-                                       "written this round is judged by you and the inspection instead)")
+    accepted: bool  # when to accept is the rule of its step's prompt (prompts/steps/plan.md, close.md)
     version_id: str | None = Field(None, description="The latest version (only it can be accepted)")
     rejection_reason: str | None = Field(None, description="Required to reject: what the next version must change")
 
@@ -401,9 +398,7 @@ class Finding(Entity):
     """One problem the Watchdog found in a version."""
 
     category: Literal["security", "completeness", "coherence", "integration", "quality"]
-    severity: Severity = Field(description=f"{SEVERITY_MIN}-{SEVERITY_MAX}: {BLOCKING_SEVERITY} or more makes the "
-                                           f"verdict blocked; {REVISION_SEVERITY}-{BLOCKING_SEVERITY - 1} at most "
-                                           "needs_revision; lower allows approved")
+    severity: Severity  # what each severity makes of the verdict: prompts/steps/inspect.md
     issue: str = Field(min_length=1)
     recommendation: str = Field(min_length=1, description="What to change")
     dod_criterion: str | None = Field(None, description="The DoD criterion it concerns, when one applies")
@@ -417,9 +412,7 @@ class Inspection(Entity):
 
     product_id: str
     version_id: str
-    assessment: InspectionAssessment = Field(
-        description=f"Follows the findings: any severity {BLOCKING_SEVERITY}+ is blocked; any "
-                    f"{REVISION_SEVERITY}-{BLOCKING_SEVERITY - 1} at most needs_revision; otherwise approved")
+    assessment: InspectionAssessment  # follows the findings, as prompts/steps/inspect.md says (rules.py checks it)
     findings: list[Finding]
 
     def expected_assessment(self) -> InspectionAssessment:

@@ -784,10 +784,6 @@ PROSE_RULES = [
     (PeerReviewOutput, ("Collab", "importance"), "1-10, honestly: 8 or more blocks the product's acceptance while "
                                                  "the collab is open (only for what must block); 4-7 for what the "
                                                  "next version should fix; 1-3 for nice-to-haves"),
-    (InspectOutput, ("Finding", "severity"), "1-10: 8 or more makes the verdict blocked; 5-7 at most "
-                                             "needs_revision; lower allows approved"),
-    (InspectOutput, ("Inspection", "assessment"), "Follows the findings: any severity 8+ is blocked; any 5-7 at "
-                                                  "most needs_revision; otherwise approved"),
     (InspectOutput, ("inspections",), "One per new version of this round; none skipped"),
     (BootstrapOutput, ("InitialProduct", "dod"), "The definition of done: criteria a reviewer can check in one "
                                                  "reading (never 'high quality')"),
@@ -808,10 +804,6 @@ PROSE_RULES = [
                                                   "act on it: say why"),
     (PlanOutput, ("Acceptance", "rejectionReason"), "Required to reject: what the next version must change"),
     (PlanOutput, ("Directive", "objective"), "What to do, concrete enough to act on alone (not 'improve it')"),
-    (CloseOutput, ("Acceptance", "accepted"), "true only when the latest version passed inspection (approved), no "
-                                              "open collab of importance 8 or more remains, and its owner reported "
-                                              "the definition of done met (at the closing decisions, a version "
-                                              "written this round is judged by you and the inspection instead)"),
     (HaltEnvelope, ("type",), "done: every product is accepted and the mission is met (say what was delivered); "
                               "question: the team cannot go on without the user's answer"),
 ]

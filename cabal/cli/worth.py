@@ -53,8 +53,9 @@ def cmd_cost(args: argparse.Namespace) -> int:
     else:
         priced = (f"${cost.usd_without_cache:.4f} without prompt caching, ${cost.usd_with_cache:.4f} with it "
                   f"(an estimate: {cost.cacheable_share:.0%} of the input repeats an earlier call's start)")
-    print(f"{args.mission_id} at {cost.model}'s list prices: {cost.calls} calls, {cost.input_tokens:,} tokens in, "
-          f"{cost.output_tokens:,} out")
+    # Cached: as the provider reported its cache reads, else as a prefix cache would serve them.
+    print(f"{args.mission_id} at {cost.model}'s list prices: {cost.calls} calls, {cost.input_tokens:,} tokens in "
+          f"({cost.cached_tokens:,} of them cached), {cost.output_tokens:,} out")
     print(priced)
     return 0
 

@@ -1,14 +1,13 @@
 """The context of one model call: a slice of the graph built for that agent and step.
 
-Small by construction, and stable where it can be, for the provider's prompt cache: the
-system prompt comes in two blocks, the role's (how the team works, the step's instructions:
-the same for every agent of a role in a step) and the agent's own (name, persona, skills: the
-same for that agent from one round to the next); the user message starts with the mission's
-charter, the same in every call of a mission; then comes what varies: the round, a minimal
-product tree, the detail this step needs and what changed since the agent last acted. Each
-section has a character budget, so a prompt stays about the same size at round 20 as at
-round 2, however long the history grows. Ids are short and mean the same in every call of a
-mission (``TempIds``).
+Small by construction, and laid out for the provider's prompt cache: a prompt is the blocks of
+``PROMPT_BLOCKS``, in that order, from the most shared to the least, so that two calls share
+the longest start a cache can serve (the house rules in every call; the mission in every call
+of a round; the role and step for every agent of the role in the step; the agent from one call
+of its turn to the next; then what varies: the round, a minimal product tree, the detail this
+step needs and what changed since the agent last acted). Each section has a character budget,
+so a prompt stays about the same size at round 20 as at round 2, however long the history
+grows. Ids are short and mean the same in every call of a mission (``TempIds``).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from enum import StrEnum
 from string import Template
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -52,16 +52,34 @@ def clip(text: str | None, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+class Block(StrEnum):
+    """One block of a prompt. A new section goes into the block whose sharing it keeps: text
+    that is the same for every call of a round into MISSION, anything about this call into CALL."""
+
+    HOUSE = "house"  # how the team works and answers (prompts/system.md): the same in every call
+    MISSION = "mission"  # the charter (or the request), the sources, the user's words: every call of the round
+    ROLE = "role"  # the role and the step's instructions (prompts/role.md): every agent of the role in the step
+    AGENT = "agent"  # who the agent is (prompts/agent.md), its skills, domain and focus
+    CALL = "call"  # this call's own part: the round, the product tree, the step's detail, the valid ids
+
+
+# The order a prompt is sent in: from the most shared to the least, so a provider's prompt cache
+# serves every block up to the first that differs. The house block is the system prompt; the
+# others are the first user message's blocks (the user's sources and words are data, never
+# instructions), and Anthropic gets a cache breakpoint after each but the last (llm/providers/anthropic.py).
+PROMPT_BLOCKS: tuple[Block, ...] = (Block.HOUSE, Block.MISSION, Block.ROLE, Block.AGENT, Block.CALL)
+_TEMPLATE_FILES = {Block.HOUSE: "system", Block.ROLE: "role", Block.AGENT: "agent"}  # the blocks a template writes
+
+
 class PromptLibrary:
-    """The prompt templates: prompts/system.md and prompts/steps/<step>.md (user dirs override)."""
+    """The prompt templates: prompts/system.md, role.md, agent.md and steps/<step>.md (user dirs override)."""
 
     def __init__(self, extra_dirs: list[Path] | None = None, *, skill_dirs: list[Path] | None = None) -> None:
         dirs = [Path(d) for d in extra_dirs or []]
         self.skill_dirs = [Path(d) for d in skill_dirs or []]
         self._skills: dict[str, str] = {}
         top_level = files_by_name("prompts", (".md",), dirs)
-        self.system = self._read(top_level, "system")
-        self.agent = self._read(top_level, "agent")
+        self.templates = {block: self._read(top_level, name) for block, name in _TEMPLATE_FILES.items()}
         found: dict[str, Path] = {}
         for folder in [builtin_dir("prompts") / "steps", *(d / "steps" for d in dirs)]:  # later wins
             if folder.is_dir():
@@ -72,7 +90,7 @@ class PromptLibrary:
     def _read(files: dict[str, Path], name: str) -> Template:
         if name not in files:
             raise ConfigError(f"prompt template {name!r} not found",
-                              hint="prompts/ must hold system.md, agent.md and steps/*.md")
+                              hint="prompts/ must hold system.md, role.md, agent.md and steps/*.md")
         return Template(read_text_file(files[name]))
 
     def skill_text(self, name: str) -> str:
@@ -84,48 +102,46 @@ class PromptLibrary:
         return self._skills[name]
 
     def system_prompt(self, *, agent_id: str, agent_name: str, role_title: str, persona: str, step: Step,
-                      skills: tuple[str, ...] = ()) -> tuple[str, str]:
-        """The role's block (prompts/system.md) and the agent's own (prompts/agent.md, then its
-        skills). Both templates take every placeholder; the split is only where the cache's
-        prefix stops being shared by the other agents of the role."""
+                      skills: tuple[str, ...] = ()) -> dict[Block, str]:
+        """The house block (prompts/system.md), the role's (prompts/role.md) and the agent's own
+        (prompts/agent.md, then its skills). Every template takes every placeholder."""
         values = {
             "agent_id": agent_id, "agent_name": agent_name, "role_title": role_title, "persona": persona,
             "step_title": step.heading, "step_instructions": self.steps[step].template.strip(),
             "reasoning_field": _reasoning_field(step),
         }
-        blocks = []
-        for name, template in (("system", self.system), ("agent", self.agent)):
+        blocks = {}
+        for block, template in self.templates.items():
             try:
-                blocks.append(template.substitute(values).strip())
+                blocks[block] = template.substitute(values).strip()
             except (KeyError, ValueError) as exc:
-                raise ConfigError(f"prompts/{name}.md: unknown placeholder {exc}") from None
-        # An agent's skills are domain knowledge it brings to every step: part of the stable,
-        # cached prefix, not of the per-call context.
-        own = blocks[1] + "".join(f"\n\nYour skill, {name}:\n\n{self.skill_text(name)}" for name in skills)
-        return blocks[0], own.strip()
+                raise ConfigError(f"prompts/{_TEMPLATE_FILES[block]}.md: unknown placeholder {exc}") from None
+        # An agent's skills are domain knowledge it brings to every step: part of its own block,
+        # not of the per-call context.
+        blocks[Block.AGENT] += "".join(f"\n\nYour skill, {name}:\n\n{self.skill_text(name)}" for name in skills)
+        return blocks
 
 
 @dataclass
 class Prompt:
-    system: tuple[str, str]  # the role's block, then the agent's own (PromptLibrary.system_prompt)
-    user: str
+    blocks: dict[Block, str]  # each block's text (empty: not in this prompt), sent in PROMPT_BLOCKS' order
     ids: TempIds = field(default_factory=TempIds)
     facts: TurnFacts | None = None  # the same turn as data, for fake models
-    charter: str = ""  # the mission's part of the user message: the same in an agent's calls from one Plan to the next
     offered: frozenset[str] = frozenset()  # envelopes offered beyond the step's own (request_context at a bootstrap
     #                                         whose sources do not fit inline)
 
+    def text(self, block: Block) -> str:
+        return self.blocks.get(block, "")
+
     def system_message(self) -> SystemMessage:
-        """The system prompt as its two blocks, so the provider can cache the role's block for
-        every agent of the role and the agent's block for that agent (``llm/call.py``)."""
-        return SystemMessage([{"type": "text", "text": text} for text in self.system if text])
+        """The house block: the one system prompt, the same in every call."""
+        return SystemMessage([{"type": "text", "text": self.text(Block.HOUSE)}])
 
     def first_message(self) -> HumanMessage:
-        """The user message: the charter, then what this call is about, as two blocks, so the
-        provider can cache the prefix up to the end of the charter (``llm/call.py``)."""
-        if not self.charter:
-            return HumanMessage(self.user)
-        return HumanMessage([{"type": "text", "text": self.charter}, {"type": "text", "text": self.user}])
+        """The other blocks, in order, each its own content block, so a provider can cache the
+        prefix up to the end of each (``llm/providers/anthropic.py``)."""
+        return HumanMessage([{"type": "text", "text": self.text(block)} for block in PROMPT_BLOCKS[1:]
+                             if self.text(block)])
 
 
 class ContextBuilder:
@@ -156,11 +172,13 @@ class ContextBuilder:
         # replace the role card's persona (never one the user's card gives) and tell each
         # operative what it is responsible for.
         persona = self.team.persona(agent_id, charter_map(self.snapshot.mission, "personas")) or card.persona
-        if agent.focus:  # several watchdogs share the inspection: each knows its part
-            persona += (f"\n\nYour focus: {', '.join(agent.focus)} findings only; "
-                        "the team's other watchdogs inspect the rest.")
-        system = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
+        blocks = self.prompts.system_prompt(agent_id=agent_id, agent_name=agent.name, role_title=card.title,
                                             persona=str(persona), step=step, skills=agent.skills)
+        # Last in the agent's block: what sets it apart from the other agents of its role.
+        blocks[Block.AGENT] = "\n\n".join(part for part in (blocks[Block.AGENT], self._domain(agent_id)) if part)
+        if agent.focus:  # several watchdogs share the inspection: each knows its part
+            blocks[Block.AGENT] += (f"\n\nYour focus: {', '.join(agent.focus)} findings only; "
+                                    "the team's other watchdogs inspect the rest.")
         ids = TempIds(agents=frozenset(self.team.ids()), mission=self.snapshot.short_ids(),
                       sources={s["source_id"]: s for s in self.snapshot.current_sources()},
                       tool_calls={c["id"] for c in self.graph.find("moment", {"type": "tool_call", "outcome": "ok"},
@@ -168,6 +186,7 @@ class ContextBuilder:
         self._agent = agent_id
         self._facts = FactsDraft()
         self._offered: set[str] = set()
+        blocks[Block.MISSION] = self._mission(step, ids)
         limit = self.snapshot.mission.get("rounds")
         sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")
                     + (LAST_ROUND if limit and self.snapshot.round >= int(limit) else "")]
@@ -180,19 +199,29 @@ class ContextBuilder:
         sections += extra or []
         sections.append(f"## Valid ids\n{ids.summary()} · users u:all, u:user (new products: new-1, new-2, ...)"
                         if step == Step.PLAN else f"## Valid ids\n{ids.summary()}")
-        charter = self._charter(agent_id, step, ids)  # before the facts: it notes the decisions shown
         facts = self._facts.freeze(round=self.snapshot.round, step=step, agent=agent_id,
                                    request=str(self.snapshot.mission.get("request") or ""),
                                    team=tuple((a.id, a.role) for a in self.team.agents), focus=agent.focus)
-        return Prompt(system=system, user="\n\n".join(s for s in sections if s).strip(), ids=ids, facts=facts,
-                      charter=charter, offered=frozenset(self._offered))
+        blocks[Block.CALL] = "\n\n".join(s for s in sections if s).strip()
+        return Prompt(blocks=blocks, ids=ids, facts=facts, offered=frozenset(self._offered))
 
     # ---------------------------------------------------------------------------- sections
 
-    def _charter(self, agent_id: str, step: Step, ids: TempIds) -> str:
-        """The mission's part of the user message: the charter (the request before there is one),
-        the agent's domain and the record of decisions. The same in every call of the agent from
-        one Plan to the next (ids are the mission's), so the provider caches it."""
+    def _mission(self, step: Step, ids: TempIds) -> str:
+        """The mission block: the charter (or the request), then the user's sources and words
+        where the step shows them, then the Chair's record of decisions (it changes at a Plan,
+        the rest hardly ever: the most stable first). The same for every call of a round that
+        shows them."""
+        parts = [self._charter(ids)]
+        if shows(step, Shown.SOURCES_TEXT):
+            parts.append(self._sources_text(ids))
+        if shows(step, Shown.USER_WORDS):
+            parts.append(self._answered_halts())
+        if shows(step, Shown.DECISION_RECORD):
+            parts.append(self._decisions(ids))
+        return "\n\n".join(part for part in parts if part)
+
+    def _charter(self, ids: TempIds) -> str:
         mission = self.snapshot.mission
         lines = []
         if mission.get("charter"):
@@ -203,16 +232,18 @@ class ContextBuilder:
                     lines += [f"## {title}", *[f"- {self._text(item, ids)}" for item in items]]
         else:
             lines += ["## The user's request", whole(mission.get("request"), BOUNDS.text * 2)]
-        domain = charter_map(mission, "domains").get(agent_id)
+        return "\n".join(lines).replace("\n## ", "\n\n## ")  # a blank line before each section
+
+    def _domain(self, agent_id: str) -> str:
+        """The agent's domain: the Chair's, else its card's (until the Chair gives one)."""
+        domain = charter_map(self.snapshot.mission, "domains").get(agent_id)
         agent = self.team.get(agent_id)
         if not domain and agent is not None and agent.domain:  # the card's, until the Chair gives one
             domain = {"responsibility": agent.domain}
-        if isinstance(domain, dict) and domain.get("responsibility"):
-            lines.append(f"## Your domain\n{clip(domain['responsibility'], ITEM_CHARS)}"
-                         + (f" (area: {clip(domain.get('area'), 80)})" if domain.get("area") else ""))
-        if shows(step, Shown.DECISION_RECORD):
-            lines.append(self._decisions(ids))
-        return "\n".join(line for line in lines if line).replace("\n## ", "\n\n## ")  # a blank line before each section
+        if not isinstance(domain, dict) or not domain.get("responsibility"):
+            return ""
+        return (f"Your domain: {clip(domain['responsibility'], ITEM_CHARS)}"
+                + (f" (area: {clip(domain.get('area'), 80)})" if domain.get("area") else ""))
 
     def _decisions(self, ids: TempIds) -> str:
         """The Chair's record of the mission's decisions, the current ones whole, by their ids."""
@@ -429,8 +460,7 @@ class ContextBuilder:
     # ---------------------------------------------------------------- per-step detail
 
     def _detail_bootstrap(self, agent_id: str, ids: TempIds) -> list[str]:
-        return [self._team_section(), self._tools_section(), self._sources_text(ids), self._answered_halts()]
-
+        return [self._team_section(), self._tools_section()]
     def _team_section(self) -> str:
         """The team, with what the user's cards already say of each agent, and what the Chair writes."""
         lines = []
@@ -495,8 +525,7 @@ class ContextBuilder:
                 block += "\nThe directive you are working to:\n" + self._directive(directives[product["id"]], ids)
             owned.append(block)
         self._facts.products += [self._product_fact(p, ids) for p in mine]
-        # The user's words (the notes left since the last round among them) are read at this Reflect.
-        return [self._section("Your products", owned), self._answered_halts(), self._sources_text(ids)]
+        return [self._section("Your products", owned)]
 
     def _reflection_block(self, reflection: dict, ids: TempIds, *, who: bool = True) -> str:
         """A reflection whole: the DoD status and gaps, the answers to feedback, the next version's plan."""
@@ -540,8 +569,6 @@ class ContextBuilder:
             "## Operatives\n" + "\n".join(f"- {a.id}: {len(snapshot.owned_by(a.id))} product(s)"
                                           for a in self.team.agents if a.role == Role.OPERATIVE),
             self._tools_section(),
-            self._sources_text(ids),
-            self._answered_halts(),
         ]
 
     def _awaiting_decision(self, ids: TempIds) -> str:
@@ -586,8 +613,7 @@ class ContextBuilder:
                                                           str(assignment.get("objective") or ""),
                                                           assignment.get("importance"),
                                                           ids.text_to_model(assignment.get("context") or "")))
-        return [self._section("Your assignments this round", blocks), self._answered_halts() if blocks else "",
-                self._sources_text(ids) if blocks else ""]
+        return [self._section("Your assignments this round", blocks)]
 
     def _detail_peer_review(self, agent_id: str, ids: TempIds) -> list[str]:
         versions = [v for v in self.snapshot.new_versions()
@@ -601,8 +627,7 @@ class ContextBuilder:
         mine = [self._product_detail(p, ids, with_feedback=False) for p in self.snapshot.owned_by(agent_id)
                 if p["id"] not in judged and self.snapshot.latest_version(p["id"])]
         return [self._section("New versions to review", blocks),
-                self._section("Your own products, for consistency (not to review)", mine), self._answered_halts(),
-                self._sources_text(ids)]
+                self._section("Your own products, for consistency (not to review)", mine)]
 
     def _judged_block(self, version: dict, contents: dict[str, str], ids: TempIds) -> str:
         product = self.snapshot.products[version["product_id"]]
@@ -634,7 +659,7 @@ class ContextBuilder:
                     block += self._inspection_lines(inspection, ids, by=False)
             blocks.append("\n".join(block))
         self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
-        return [self._section("New versions to inspect", blocks), self._answered_halts(), self._sources_text(ids)]
+        return [self._section("New versions to inspect", blocks)]
 
     def _detail_presentation(self, agent_id: str, ids: TempIds) -> list[str]:
         events = self._round_events(ids)
@@ -673,7 +698,7 @@ class ContextBuilder:
                 block += ["Peer reviews:", *reviews]
             blocks.append("\n".join(block))
         self._facts.new_versions += [self._version_ref(v, ids) for v in versions]
-        return [*plan, self._section("Versions written this round", blocks), self._answered_halts()]
+        return [*plan, self._section("Versions written this round", blocks)]
 
     def _round_events(self, ids: TempIds) -> list[Event]:
         """What happened this round, one line each: assignments, versions, decisions with their

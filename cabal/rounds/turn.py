@@ -76,25 +76,34 @@ def _step_tools_json(step: Step, offered: frozenset[str]) -> str:
     ])
 
 
+# What pydantic adds to a schema that a model need not read: the generated titles
+# ("Referstoproduct"), defaults (a field left out is one not required), and the discriminator of a
+# union (each option's ``action`` const says it already).
+_UNREAD_KEYS = frozenset({"title", "default", "discriminator"})
+
+
 def compact_schema(schema: Any) -> Any:
-    """A JSON schema as a model reads it, a fifth shorter: without pydantic's generated titles
-    (``"title": "Referstoproduct"``), and an optional field as its type rather than
-    ``anyOf [type, null]`` with a null default. Validation still runs on the full model."""
+    """A JSON schema as a model reads it, about a third shorter: without what pydantic adds for
+    tools (``_UNREAD_KEYS``), without a class's docstring (a developer's note: what a model must
+    know is in the step's prompt or on the field it fills), and an optional field as its type
+    rather than ``anyOf [type, null]``. Validation still runs on the full model."""
     if isinstance(schema, list):
         return [compact_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
     options = schema.get("anyOf")
-    if (options and len(options) == 2 and {"type": "null"} in options and "default" in schema
-            and schema["default"] is None):
+    if options and len(options) == 2 and {"type": "null"} in options and schema.get("default", ...) is None:
         kept = {key: value for key, value in schema.items() if key not in ("anyOf", "default")}
         return compact_schema({**next(option for option in options if option != {"type": "null"}), **kept})
     compact: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
+        if key in _UNREAD_KEYS or (key == "description" and "properties" in schema):  # a model's docstring
             continue
-        if key in ("properties", "$defs"):  # names to schemas: the names are kept as they are
+        if key == "properties":  # names to schemas: the names are kept as they are
             compact[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        elif key == "$defs":  # classes: each one's docstring goes
+            compact[key] = {name: compact_schema({k: v for k, v in sub.items() if k != "description"})
+                            for name, sub in value.items()}
         else:
             compact[key] = compact_schema(value)
     return compact

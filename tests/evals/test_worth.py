@@ -6,6 +6,7 @@ and the commands."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -227,6 +228,7 @@ def test_cabal_cost_prices_a_recorded_run_at_a_named_model(graph_server, tmp_pat
     result = cabal("cost", team, "--model", "claude-sonnet-4-6", "--home", str(graph_server.home), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"{team} at claude-sonnet-4-6's list prices: ")
+    assert re.search(r" [\d,]+ tokens in \([\d,]+ of them cached\), [\d,]+ out\n", result.stdout), result.stdout
     assert " without prompt caching, $" in result.stdout and " with it (an estimate: " in result.stdout
     free = cabal("cost", team, "--home", str(graph_server.home), cwd=tmp_path)  # at its own model: simulated
     assert "$0.0000 without prompt caching" in free.stdout

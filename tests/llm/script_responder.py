@@ -4,9 +4,9 @@
     run_mission(spec, model="claude-sonnet-4-6", home=...)  # ANTHROPIC_BASE_URL -> server.url
 
 A request over HTTP carries only text, as it would to a real model, so the responder reads
-from it what a script is keyed by: the round (the user prompt's ``# Round N`` line), the step
-(the system prompt's ``Your step now:`` line, matched against the steps' headings) and the
-agent (``You are NAME (AGENT_ID).``, the first line of the agent's own block). The answer is
+from it what a script is keyed by: the round (the call's own ``# Round N`` line), the step
+(the role's block's ``Your step now:`` line, matched against the steps' headings) and the
+agent (``You are NAME (AGENT_ID).``, in the agent's own block). The answer is
 the script's next entry for that key, as ``ScriptedChatModel`` picks it, sent back as one
 tool_use block.
 """
@@ -27,7 +27,7 @@ from cabal.vocabulary import Step
 
 from .fake_anthropic import message_body, tool_use_block
 
-_AGENT = re.compile(r"^You are .*?\(([\w-]+)\)", re.M)
+_AGENT = re.compile(r"^You are [^\n]*?\(([\w-]+)\)\.$", re.M)
 _STEP = re.compile(r"^Your step now: (.+)$", re.M)
 _ROUND = re.compile(r"^# Round (\d+)", re.M)
 _STEPS = {step.heading: step for step in Step}
@@ -86,9 +86,10 @@ def call_key(body: Mapping[str, Any]) -> tuple[int, Step, str]:
 
 
 def key_of(system: str, user: str) -> tuple[int, Step, str]:
-    """(round, step, agent) a system prompt and the first user message name."""
-    step = _STEPS[_STEP.search(system)[1].strip()]
-    return int(_ROUND.search(user)[1]), step, _AGENT.search(system)[1]
+    """(round, step, agent) a system prompt and the first user message name (the role's and
+    the agent's blocks are in the user message; a project's own prompts may put them anywhere)."""
+    both = f"{system}\n{user}"
+    return int(_ROUND.search(user)[1]), _STEPS[_STEP.search(both)[1].strip()], _AGENT.search(both)[1]
 
 
 def prompt_text(content: Any) -> str:

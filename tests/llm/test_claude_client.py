@@ -79,6 +79,27 @@ def test_request_carries_tools_tool_choice_and_cached_system_prompt(claude_env: 
     assert body["messages"] == [{"role": "user", "content": "Write p1."}]
 
 
+def test_a_round_prompt_carries_a_breakpoint_after_the_house_mission_role_and_agent_blocks(
+        claude_env: FakeAnthropic) -> None:
+    from cabal.rounds.context import Block, Prompt
+
+    claude_env.reply_tool_use("write_answer", ARGS)
+    prompt = Prompt(blocks={Block.HOUSE: "house", Block.MISSION: "mission", Block.ROLE: "role",
+                            Block.AGENT: "agent", Block.CALL: "call"})
+
+    call_model(make_model(MODEL), [prompt.system_message(), prompt.first_message()], [TOOL], metadata=METADATA)
+
+    (request,) = claude_env.requests
+    cached = {"type": "ephemeral"}
+    assert request.body["system"] == [{"type": "text", "text": "house", "cache_control": cached}]
+    assert request.body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "mission", "cache_control": cached},
+        {"type": "text", "text": "role", "cache_control": cached},
+        {"type": "text", "text": "agent", "cache_control": cached},
+        {"type": "text", "text": "call"},
+    ]}]
+
+
 def test_overload_is_retried_then_succeeds(claude_env: FakeAnthropic) -> None:
     # retry-after-ms keeps the backoff to a millisecond instead of ~1 s.
     claude_env.reply_error(529, "overloaded_error", "Overloaded", headers={"retry-after-ms": "1"})

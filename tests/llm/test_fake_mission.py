@@ -68,12 +68,12 @@ def test_mission_runs_against_the_responder_and_reads_its_prompts_from_cache(api
     bodies = [request.body for request in api.requests]
     assert len(bodies) == len(api.cache_log) == result.usage.calls
     for body in bodies:
-        role_block, agent_block = body["system"]  # both cached: the role's prefix is shared
-        assert role_block["cache_control"] == agent_block["cache_control"] == {"type": "ephemeral"}
-        assert agent_block["text"].startswith("You are ") and "Cabal team" in role_block["text"]
+        (house,) = body["system"]  # the same in every call, cached with the tools before it
+        assert house["cache_control"] == {"type": "ephemeral"} and "Cabal team" in house["text"]
         assert not any("cache_control" in tool for tool in body["tools"])
-        first = body["messages"][0]["content"]  # the charter block, once there is a charter
-        assert [block for block in first if "cache_control" in block] == ([first[0]] if len(first) > 1 else [])
+        mission, role, agent, now = body["messages"][0]["content"]  # each cached but the call's own part
+        assert [block.get("cache_control") for block in (mission, role, agent, now)] == [{"type": "ephemeral"}] * 3 + [None]
+        assert role["text"].startswith("# Your role: ") and agent["text"].startswith("# Who you are\n")
     # Operatives call in parallel: the cache saw the requests in cache_log's order.
     in_cache_order = [api.requests[record.request_index].body for record in api.cache_log]
     assert [record.usage for record in api.cache_log] == expected_cache_usage(in_cache_order)

@@ -172,9 +172,10 @@ def test_a_changed_prompt_line_stops_a_strict_replay_naming_the_message(home: Pa
     assert result.returncode == 1, result.stdout + result.stderr
     assert "\nstate: diverged (a call the recording does not answer), round 0: replay of " in result.stdout
     assert "at round 0, step 'bootstrap', agent 'chair-1', call 1, message 1 (system) differs" in result.stdout
-    assert ("\n--- recorded\n+++ now\n@@ -1,3 +1,3 @@\n You are the Chair of a Cabal team: a Chair, operatives, a "
-            "Watchdog and an Envoy who\n-work in rounds toward a mission for a user.\n"
-            "+work in rounds toward a goal for a user.\n"
+    assert ("\n--- recorded\n+++ now\n@@ -1,3 +1,3 @@\n You are an agent of a Cabal team: a Chair, operatives, a "
+            "Watchdog and an Envoy who\n-work in rounds toward a mission for a user. The mission comes first below, "
+            "then your role\n+work in rounds toward a goal for a user. The mission comes first below, then your role\n"
+            " and step, then who you are, then what this call is about.\n"
             f"hint: to match calls by place only, replay leniently: cabal replay {recorded} --home {home} --quiet "
             "--replay lenient; or record the mission again\n") in result.stdout
     assert "Traceback" not in result.stderr and "During task" not in result.stdout

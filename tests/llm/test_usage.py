@@ -66,27 +66,38 @@ def test_budget_reports_why_it_is_spent() -> None:
     assert Budget().exceeded(usage, "claude-opus-4-5") is None
 
 
-def test_cache_breakpoints_go_after_the_first_and_the_last_block_of_the_leading_system_prompt() -> None:
-    # The round engine's system prompt is the role's block then the agent's own: the first
-    # breakpoint is the prefix every agent of the role shares, the last the agent's.
+def test_cache_breakpoints_go_after_the_system_prompt_and_every_block_of_the_first_user_message_but_its_last() -> None:
+    # The round engine's prompt: the house block as the system prompt, then the mission, the
+    # role and step, the agent and this call's part as the first user message's blocks.
     original = [
-        SystemMessage(content=[{"type": "text", "text": "role"}, {"type": "text", "text": "skills"},
-                               {"type": "text", "text": "persona"}]),
-        HumanMessage("go"),
+        SystemMessage(content=[{"type": "text", "text": "house"}]),
+        HumanMessage(content=[{"type": "text", "text": "mission"}, {"type": "text", "text": "role"},
+                              {"type": "text", "text": "agent"}, {"type": "text", "text": "call"}]),
         SystemMessage("late note"),
     ]
 
     marked = with_cache_breakpoints(original)
 
-    assert marked[0].content == [
+    assert marked[0].content == [{"type": "text", "text": "house", "cache_control": {"type": "ephemeral"}}]
+    assert marked[1].content == [
+        {"type": "text", "text": "mission", "cache_control": {"type": "ephemeral"}},
         {"type": "text", "text": "role", "cache_control": {"type": "ephemeral"}},
-        {"type": "text", "text": "skills"},
-        {"type": "text", "text": "persona", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "agent", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "call"},
     ]
-    assert marked[1:] == original[1:]
-    assert all("cache_control" not in block for block in original[0].content)  # the caller's messages are untouched
+    assert marked[2:] == original[2:]
+    assert all("cache_control" not in block for block in original[1].content)  # the caller's messages are untouched
     one_block = with_cache_breakpoints([SystemMessage("all of it"), HumanMessage("go")])
     assert one_block[0].content == [{"type": "text", "text": "all of it", "cache_control": {"type": "ephemeral"}}]
+    assert one_block[1] == HumanMessage("go")
+
+
+def test_no_more_than_four_breakpoints_the_first_ones() -> None:
+    blocks = [{"type": "text", "text": f"part {n}"} for n in range(6)]
+
+    marked = with_cache_breakpoints([SystemMessage("house"), HumanMessage(content=blocks)])
+
+    assert [("cache_control" in block) for block in marked[1].content] == [True, True, True, False, False, False]
 
 
 def test_no_breakpoint_without_a_system_prompt_or_with_an_empty_one() -> None:

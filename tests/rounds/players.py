@@ -123,4 +123,5 @@ def tool_feedback(message: BaseMessage) -> str:
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(block.get("text", "") if isinstance(block, dict) else str(block) for block in content)
+    # A prompt's blocks apart, as a model reads them (rounds/context.py, PROMPT_BLOCKS).
+    return "\n\n".join(block.get("text", "") if isinstance(block, dict) else str(block) for block in content)

@@ -156,12 +156,12 @@ def test_the_last_round_says_so_and_decides_what_it_wrote_after_inspect(closed: 
         (2, "peer_review", "operative-2"), (2, "inspect", "watchdog-1"), (2, "close", "chair-1"),
         (2, "presentation", "envoy-1")]
     assert all(f"{LAST_ROUND_HEADER}\n" in call.prompt for call in closed.player.calls_of(2))
-    assert all("# Round 1 of 2\n" in call.prompt and "the last round" not in call.prompt
+    assert all("# Round 1 of 2\n" in call.prompt and "(the last round:" not in call.prompt
                for call in closed.player.calls_of(1))
 
     first, retry = closed.player.calls_of(2, "close", "chair-1")
     assert first.tools == ("final_output", "request_context", "halt")
-    assert "Your step now: Closing decisions\nThis is the last round, and its closing decisions are yours" in first.system
+    assert "Your step now: Closing decisions\nThis is the last round, and its closing decisions are yours" in first.prompt
     assert ("## Versions awaiting a decision (to accept one, give its version id)\n"
             "### p2 Pricing decision: latest version p2.v2 (by operative-2 in round 2)\n"
             "Verdict: needs_revision; owner's DoD report this round: none on it: it was written this round\n"

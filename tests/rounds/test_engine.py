@@ -23,6 +23,7 @@ from cabal.rounds.api import resume_mission, run_mission
 from cabal.rounds.control import MissionResult, mission_status, say, stop_mission, transcript
 from cabal.rounds.events import MissionEvent, TurnDone
 from cabal.rounds.mission import load_mission
+from cabal.rounds.workspace import mission_report
 from tests.llm.fake_anthropic import FakeAnthropic, fake_api
 
 from .players import LAUNCH_MISSION, LAUNCH_SCRIPT, ScriptPlayer, tool_feedback
@@ -626,11 +627,15 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
         assert [tool["name"] for tool in body["tools"]] == tools
         assert all(tool["input_schema"]["type"] == "object" for tool in body["tools"])
         assert body["tool_choice"] == {"type": "any"}
-        assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}] * 2
+        assert [block.get("cache_control") for block in body["system"]] == [{"type": "ephemeral"}]
         assert [m["role"] for m in body["messages"]] == ["user"]
-    assert "Bootstrap (round 0)" in claude.requests[0].body["system"][0]["text"]
-    charter, now = claude.requests[2].body["messages"][0]["content"]  # two blocks, the charter cached
-    assert charter["cache_control"] == {"type": "ephemeral"} and charter["text"].startswith("## Mission\n")
+        # The mission, the role and step, the agent cached; this call's own part not.
+        assert [block.get("cache_control") for block in body["messages"][0]["content"]] == [
+            {"type": "ephemeral"}] * 3 + [None]
+    assert "Bootstrap (round 0)" in claude.requests[0].body["messages"][0]["content"][1]["text"]
+    mission, role, agent, now = claude.requests[2].body["messages"][0]["content"]
+    assert mission["text"].startswith("## Mission\n") and role["text"].startswith("# Your role: the Operative\n")
+    assert "You are " in agent["text"] and now["text"].startswith("# Round 1")
     assert "## Your assignments this round\n### p1 Welcome note [Content]" in now["text"]
     with open_graph(home, result.mission_id) as graph:
         moments = turns(graph)
@@ -646,6 +651,8 @@ def test_claude_client_runs_a_mission_through_the_messages_api(claude: FakeAnthr
             "accepted", 1)  # written, inspected and accepted in the mission's one round
         assert spoken(graph) == [(1, "operative-1", "The welcome note is written and passed inspection.")]
     assert result.usage.input_tokens == sum(1100 * n for n in range(1, 7))
+    # The report shows them: the turns' cached tokens in all.
+    assert mission_report(result.mission_id, home=home).usage.total.cache_read_tokens == sum(100 * n for n in range(1, 7))
     # Sonnet: $3 per million uncached input tokens, a tenth of that when read from cache, $15 per million output.
     assert result.cost_usd == round(sum(1000 * n * 3 + 100 * n * 0.3 + 10 * n * 15 for n in range(1, 7)) / 1e6, 6)
 
@@ -727,15 +734,16 @@ def test_an_answer_nested_900_levels_deep_is_a_rejected_attempt_and_the_mission_
 def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(deviated: Deviated) -> None:
     reflect = deviated.player.calls_of(2, "reflect", "operative-1")[0]
     # The Chair's bootstrap wrote them (the launch script); the role card's persona is replaced.
-    # The agent's own block of the system prompt (the role's block before it is the same for all).
-    assert reflect.messages[0].content[-1]["text"] == (
-        "You are Ada (operative-1).\n\nProduct marketer who writes for students")
-    assert "You are a senior specialist on the team" not in reflect.system
-    assert "## Your domain\nLaunch brief and checklist (area: marketing)" in reflect.prompt
+    # The agent's own block, after the mission and the role's block (the same for all of the role).
+    assert reflect.messages[1].content[2]["text"] == (
+        "# Who you are\n\nProduct marketer who writes for students\n\nYou are Ada (operative-1).\n\n"
+        "Your domain: Launch brief and checklist (area: marketing)")
+    assert "You are a senior specialist on the team" not in reflect.prompt
     (inspect_call,) = deviated.player.calls_of(1, "inspect", "watchdog-1")
-    assert inspect_call.messages[0].content[-1]["text"].endswith(
-        "\n\nReviewer who checks every claim against its definition of done")
-    assert "## Your domain" not in inspect_call.prompt  # only operatives have domains
+    assert inspect_call.messages[1].content[2]["text"] == (
+        "# Who you are\n\nReviewer who checks every claim against its definition of done\n\n"
+        "You are watchdog-1 (watchdog-1).")
+    assert "Your domain" not in inspect_call.prompt  # only operatives have domains
 
 
 def test_each_turn_moment_keeps_the_agents_reasoning(deviated: Deviated) -> None:

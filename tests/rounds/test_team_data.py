@@ -25,13 +25,13 @@ def recording_team():
     return FunctionChatModel(answer), calls
 
 
-def test_an_agents_skills_are_in_its_system_prompt_only(graph_server):
+def test_an_agents_skills_are_in_its_own_prompt_only(graph_server):
     model, calls = recording_team()
     result = run_mission(MISSION, model=model, home=graph_server.home)
     assert result.state == "done"
-    systems = {(step, agent): system for step, agent, system, _ in calls}
-    assert "Your skill, decision_capture:\n\n# Decision Capture Skill" in systems[("write", "operative-1")]
-    assert "Your skill" not in systems[("plan", "chair-1")]
+    prompts = {(step, agent): prompt for step, agent, _, prompt in calls}
+    assert "Your skill, decision_capture:\n\n# Decision Capture Skill" in prompts[("write", "operative-1")]
+    assert "Your skill" not in prompts[("plan", "chair-1")]
 
 
 def test_an_unknown_skill_stops_the_run_before_anything_is_written(graph_server):
@@ -49,8 +49,8 @@ def test_a_projects_own_prompt_overrides_the_built_in_one(graph_server, tmp_path
     model, calls = recording_team()
     result = run_mission({**MISSION, "team": {"operatives": 1}}, model=model, home=graph_server.home)
     assert result.state == "done"
-    systems = {(step, agent): system for step, agent, system, _ in calls}
-    assert "Write in the house style: MARKER-7." in systems[("write", "operative-1")]
-    assert "MARKER-7" not in systems[("inspect", "watchdog-1")]  # the other steps keep the built-in text
+    prompts = {(step, agent): prompt for step, agent, _, prompt in calls}
+    assert "Write in the house style: MARKER-7." in prompts[("write", "operative-1")]
+    assert "MARKER-7" not in prompts[("inspect", "watchdog-1")]  # the other steps keep the built-in text
     with ContextGraph.open(name=result.mission_id, home=graph_server.home) as graph:
         assert graph.get(result.mission_id)["status"] == "done"

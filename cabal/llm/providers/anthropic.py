@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 CACHE_CONTROL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4  # the API refuses a request with more blocks marked
 # Names of the three model families, with or without a version between (claude-3-5-haiku-...).
 _CLAUDE_NAME = re.compile(r"claude-(?:[0-9][0-9.-]*-)?(?:opus|sonnet|haiku)(?:-[a-z0-9.@-]+)?")
 
@@ -100,18 +101,18 @@ def prepare(messages: list[BaseMessage]) -> list[BaseMessage]:
 
 
 def with_cache_breakpoints(messages: list[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` with cache breakpoints at the end of the leading system prompt, after its
-    first block when it has several, and after the first block of the first user message when
-    that has several.
+    """``messages`` with cache breakpoints at the end of the leading system prompt and after
+    every block of the first user message but its last: at most ``MAX_BREAKPOINTS``, the first ones.
 
     Anthropic caches the request prefix up to a breakpoint (tools, then system, then messages).
-    The round engine's system prompt is the role's block then the agent's own, and its first
-    user block is the mission's charter: so every call of a step reads the tools and the role's
-    block from cache for every agent of the role, an agent's later calls of the step read its
-    own block too, and every call that also shares the charter reads that. Three of the four
-    breakpoints a request may carry.
+    The round engine's system prompt is the house block, the same in every call; its first user
+    message is the mission, the role and step, the agent, then this call's own part
+    (``rounds/context.py``, ``PROMPT_BLOCKS``): so every call with the same tools reads the
+    tools and the house block from cache, every call of the step the mission, every agent of
+    the role the role's block, and an agent's later calls of its turn its own block too.
     """
     marked = list(messages)
+    budget = MAX_BREAKPOINTS
     last_system = -1
     for index, message in enumerate(marked):
         if not isinstance(message, SystemMessage):
@@ -119,17 +120,17 @@ def with_cache_breakpoints(messages: list[BaseMessage]) -> list[BaseMessage]:
         last_system = index
     if last_system >= 0:
         blocks = _with_breakpoint(marked[last_system].content)
-        if blocks is not None and len(blocks) > 1:
-            blocks = (_with_breakpoint(blocks[:1]) or blocks[:1]) + blocks[1:]
         if blocks is not None:
             marked[last_system] = marked[last_system].model_copy(update={"content": blocks})
+            budget -= 1
     first_user = last_system + 1
     if first_user < len(marked) and isinstance(marked[first_user], HumanMessage):
         content = marked[first_user].content
         if isinstance(content, list) and len(content) > 1:
-            blocks = _with_breakpoint(content[:1])
-            if blocks is not None:
-                marked[first_user] = marked[first_user].model_copy(update={"content": blocks + list(content[1:])})
+            blocks = [{"type": "text", "text": b} if isinstance(b, str) else dict(b) for b in content]
+            for block in blocks[:-1][:budget]:
+                block["cache_control"] = dict(CACHE_CONTROL)
+            marked[first_user] = marked[first_user].model_copy(update={"content": blocks})
     return marked
 
 
