@@ -133,6 +133,11 @@ class Prompt:
     def text(self, block: Block) -> str:
         return self.blocks.get(block, "")
 
+    @property
+    def user(self) -> str:
+        """What the model reads after the system prompt, as one text (tests and transcripts read it)."""
+        return "\n\n".join(self.text(block) for block in PROMPT_BLOCKS[1:] if self.text(block))
+
     def system_message(self) -> SystemMessage:
         """The house block: the one system prompt, the same in every call."""
         return SystemMessage([{"type": "text", "text": self.text(Block.HOUSE)}])

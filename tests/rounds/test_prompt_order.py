@@ -53,11 +53,11 @@ def test_two_watchdogs_inspect_prompts_are_the_same_up_to_their_own_block(calls)
                                 "the team's other watchdogs inspect the rest.")
     assert quality[2].endswith("You are Quinn (watchdog-quality).\n\nYour focus: completeness, coherence, "
                                "integration, quality findings only; the team's other watchdogs inspect the rest.")
-    # Their persona (the Chair's) is the same too: they part at their names, right before their focus.
-    own = security[2].split("You are Sol")[0]
-    assert own.startswith("# Who you are\n\n") and quality[2].startswith(own)
-    assert os.path.commonprefix(["\n".join([security_system, *security]), "\n".join([quality_system, *quality])]) \
-        == "\n".join([security_system, *security[:2], own + "You are "])
+    # Their personas come from the user's cards (a card's persona is the user's, never rewritten):
+    # they part at the start of their own block.
+    assert security[2].startswith("# Who you are\n\n") and quality[2].startswith("# Who you are\n\n")
+    shared = os.path.commonprefix(["\n".join([security_system, *security]), "\n".join([quality_system, *quality])])
+    assert shared.startswith("\n".join([security_system, *security[:2], "# Who you are\n\n"]))
 
 
 def test_every_call_of_a_round_starts_with_the_mission(calls) -> None:

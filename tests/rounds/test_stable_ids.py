@@ -50,7 +50,7 @@ def built() -> Iterator[list[Built]]:
 
     def kept(self: ContextBuilder, agent_id: str, step, **kwargs) -> Prompt:
         prompt = build(self, agent_id, step, **kwargs)
-        prompts.append(Built((self.snapshot.round, str(step), agent_id), f"{prompt.charter}\n{prompt.user}", prompt.ids))
+        prompts.append(Built((self.snapshot.round, str(step), agent_id), prompt.user, prompt.ids))
         return prompt
 
     with pytest.MonkeyPatch.context() as patch:

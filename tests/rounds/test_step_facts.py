@@ -13,7 +13,7 @@ from pathlib import Path
 from cabal.entities import FeedbackResponse, Reflection
 from cabal.llm import FunctionChatModel, ModelRequest, ScriptedChatModel
 from cabal.rounds.api import run_mission
-from cabal.rounds.context import ContextBuilder, PromptLibrary
+from cabal.rounds.context import Block, ContextBuilder, PromptLibrary
 from cabal.rounds.facts import TeamTool
 from cabal.rounds.rules import ABOUT_RULES, RuleContext
 from cabal.rounds.snapshot import Snapshot
@@ -118,7 +118,7 @@ def test_bootstrap_says_which_names_and_personas_the_users_cards_give(graph, tmp
     assert shown.facts is not None and shown.facts.given_personas == ("operative-research",)
     # The user's persona stays the agent's, whatever the Chair's charter wrote for it.
     view.mission["personas"] = '{"operative-research": "A generalist.", "operative-pricing": "A pricing analyst."}'
-    own = [prompt(graph, view, team, agent, Step.REFLECT).system[1] for agent in team.ids()[1:3]]
+    own = [prompt(graph, view, team, agent, Step.REFLECT).text(Block.AGENT) for agent in team.ids()[1:3]]
     assert "A user researcher who turns interviews into findings." in own[0] and "A generalist." not in own[0]
     assert "A pricing analyst." in own[1]
 
