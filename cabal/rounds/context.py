@@ -31,6 +31,7 @@ from cabal.rounds.facts import Source as SourceFact
 from cabal.refs import Ref, substitute_refs
 from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
+from cabal.rounds.rules import RuleContext, closing_versions
 from cabal.rounds.showing import BOUNDS, whole
 from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, shown_id, source_line
@@ -145,6 +146,10 @@ class ContextBuilder:
     def _watchdogs(self) -> list[str]:
         return self.team.ids(Role.WATCHDOG)
 
+    def _last_round(self) -> bool:
+        limit = self.snapshot.mission.get("rounds")
+        return bool(limit) and self.snapshot.round >= int(limit or 0)
+
     def build(self, agent_id: str, step: Step, *, extra: list[str] | None = None) -> Prompt:
         agent = self.team.get(agent_id)
         assert agent is not None, f"{agent_id} takes a turn, so is on the team"
@@ -165,7 +170,7 @@ class ContextBuilder:
         self._offered: set[str] = set()
         limit = self.snapshot.mission.get("rounds")
         sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")
-                    + (LAST_ROUND if limit and self.snapshot.round >= int(limit) else "")]
+                    + (LAST_ROUND if self._last_round() else "")]
         if step != Step.BOOTSTRAP:
             sections.append(self._tree(agent_id, step, ids))
         detail = getattr(self, f"_detail_{step}")(agent_id, ids)
@@ -494,7 +499,8 @@ class ContextBuilder:
             lines.append("Blockers: " + "; ".join(self._text(b, ids) for b in blockers))
         return "\n".join(lines)
 
-    def _detail_plan(self, agent_id: str, ids: TempIds) -> list[str]:
+    def _detail_plan(self, agent_id: str, ids: TempIds, *, deciding: set[str] | None = None) -> list[str]:
+        """``deciding``: the products whose versions await a decision (default: every open one)."""
         snapshot = self.snapshot
         self._register(ids, versions=[v for p in snapshot.live_products() if p.get("status") == "open"
                                       and (v := snapshot.latest_version(p["id"]))],
@@ -507,7 +513,7 @@ class ContextBuilder:
             self._plan_changes(),
             self._direction(),
             self._section("Reflections this round", ["- " + block.replace("\n", "\n  ") for block in reflections]),
-            self._awaiting_decision(ids),
+            self._awaiting_decision(ids, deciding),
             self._section("Open feedback (importance 5+ and from the user)", [
                 f"- {self._collab_line(c, ids)}" for c in snapshot.open_collabs()
                 if int(c.get("importance", 0)) >= 5 or c.get("author") == USER_ID]),
@@ -520,13 +526,14 @@ class ContextBuilder:
             self._answered_halts(),
         ]
 
-    def _awaiting_decision(self, ids: TempIds) -> str:
-        """Each open product's latest version, with its verdict and every finding, for the Chair's decision."""
+    def _awaiting_decision(self, ids: TempIds, deciding: set[str] | None = None) -> str:
+        """Each open product's latest version (of ``deciding`` only, if given), with its verdict and
+        every finding, for the Chair's decision."""
         snapshot = self.snapshot
         blocks = []
         for product in snapshot.live_products():
             latest = snapshot.latest_version(product["id"])
-            if product.get("status") != "open" or not latest:
+            if product.get("status") != "open" or not latest or (deciding is not None and product["id"] not in deciding):
                 continue
             verdict = snapshot.verdict_of(latest["id"], self._watchdogs) or "not inspected"
             blocking = len(snapshot.blocking_collabs(product["id"]))
@@ -626,14 +633,16 @@ class ContextBuilder:
                 f"You may speak as: {', '.join(self.team.speakers(agent_id))}."]
 
     def _detail_close(self, agent_id: str, ids: TempIds) -> list[str]:
-        """The closing decisions (the last round, after Inspect): the Plan's picture of what awaits
-        a decision, with verdicts and findings (its facts too), then each open product's version of
-        this round whole, with its DoD and peer reviews: no reflection speaks for it, so the Chair
-        judges it."""
-        plan = [s for s in self._detail_plan(agent_id, ids) if s.startswith((
-            "## Reflections this round", "## Versions awaiting a decision", "## Open feedback"))]
-        versions = [v for v in self.snapshot.new_versions()
-                    if self.snapshot.products.get(v["product_id"], {}).get("status") == "open"]
+        """The closing decisions after Inspect: the Plan's picture of the versions awaiting them
+        (``rules.closing_versions``), with verdicts and findings (its facts too), then each of
+        those versions whole, with its DoD and peer reviews: no reflection speaks for it, so the
+        Chair judges it."""
+        last = self._last_round()
+        versions = closing_versions(RuleContext(self.snapshot, self.team, agent_id), last_round=last)
+        # The last round's decisions are the last of all: every open product's latest version awaits them.
+        deciding = None if last else {v["product_id"] for v in versions}
+        plan = [s for s in self._detail_plan(agent_id, ids, deciding=deciding)
+                if s.startswith(("## Reflections this round", "## Versions awaiting a decision", "## Open feedback"))]
         contents = self._contents(versions)
         blocks = []
         for version in versions:
