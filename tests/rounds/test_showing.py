@@ -144,7 +144,7 @@ def test_a_remark_reaches_its_recipient_in_its_next_step_once(played) -> None:
     assert (f"## Remarks to you (new since your last step)\n- from watchdog-1 [note] in round 1's Inspect: Read my "
             f"finding on [[p:{p2}]] before you plan version 2.") in reflect
     assert "Read my finding" not in _prompt(played, 2, "write", "operative-2")
-    assert "Read my finding" not in _prompt(played, 2, "reflect", "operative-1")
+    assert "Read my finding" not in _prompt(played, 2, "write", "operative-1")
 
 
 def test_write_shows_the_directive_and_the_writers_own_reflection(played) -> None:
@@ -194,7 +194,7 @@ def test_the_chair_sees_the_verdicts_findings_and_whole_reflections_at_plan(play
     assert re.search(r"### p\d+ Pricing decision: latest version v\d+ \(p\d+'s version 1, by operative-2 in round 1\)\n"
                      r"Verdict: blocked; owner's DoD report this round: partially_met\n- \[completeness, severity 8\]",
                      prompt)
-    assert ("- operative-2 on p2 Pricing decision: DoD partially_met\n  Answer to c2: accept: The comparison is part "
+    assert ("- operative-2 on p2 Pricing decision: DoD partially_met\n  Answer to c1: accept: The comparison is part "
             "of the DoD. (planned: Compare with a competitor's student plan.)\n  Next version: Add the competitor "
             "comparison and keep the prices.") in prompt
 
