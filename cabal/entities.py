@@ -679,12 +679,20 @@ class PresentationOutput(Entity):
 
 
 class CloseOutput(Entity):
-    """Closing decisions (the last round only, after Inspect): the Chair accepts or rejects the
-    versions written and inspected this round; with everything accepted it may halt done instead."""
+    """Closing decisions (after Inspect, in a round whose versions passed every inspection, and in
+    the last round): the Chair accepts or rejects the versions awaiting them, and may end the
+    mission in the same answer once everything is accepted."""
 
     reasoning: Reasoning
     acceptance: list[Acceptance] = Field(description="A decision on each version awaiting one")
     remarks: list[Remark] = Field(default_factory=list)
+    done: str | None = Field(None, max_length=HALT_MESSAGE_MAX_CHARS,
+                             description="Only when these decisions leave every product accepted and the mission "
+                                         "is met: what was delivered. It ends the mission here, as a halt done would")
+
+    def ending(self) -> Halt | None:
+        """The halt ``done`` the answer ends the mission with, if it does."""
+        return Halt(type="done", to=["u:all"], message=self.done) if self.done else None
 
 
 # ---------------------------------------------------------------------------------- envelopes

@@ -35,7 +35,7 @@ class Step(StrEnum):
     WRITE = "write"
     PEER_REVIEW = "peer_review"
     INSPECT = "inspect"
-    CLOSE = "close"  # the last round only: the Chair's decisions on what was written and inspected in it
+    CLOSE = "close"  # after Inspect: the Chair decides this round's versions that passed (the last round: all of them)
     PRESENTATION = "presentation"
 
     @property

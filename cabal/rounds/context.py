@@ -32,6 +32,7 @@ from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.evidence import evidence_block
 from cabal.rounds.gates import change_request
 from cabal.rounds.ids import TempIds
+from cabal.rounds.rules import RuleContext, closing_versions
 from cabal.rounds.showing import BOUNDS, Shown, shows, whole
 from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, source_line
@@ -169,6 +170,10 @@ class ContextBuilder:
     def _watchdogs(self) -> list[str]:
         return self.team.ids(Role.WATCHDOG)
 
+    def _last_round(self) -> bool:
+        limit = self.snapshot.mission.get("rounds")
+        return bool(limit) and self.snapshot.round >= int(limit or 0)
+
     def build(self, agent_id: str, step: Step, *, extra: list[str] | None = None) -> Prompt:
         agent = self.team.get(agent_id)
         assert agent is not None, f"{agent_id} takes a turn, so is on the team"
@@ -194,7 +199,7 @@ class ContextBuilder:
         blocks[Block.MISSION] = self._mission(step, ids)
         limit = self.snapshot.mission.get("rounds")
         sections = [f"# Round {self.snapshot.round}" + (f" of {limit}" if limit else "")
-                    + (LAST_ROUND if limit and self.snapshot.round >= int(limit) else "")]
+                    + (LAST_ROUND if self._last_round() else "")]
         if step != Step.BOOTSTRAP:
             sections.append(self._tree(agent_id, step, ids))
         detail = getattr(self, f"_detail_{step}")(agent_id, ids)
@@ -552,7 +557,8 @@ class ContextBuilder:
             lines.append("Blockers: " + "; ".join(self._text(b, ids) for b in blockers))
         return "\n".join(lines)
 
-    def _detail_plan(self, agent_id: str, ids: TempIds) -> list[str]:
+    def _detail_plan(self, agent_id: str, ids: TempIds, *, deciding: set[str] | None = None) -> list[str]:
+        """``deciding``: the products whose versions await a decision (default: every open one)."""
         snapshot = self.snapshot
         reflections = [self._reflection_block(r, ids) for r in snapshot.reflections_in()]
         self._facts.reflections += [Reflection(r.get("author"), ids.short("p", r["product_id"]), r["dod_status"])
@@ -561,7 +567,7 @@ class ContextBuilder:
             self._plan_changes(),
             self._direction(),
             self._section("Reflections this round", ["- " + block.replace("\n", "\n  ") for block in reflections]),
-            self._awaiting_decision(ids),
+            self._awaiting_decision(ids, deciding),
             self._section("Open feedback (importance 5+ and from the user)", [
                 f"- {self._collab_line(c, ids)}" for c in snapshot.open_collabs()
                 if int(c.get("importance", 0)) >= 5 or c.get("author") == USER_ID]),
@@ -576,13 +582,14 @@ class ContextBuilder:
             self._tools_section(),
         ]
 
-    def _awaiting_decision(self, ids: TempIds) -> str:
-        """Each open product's latest version, with its verdict and every finding, for the Chair's decision."""
+    def _awaiting_decision(self, ids: TempIds, deciding: set[str] | None = None) -> str:
+        """Each open product's latest version (of ``deciding`` only, if given), with its verdict and
+        every finding, for the Chair's decision."""
         snapshot = self.snapshot
         blocks = []
         for product in snapshot.live_products():
             latest = snapshot.latest_version(product["id"])
-            if product.get("status") != "open" or not latest:
+            if product.get("status") != "open" or not latest or (deciding is not None and product["id"] not in deciding):
                 continue
             verdict = snapshot.verdict_of(latest["id"], self._watchdogs) or "not inspected"
             blocking = len(snapshot.blocking_collabs(product["id"]))
@@ -684,15 +691,17 @@ class ContextBuilder:
                 f"You may speak as: {', '.join(self.team.speakers(agent_id))}."]
 
     def _detail_close(self, agent_id: str, ids: TempIds) -> list[str]:
-        """The closing decisions (the last round, after Inspect): the Plan's picture of what awaits
-        a decision, with verdicts and findings (its facts too), then each open product's version of
-        this round whole, with its DoD and peer reviews: no reflection speaks for it, so the Chair
-        judges it."""
-        plan = [s for s in self._detail_plan(agent_id, ids) if s.startswith((
-            "## Reflections this round", "## Versions awaiting a decision", "## Open feedback"))]
+        """The closing decisions after Inspect: the Plan's picture of the versions awaiting them
+        (``rules.closing_versions``), with verdicts and findings (its facts too), then each of
+        those versions whole, with its DoD and peer reviews: no reflection speaks for it, so the
+        Chair judges it."""
+        last = self._last_round()
+        versions = closing_versions(RuleContext(self.snapshot, self.team, agent_id), last_round=last)
+        # The last round's decisions are the last of all: every open product's latest version awaits them.
+        deciding = None if last else {v["product_id"] for v in versions}
+        plan = [s for s in self._detail_plan(agent_id, ids, deciding=deciding)
+                if s.startswith(("## Reflections this round", "## Versions awaiting a decision", "## Open feedback"))]
         self._facts.tools.clear()  # the Plan's list of tools is left out: no work is assigned now
-        versions = [v for v in self.snapshot.new_versions()
-                    if self.snapshot.products.get(v["product_id"], {}).get("status") == "open"]
         contents = self._contents(versions)
         blocks = []
         for version in versions:

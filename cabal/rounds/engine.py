@@ -1,8 +1,9 @@
 """The round engine: a LangGraph graph that runs a mission's steps in order.
 
     bootstrap ─▶ round_start ─▶ reflect ─▶ plan ─▶ write ─▶ peer_review ─▶ inspect ─▶ close ─▶ presentation ─┐
-        │             ▲  │      (only who      │  (only with      (only with new      (the last round, │
-        ▼             │  ▼      owns a version) ▼   assignments)     versions)           new versions)  │
+        │             ▲  │      (only who      │  (only with      (only with new   (a new version       │
+        ▼             │  ▼      owns a version) ▼   assignments)     versions)     passed; the last     │
+        │             │  │                      │                                  round: any new)      │
     await_user ◀──────┼─ finish             await_user                                                  │
                       └─────────────────────────────────────────────────────────────────────────────────┘
 
@@ -37,12 +38,12 @@ from cabal.rounds.events import (Answered, AnswerSource, HaltRaised, MissionStop
 from cabal.rounds.gates import (PLAN_GATE, PLAN_OPTIONS, POLICY, gate_due, holds_work, live_product_ids, plan_decision,
                                 plan_question, stops)
 from cabal.rounds.ids import halt_id
-from cabal.rounds.rules import RuleContext
+from cabal.rounds.rules import RuleContext, closing_versions
 from cabal.rounds.run import ENGINE_ACTOR, MissionRun
 from cabal.rounds.snapshot import Snapshot
 from cabal.rounds.tooluse import APPROVE, TOOL_GATE, ApprovalPending
 from cabal.rounds.writes import TurnPlace, TurnWriter
-from cabal.entities import Halt
+from cabal.entities import CloseOutput, Halt
 from cabal.vocabulary import (ANSWER_FROM_FILE, BUDGET_HALT, CHAIR_ID, USER_DIRECTION_TYPE, USER_ID, MissionState, Step,
                               StopReason, TurnOutcome)
 
@@ -94,8 +95,9 @@ def plan(state: RoundState, runtime: Context) -> RoundState:
 
 
 def close(state: RoundState, runtime: Context) -> RoundState:
-    """The Chair's closing decisions, in the last round after Inspect: what was written and
-    inspected in it can still be accepted (the next Plan, where it would be, never comes)."""
+    """The Chair's closing decisions after Inspect: a version that passed every inspection is
+    decided in the round it passed, not a whole round later at the next Plan; in the last round
+    every new version is (the next Plan never comes)."""
     return _chair_turn(runtime.context, state, Step.CLOSE)
 
 
@@ -282,11 +284,11 @@ def _after_write(state: RoundState, runtime: Context) -> str:
 
 
 def closing_round(run: MissionRun, snapshot: Snapshot) -> bool:
-    """Whether this round ends with the Chair's closing decisions: it is the mission's last, the
-    Chair's card acts at Close, and an open product's latest version was written in it."""
-    last = int(snapshot.mission.get("rounds") or run.spec.rounds)
-    return (snapshot.round >= last and bool(run.team.acting(Step.CLOSE))
-            and any(snapshot.products.get(v["product_id"], {}).get("status") == "open" for v in snapshot.new_versions()))
+    """Whether this round ends with the Chair's closing decisions: the Chair's card acts at Close
+    and a version awaits them (``rules.closing_versions``)."""
+    last = snapshot.round >= int(snapshot.mission.get("rounds") or run.spec.rounds)
+    return bool(run.team.acting(Step.CLOSE)) and bool(
+        closing_versions(RuleContext(snapshot, run.team, CHAIR_ID), last_round=last))
 
 
 def _after_inspect(state: RoundState, runtime: Context) -> str:
@@ -350,8 +352,8 @@ def _compiled() -> RoundGraph:
 def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     """The Chair's turn at bootstrap, plan or close; a turn after the user's n-th answer is attempt n."""
     round_number = state.get("round", 0)
-    if step == Step.PLAN:  # a message the user left during this round, read before the Chair decides (it may end here)
-        run.refresh(round_number)
+    if step in (Step.PLAN, Step.CLOSE):  # a message the user left during this round, read before the Chair
+        run.refresh(round_number)        # decides (it may end here)
     snapshot = run.snapshot(round_number)
     # Each answer the Chair heard in this step starts a turn of its own (a tool call's approval
     # belongs to the turn that asked it; a plan's sign-off answered with changes starts the next).
@@ -380,6 +382,9 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
         if result.halt.type == "done":
             return {"stop": StopReason.CONCLUDED.value, "detail": result.halt.message}
         return {"halt": halt_id(round_number, step, answered), "after": step.value}
+    ending = result.answer.ending() if isinstance(result.answer, CloseOutput) else None
+    if ending is not None:  # closing decisions that accepted the last open work ended the mission
+        return {"stop": StopReason.CONCLUDED.value, "detail": ending.message}
     return {"halt": None}
 
 

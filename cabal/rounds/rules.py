@@ -226,14 +226,10 @@ def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
     version_id = item.version_id or latest["id"]
     if version_id != latest["id"]:
         return [f"only the latest version can be accepted (version {latest['number']})"]
-    problems = _inspection_problems(f"version {latest['number']} of {product['name']!r}", version_id, ctx)
-    blocking = snapshot.blocking_collabs(item.product_id)
-    if blocking:
-        problems.append(f"{len(blocking)} open collab(s) of importance >= 8 block acceptance: "
-                        + "; ".join(c.get("summary", "") for c in blocking))
+    problems = _passing_problems(f"version {latest['number']} of {product['name']!r}", latest, ctx)
     # "The DoD met" is the owner's judgement, made at this round's Reflect on the version the
     # Chair would accept; the Watchdog's passed inspection is a separate condition above. A version
-    # written this round (only the last round's closing decisions see one) came after that Reflect:
+    # written this round (only the closing decisions after Inspect see one) came after that Reflect:
     # no reflection speaks for it, so the Chair judges its DoD with the Watchdog's approval.
     if latest.get("round") == snapshot.round:
         return problems
@@ -244,6 +240,28 @@ def acceptable_version(item: Acceptance, ctx: RuleContext) -> list[str]:
     elif any(status != "met" for status in verdicts):
         problems.append(f"its owner reports the definition of done as {', '.join(s for s in verdicts if s != 'met')}")
     return problems
+
+
+def _passing_problems(what: str, version: dict, ctx: RuleContext) -> list[str]:
+    """Why ``version`` (its product's latest) did not pass every inspection: a Watchdog's verdict
+    other than approved, or an open collab of importance >= 8 on its product."""
+    problems = _inspection_problems(what, version["id"], ctx)
+    blocking = ctx.snapshot.blocking_collabs(version["product_id"])
+    if blocking:
+        problems.append(f"{len(blocking)} open collab(s) of importance >= 8 block acceptance: "
+                        + "; ".join(c.get("summary", "") for c in blocking))
+    return problems
+
+
+def closing_versions(ctx: RuleContext, *, last_round: bool) -> list[dict]:
+    """The versions the Chair decides at the closing decisions after this round's Inspect: each
+    open product's version written this round that passed every inspection, decided in the round
+    it passed rather than at the next round's Plan; in the mission's last round every such
+    version, passed or not (nothing after it decides them)."""
+    snapshot = ctx.snapshot
+    return [v for v in snapshot.new_versions()
+            if snapshot.products.get(v["product_id"], {}).get("status") == "open"
+            and (last_round or not _passing_problems("", v, ctx))]
 
 
 def _inspection_problems(what: str, version_id: str, ctx: RuleContext) -> list[str]:
@@ -473,9 +491,22 @@ def _plan_moves_the_mission(answer: Any, ctx: RuleContext) -> list[tuple[str, st
     return []
 
 
+def _done_when_all_accepted(answer: Any, ctx: RuleContext) -> list[tuple[str, str]]:
+    """The closing decisions end the mission only once they leave no work product open."""
+    if not answer.done:
+        return []
+    accepted = {a.product_id for a in answer.acceptance if a.accepted}
+    still_open = [p["name"] for p in ctx.snapshot.live_products() if p.get("status") == "open"
+                  and p["type"] in (ProductType.CONTENT, ProductType.DECISION) and p["id"] not in accepted]
+    if still_open:
+        return [("done", f"the mission ends only when every product is accepted; still open: {', '.join(still_open)}")]
+    return []
+
+
 STEP_RULES: dict[str, Callable[[Any, RuleContext], list[tuple[str, str]]]] = {
     Step.REFLECT: _every_versioned_product_reflected,
     Step.PLAN: _plan_moves_the_mission,
     Step.WRITE: _every_assignment_written,
     Step.INSPECT: _every_new_version_inspected,
+    Step.CLOSE: _done_when_all_accepted,
 }

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from cabal.entities import CloseOutput
 from cabal.errors import ModelError
 from cabal.graph import ContextGraph, reads
 from cabal.graph.behind import WriteBehind
@@ -290,6 +291,11 @@ class MissionRun:
             writes = [writer.prepare_one("raise_halt", halt, {
                 "status": "pending" if halt.type == "question" else "done",
                 "item_id": halt_id(snapshot.round, step, attempt)})]
+        elif isinstance(result.answer, CloseOutput) and (ending := result.answer.ending()) is not None:
+            # Decisions that leave everything accepted end the mission with them: one unit, so a
+            # resume never finds the acceptances without the end, or the end twice.
+            writes.append(writer.prepare_one("raise_halt", ending, {
+                "status": "done", "item_id": halt_id(snapshot.round, step, attempt)}))
         if tools is not None:
             writes += tools.clusters(self.membrane)
         done = TurnDone(self.mission_id, round=snapshot.round, step=step, agent=agent_id, outcome=result.outcome,

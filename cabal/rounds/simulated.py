@@ -247,16 +247,23 @@ class SimulatedTeam:
         }
 
     def _close(self, facts: TurnFacts) -> dict | tuple[str, dict]:
-        """The last round's closing decisions: accept each version that passed inspection without
-        blocking feedback (this round's on the Chair's own judgement, older ones on a ``met``)."""
+        """The closing decisions: accept each version that passed inspection without blocking
+        feedback (this round's on the Chair's own judgement, older ones on a ``met``), and end the
+        mission with them when they leave no work open, none is planned, and no word of the user's
+        from this round waits for the next Plan."""
         if not facts.candidates:
             return "halt", {"type": "done", "to": ["u:all"], "message": "Every product is accepted; the mission is met."}
         written_now = {v.id for v in facts.new_versions}
         met = {r.product for r in facts.reflections if r.dod_status == "met"}
         acceptance = [{"productId": c.product, "accepted": True, "versionId": c.version} for c in facts.candidates
                       if c.verdict == "approved" and not c.blocking and (c.version in written_now or c.product in met)]
-        return {"reasoning": f"The last round: {len(acceptance)} version(s) passed inspection without blocking "
-                             "feedback, so I accept them.", "acceptance": acceptance}
+        accepted = {a["productId"] for a in acceptance}
+        left = [p for p in facts.tree if p.status == "open" and p.type in WORK_TYPES and p.id not in accepted]
+        unread = [w for w in facts.from_user if w.question is None and w.round == facts.round]
+        ends = not left and not unread and not self.products_per_round and self.done_at_round is None
+        return {"reasoning": f"{len(acceptance)} version(s) passed inspection without blocking feedback, so I "
+                             "accept them.", "acceptance": acceptance,
+                **({"done": "Every product is accepted; the mission is met."} if ends else {})}
 
     # ------------------------------------------------------------------- Operatives
 

@@ -64,7 +64,7 @@ def expected_cache_usage(bodies: list[dict]) -> list[CacheUsage]:
 def test_mission_runs_against_the_responder_and_reads_its_prompts_from_cache(api: FakeAnthropic, home: Path) -> None:
     result = run_mission(MISSION, model=MODEL, home=home)
 
-    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 4)
+    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 2)
     bodies = [request.body for request in api.requests]
     assert len(bodies) == len(api.cache_log) == result.usage.calls
     for body in bodies:
@@ -93,7 +93,7 @@ def test_overload_injected_before_the_responder_is_retried_by_the_client(api: Fa
 
     result = run_mission(MISSION, model=MODEL, home=home)
 
-    assert (result.state, result.round) == ("done", 4)
+    assert (result.state, result.round) == ("done", 2)
     assert len(api.requests) == len(api.cache_log) + 1
     assert api.requests[0].body == api.requests[1].body
     # Cabal retried it (the client runs with max_retries=0): to the SDK both are first tries.
@@ -121,7 +121,7 @@ def test_every_call_of_both_examples_stays_within_the_prompt_budget(
         user = sum(part_tokens(message) for message in body["messages"])
         tools = sum(part_tokens(tool) for tool in body["tools"])
         sizes.append((system, user, system + user + tools))
-    assert len(sizes) == result.usage.calls > 20
+    assert len(sizes) == result.usage.calls > 15
     assert max(s for s, _, _ in sizes) <= SYSTEM_TOKENS
     assert max(u for _, u, _ in sizes) <= USER_TOKENS
     assert max(t for _, _, t in sizes) <= CALL_TOKENS

@@ -105,7 +105,7 @@ def test_run_prints_the_conversation_and_the_outcome(launch) -> None:
             "(mission concluded)") in out
     assert "accepted: Launch brief, Pricing decision, Launch-day checklist" in out
     assert f"read the work: cabal show {mission_id}" in out
-    assert f"\nmission: {mission_id}\nstate: done (concluded), round 4\n" in out
+    assert f"\nmission: {mission_id}\nstate: done (concluded), round 2\n" in out
     transcript = Path(re.search(r"^transcript: (.+)$", out, re.MULTILINE).group(1))
     assert transcript.is_file()
     assert transcript.read_text().startswith(f"# launch-plan ({mission_id})")
@@ -119,9 +119,9 @@ def test_status_json_has_the_exact_product_tree(launch, home: str) -> None:
     assert result.returncode == 0, result.stderr
     status = json.loads(result.stdout)
     assert (status["mission"], status["state"], status["stop_reason"], status["round"]) == (
-        mission_id, "done", "concluded", 4)
+        mission_id, "done", "concluded", 2)
     assert status["pending_halt"] is None
-    assert status["usage"]["calls"] == 24 and status["usage"]["cost_usd"] == 0  # 24 turns of one call each
+    assert status["usage"]["calls"] == 19 and status["usage"]["cost_usd"] == 0  # 19 turns of one call each
     assert [(p["depth"], p["name"], p["type"], p["status"], p["owner"], p["version"]) for p in status["products"]] == [
         (0, "Launch brief", "Content", "accepted", "operative-1", 1),
         (0, "Pricing decision", "Decision", "accepted", "operative-2", 2),
@@ -136,10 +136,11 @@ def test_transcript_and_missions_list_the_mission(launch, home: str) -> None:
 
     assert transcript.returncode == 0 and missions.returncode == 0
     assert_plain(transcript)
-    assert transcript.stdout.startswith(f"# launch-plan ({mission_id})\n\nState: done, round 4, stopped: concluded")
+    assert transcript.stdout.startswith(f"# launch-plan ({mission_id})\n\nState: done, round 2, stopped: concluded")
     assert "**Brook (operative-2):** Pricing now compares us with the leading note app and passed inspection." in transcript.stdout
-    assert "- r2 plan chair-1: final, 2 assignments, 2 acceptance decisions [1 attempt]" in transcript.stdout
-    assert f"{mission_id}: done (concluded), round 4" in missions.stdout.splitlines()
+    assert "- r2 plan chair-1: final, 2 assignments, 1 acceptance decision [1 attempt]" in transcript.stdout
+    assert "- r1 close chair-1: final, 1 acceptance decision [1 attempt]" in transcript.stdout
+    assert f"{mission_id}: done (concluded), round 2" in missions.stdout.splitlines()
 
 
 def test_the_research_example_runs_every_turn_first_time(home: str) -> None:
@@ -147,16 +148,16 @@ def test_the_research_example_runs_every_turn_first_time(home: str) -> None:
     mission_id = mission_id_of(result.stdout)
 
     assert result.returncode == 0, result.stderr
-    assert "state: done (concluded), round 5" in result.stdout
+    assert "state: done (concluded), round 3" in result.stdout
     # --quiet: the outcome only, no progress and no conversation.
-    assert result.stdout.startswith(f"\nmission: {mission_id}\nstate: done (concluded), round 5\n"), result.stdout
+    assert result.stdout.startswith(f"\nmission: {mission_id}\nstate: done (concluded), round 3\n"), result.stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         turns = graph.find("moment", {"type": "turn"}, fields=["attempts", "outcome"])
         tree = {p["name"]: (p["type"], p["status"], p.get("parent_id")) for p in graph.find("product")}
         mission = graph.get(mission_id)
         chair_versions = graph.find("version", {"author": "chair-1"}, fields=["product_id", "number"])
     assert [(v["product_id"], v["number"]) for v in chair_versions] == [("r0.bootstrap.chair-1.add_product0", 2)]
-    assert len(turns) == 36 and {t["attempts"] for t in turns} == {1}
+    assert len(turns) == 30 and {t["attempts"] for t in turns} == {1}
     assert {t["outcome"] for t in turns} == {"final", "halt"}
     notes, recommendation = "r0.bootstrap.chair-1.add_product2", "r0.bootstrap.chair-1.add_product4"
     assert tree == {
@@ -201,7 +202,7 @@ def test_a_question_halts_the_run_and_resume_finishes_it(home: str) -> None:
     assert resumed.returncode == 0, resumed.stderr
     assert_plain(resumed)
     assert "round 1 · write · Ada (operative-1) · " in resumed.stdout  # by the name the mission file gives
-    assert "state: done (concluded), round 3" in resumed.stdout
+    assert "state: done (concluded), round 1" in resumed.stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         assert [(p["name"], p["status"]) for p in graph.find("product")] == [("README intro", "accepted")]
 
@@ -221,7 +222,7 @@ def test_chat_answers_the_pending_question(home: str) -> None:
     assert_plain(answered)
     assert "you: Contributors first." in answered.stdout
     assert "chair-1: The README's opening paragraph is done. (mission concluded)" in answered.stdout
-    assert "state: done (concluded), round 3" in answered.stdout
+    assert "state: done (concluded), round 1" in answered.stdout
 
 
 def test_chat_takes_the_answer_piped_on_standard_input(home: str) -> None:
@@ -233,7 +234,7 @@ def test_chat_takes_the_answer_piped_on_standard_input(home: str) -> None:
     assert piped.returncode == 0, piped.stderr
     assert_plain(piped)
     assert "you: Contributors first." in piped.stdout
-    assert "state: done (concluded), round 3" in piped.stdout
+    assert "state: done (concluded), round 1" in piped.stdout
 
 
 def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> None:
@@ -248,7 +249,7 @@ def test_say_reaches_the_next_rounds_chair_prompt(home: str, tmp_path: Path) -> 
     assert said.returncode == 0, said.stderr
     assert said.stdout == "message left for the team; it reads it at the next Reflect and Plan & Assign\n"
     assert resumed.returncode == 0, resumed.stderr
-    assert "state: done (concluded), round 3" in resumed.stdout
+    assert "state: done (concluded), round 1" in resumed.stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         notes = graph.find("collab", {"author": "user"})
     assert [(n["id"], n["type"], n["comment"], n["round"]) for n in notes] == [
@@ -298,7 +299,7 @@ def test_a_mission_stopped_at_its_first_question_resumes_to_that_question_not_to
     answered = cabal("resume", mission_id, "--home", home, "--answer", "People installing it.")
 
     assert answered.returncode == 0, answered.stderr
-    assert "state: done (concluded), round 3\n" in answered.stdout
+    assert "state: done (concluded), round 1\n" in answered.stdout
     with ContextGraph.open(name=mission_id, home=home) as graph:
         assert graph.get(mission_id)["charter"]
         assert graph.get("r0.bootstrap.halt")["status"] == "answered"
@@ -309,6 +310,7 @@ def test_a_mission_stopped_at_its_first_question_resumes_to_that_question_not_to
 
 def test_stop_of_a_running_mission_ends_it_at_its_next_round(home: str) -> None:
     from cabal.rounds import run_mission, stop_mission
+    from cabal.rounds.simulated import simulated_team
 
     stopped = []
 
@@ -316,7 +318,8 @@ def test_stop_of_a_running_mission_ends_it_at_its_next_round(home: str) -> None:
         if event.kind == "round_start" and event.round == 1 and not stopped:
             stopped.append(stop_mission(event.mission, home=home))
 
-    result = run_mission(LAUNCH, home=home, model="simulated", on_event=stop_at_round_one)
+    # A Chair that adds work every round: round 1's closing decisions do not end the mission.
+    result = run_mission(LAUNCH, home=home, model=simulated_team(products_per_round=1), on_event=stop_at_round_one)
 
     assert [(s.state, s.stop_reason) for s in stopped] == [("running", None)]
     assert (result.state, result.stop_reason, result.round) == ("done", "userHalt", 1)
@@ -390,13 +393,14 @@ def test_reading_commands_load_no_engine_and_no_model_client(launch, home: str) 
 
 def test_status_says_what_to_run_next_in_every_state(home: str, launch) -> None:
     from cabal.rounds import run_mission, stop_mission
+    from cabal.rounds.simulated import simulated_team
 
-    def simulated(**mission) -> str:
+    def simulated(model="simulated", **mission) -> str:
         spec = {"name": "next", "request": "Write a short guide to brewing tea.", "rounds": 1, **mission}
-        return run_mission(spec, home=home, model="simulated").mission_id
+        return run_mission(spec, home=home, model=model).mission_id
 
     concluded = launch[1]
-    out_of_rounds = simulated()
+    out_of_rounds = simulated(simulated_team(products_per_round=1))  # a Chair with more to add: not concluded
     asking = start_question(home)
     stopped = start_question(home)
     stop_mission(stopped, home=home)

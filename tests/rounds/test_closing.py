@@ -1,7 +1,7 @@
 """The feedback loop and the last round, end to end on the launch mission (real graph, scripted
 answers with deviations): Write answers collabs with feedbackResponses, a deferred collab leaves
-the open feedback but stays listed, and the last round's versions are decided at the Chair's
-closing decisions after Inspect.
+the open feedback but stays listed, and the last round's versions, passed or not, are decided at
+the Chair's closing decisions after Inspect.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from .players import LAUNCH_MISSION, ScriptPlayer, tool_feedback
 # The launch mission's deterministic ids (see test_engine.py).
 BRIEF, PRICING, CHECKLIST = (f"r0.bootstrap.chair-1.after1.add_product{n}" for n in range(3))
 COMPARISON = "r1.peer_review.operative-1.add_collab0"  # operative-1's feedback on pricing v1: add a comparison
-DIGEST = "r1.peer_review.operative-2.add_collab0"  # operative-2's endorsement of the brief
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +53,16 @@ def _reflect_without_answers(agent: str) -> dict:
 
 ACCEPT_COMPARISON = {"collabId": "c1", "action": "accept", "rationale": "The DoD asks for a comparison.",
                      "plannedChange": "Compare with the leading note app's student plan."}
-DEFER_DIGEST = {"collabId": "c2", "action": "defer", "rationale": "The store listing is written after launch.",
-                "plannedChange": None}
+DEFER_COMPARISON = {"collabId": "c1", "action": "defer", "rationale": "The competitor's prices change next month.",
+                    "plannedChange": None}
 
 
 @pytest.fixture(scope="module")
 def answered(home: Path) -> Run:
     """Round 2: operative-2 leaves the comparison feedback for its Write, and answers it there
-    (first twice, which is refused); operative-1 defers the endorsement of the brief at Write."""
+    (first twice, which is refused)."""
     player = ScriptPlayer(inject={
         (2, "reflect", "operative-2"): [_reflect_without_answers("operative-2")],
-        (2, "reflect", "operative-1"): [_reflect_without_answers("operative-1")],
         (2, "write", "operative-2"): [
             _answer(2, "write", "operative-2", feedbackResponses=[ACCEPT_COMPARISON, dict(ACCEPT_COMPARISON)]),
             _answer(2, "write", "operative-2", feedbackResponses=[ACCEPT_COMPARISON])],
@@ -73,7 +71,7 @@ def answered(home: Path) -> Run:
 
 
 def test_write_answers_the_open_feedback_on_what_it_writes(answered: Run) -> None:
-    assert (answered.result.state, answered.result.stop_reason, answered.result.round) == ("done", "concluded", 4)
+    assert (answered.result.state, answered.result.stop_reason, answered.result.round) == ("done", "concluded", 2)
     first, second = answered.player.calls_of(2, "write", "operative-2")
     assert ("Open collabs on it:\n- c1 on p2 about p2.v1 [feedback, importance 6] by operative-1 (round 1): Add the "
             "comparison") in first.prompt
@@ -97,16 +95,16 @@ def test_write_answers_the_open_feedback_on_what_it_writes(answered: Run) -> Non
     (comparison,) = [c for c in pricing.collabs if c.id == COMPARISON]
     assert (comparison.addressed, [(r.by, r.round, r.action, r.planned_change) for r in comparison.responses]) == (
         True, [("operative-2", 2, "accept", "Compare with the leading note app's student plan.")])
-    # Answered at Write, it is not asked about again at round 3's Reflect.
-    assert "Open feedback" not in answered.player.prompts_of("operative-2", 3)["reflect"]
+    # Answered at Write, it no longer stands in the way at round 2's closing decisions.
+    assert "Add the comparison" not in answered.player.prompts_of("chair-1", 2)["close"]
 
 
 @pytest.fixture(scope="module")
 def deferred(home: Path) -> Run:
-    """Round 2: operative-1 defers the endorsement of the brief at its Reflect."""
-    reflect = _answer(2, "reflect", "operative-1")
-    reflect["args"]["reflections"][0]["feedbackResponses"] = [DEFER_DIGEST]
-    player = ScriptPlayer(inject={(2, "reflect", "operative-1"): [reflect]})
+    """Round 2: operative-2 defers the comparison feedback on its pricing at its Reflect."""
+    reflect = _answer(2, "reflect", "operative-2")
+    reflect["args"]["reflections"][0]["feedbackResponses"] = [DEFER_COMPARISON]
+    player = ScriptPlayer(inject={(2, "reflect", "operative-2"): [reflect]})
     return Run(run_mission(LAUNCH_MISSION, model=player.model(), home=home), player, home)
 
 
@@ -114,11 +112,12 @@ def test_a_deferred_collab_leaves_the_open_feedback_and_stays_listed(deferred: R
     with deferred.graph() as graph:
         view = load_snapshot(graph, deferred.result.mission_id, 3)
         report = read_report(graph, deferred.result.mission_id)
-    assert (DIGEST in view.addressed, view.deferred, [c["id"] for c in view.deferred_collabs(BRIEF)]) == (
-        True, {DIGEST}, [DIGEST])
-    assert view.open_collabs(BRIEF) == []
-    brief = next(p for p in report.products if p.id == BRIEF)
-    assert [(c.id, c.addressed, [r.action for r in c.responses]) for c in brief.collabs] == [(DIGEST, True, ["defer"])]
+    assert (COMPARISON in view.addressed, view.deferred, [c["id"] for c in view.deferred_collabs(PRICING)]) == (
+        True, {COMPARISON}, [COMPARISON])
+    assert view.open_collabs(PRICING) == []
+    pricing = next(p for p in report.products if p.id == PRICING)
+    assert [(c.id, c.addressed, [r.action for r in c.responses]) for c in pricing.collabs] == [
+        (COMPARISON, True, ["defer"])]
 
 
 # ------------------------------------------------------------------------ the last round
@@ -133,8 +132,8 @@ def closed(home: Path) -> Run:
                                          "findings": [{"category": "completeness", "severity": 5,
                                                        "issue": "The competitor's price has no source.",
                                                        "recommendation": "Name where the 4 euros come from."}]}
-    accept_both = _answer(2, "close", "chair-1")
-    reject_pricing = _answer(2, "close", "chair-1", acceptance=[
+    accept_both = _answer(2, "close", "chair-1", done=None)  # the pricing does not pass: the mission goes on
+    reject_pricing = _answer(2, "close", "chair-1", done=None, acceptance=[
         {"productId": "p2", "accepted": False, "rejectionReason": "The competitor's price needs a source."},
         {"productId": "p3", "accepted": True, "versionId": "p3.v1"}])
     player = ScriptPlayer(inject={(2, "inspect", "watchdog-1"): [inspect],
@@ -151,7 +150,7 @@ def test_the_last_round_says_so_and_decides_what_it_wrote_after_inspect(closed: 
     # Operatives of one step call in parallel, in any order: the turns in step order, then agent.
     turns = [key for key in dict.fromkeys(c.key for c in closed.player.calls) if key[0] == 2]
     assert sorted(turns, key=lambda key: (Step(key[1]).position, key[2])) == [
-        (2, "reflect", "operative-1"), (2, "reflect", "operative-2"), (2, "plan", "chair-1"),
+        (2, "reflect", "operative-2"), (2, "plan", "chair-1"),
         (2, "write", "operative-1"), (2, "write", "operative-2"), (2, "peer_review", "operative-1"),
         (2, "peer_review", "operative-2"), (2, "inspect", "watchdog-1"), (2, "close", "chair-1"),
         (2, "presentation", "envoy-1")]
@@ -161,7 +160,7 @@ def test_the_last_round_says_so_and_decides_what_it_wrote_after_inspect(closed: 
 
     first, retry = closed.player.calls_of(2, "close", "chair-1")
     assert first.tools == ("final_output", "request_context", "halt")
-    assert "Your step now: Closing decisions\nThis is the last round, and its closing decisions are yours" in first.prompt
+    assert "Your step now: Closing decisions\nThese are your closing decisions, after Inspect" in first.prompt
     assert ("## Versions awaiting a decision (to accept one, give its version id)\n"
             "### p2 Pricing decision: latest version p2.v2 (by operative-2 in round 2)\n"
             "Verdict: needs_revision; owner's DoD report this round: none on it: it was written this round\n"
@@ -185,7 +184,7 @@ def test_the_last_round_says_so_and_decides_what_it_wrote_after_inspect(closed: 
                            for a in graph.find("acceptance"))
         moment = graph.get("r2.close.chair-1")
     # The checklist, written in round 2, is accepted in round 2 on its inspection: no Reflect spoke for it.
-    assert products == {"Launch brief": ("accepted", "r1.write.operative-1.write_version0", 2),
+    assert products == {"Launch brief": ("accepted", "r1.write.operative-1.write_version0", 1),
                         "Pricing decision": ("open", None, None),
                         "Launch-day checklist": ("accepted", "r2.write.operative-1.write_version0", 2)}
     assert (2, PRICING, False, "The competitor's price needs a source.") in decisions

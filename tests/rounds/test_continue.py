@@ -35,7 +35,7 @@ def concluded(home: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     ran = cabal("run", str(mission), "--home", home, "--quiet")
     assert ran.returncode == 0, ran.stderr
     mission_id = re.search(r"^mission: (\S+)$", ran.stdout, re.MULTILINE)[1]
-    assert "state: done (concluded), round 3" in ran.stdout
+    assert "state: done (concluded), round 1" in ran.stdout  # everything accepted at round 1's closing decisions
     return mission_id
 
 
@@ -51,25 +51,25 @@ def test_continue_reopens_the_mission_and_the_report_shows_both_parts(concluded:
     went_on = cabal("continue", concluded, DIRECTION, "--rounds", "3", "--home", home)
 
     assert went_on.returncode == 0, went_on.stderr
-    assert f"you: {DIRECTION} (the mission continues with this new direction)\nthe mission continues, up to round 6" \
+    assert f"you: {DIRECTION} (the mission continues with this new direction)\nthe mission continues, up to round 4" \
         in went_on.stdout
-    assert "state: done (concluded), round 6" in went_on.stdout
+    assert "state: done (concluded), round 2" in went_on.stdout
     report = mission_report(concluded, home=home)
-    # The Chair reopened the first product at round 4's Plan; its new version follows the old one
+    # The Chair reopened the first product at round 2's Plan; its new version follows the old one
     # and takes the direction up. What the direction names is added beside it.
     handbook = report.product("Short handbook for new volunteers")
-    assert [(v.number, v.round, v.author) for v in handbook.versions] == [(1, 1, "operative-1"), (2, 4, "operative-1")]
+    assert [(v.number, v.round, v.author) for v in handbook.versions] == [(1, 1, "operative-1"), (2, 2, "operative-1")]
     assert (handbook.status, handbook.accepted_version.number) == ("accepted", 2)
     assert handbook.description == f"Reworked for the user's new direction: {DIRECTION[:-1]}"
     assert f"it takes up the user's new direction: {DIRECTION} Outline:" in handbook.accepted_version.content
     added = report.product("What volunteers must know about safety at the warehouse")
-    assert (added.round, added.status, added.parent_id) == (4, "accepted", report.product("Library").id)
+    assert (added.round, added.status, added.parent_id) == (2, "accepted", report.product("Library").id)
     # Both parts, in order: the first conclusion, the direction, the rounds after, the second conclusion.
     said = [(line.round, line.kind) for line in report.conversation if line.kind in ("done", "direction")]
-    assert said == [(3, "done"), (3, "direction"), (6, "done")]
+    assert said == [(1, "done"), (1, "direction"), (2, "done")]
     markdown = render_markdown(report)
     assert markdown.index("(mission concluded)") < markdown.index(f"**you:** {DIRECTION}") < \
-        markdown.index("### Round 4")
+        markdown.index("### Round 2")
     assert '<div class="round">The mission continues</div>' in render_html(report)
 
 
@@ -91,9 +91,10 @@ def test_the_api_tells_its_listener_and_the_chair_reads_the_direction(home: str)
     result = continue_mission(ended.mission_id, "Add a rain plan.", rounds=1, model=team, home=home,
                               on_event=events.append)
 
-    assert (result.state, result.round) == ("done", 3)  # one more round: the limit, not a conclusion
+    assert (ended.stop_reason, ended.round) == ("concluded", 1)  # everything accepted at round 1's closing decisions
+    assert (result.state, result.round) == ("done", 2)  # one more round
     continued = [e for e in events if isinstance(e, MissionContinued)]
-    assert [(e.round, e.direction, e.rounds) for e in continued] == [(2, "Add a rain plan.", 3)]
+    assert [(e.round, e.direction, e.rounds) for e in continued] == [(1, "Add a rain plan.", 2)]
     assert "## The user's new direction" in prompts[0] and "Add a rain plan." in prompts[0]
     # Told once: the direction is MissionContinued's, not a user's message too (the CLI printed it twice).
     assert [e.text for e in events if isinstance(e, UserMessage)] == []

@@ -37,13 +37,15 @@ PRICING_V2 = "r2.write.operative-2.write_version0"
 
 ROUND_STEPS = {  # (step, agents) of each round of the launch mission, in order
     0: [("bootstrap", ["chair-1", "chair-1"])],  # asked the user, then answered
-    # No product has a version in round 1, and every one is accepted by round 4: no Reflect then.
+    # No product has a version in round 1: no Reflect then. A version that passed inspection is
+    # decided at the Close of its round; the brief is accepted in round 1, so in round 2 only
+    # operative-2 reflects, and round 2's Close accepts the rest and ends the mission.
     1: [("plan", ["chair-1"]), ("write", ["operative-1", "operative-2"]),
-        ("peer_review", ["operative-1", "operative-2"]), ("inspect", ["watchdog-1"]), ("presentation", ["envoy-1"])],
-    2: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("write", ["operative-1", "operative-2"]),
-        ("peer_review", ["operative-1", "operative-2"]), ("inspect", ["watchdog-1"]), ("presentation", ["envoy-1"])],
-    3: [("reflect", ["operative-1", "operative-2"]), ("plan", ["chair-1"]), ("presentation", ["envoy-1"])],
-    4: [("plan", ["chair-1"]), ("presentation", ["envoy-1"])],
+        ("peer_review", ["operative-1", "operative-2"]), ("inspect", ["watchdog-1"]), ("close", ["chair-1"]),
+        ("presentation", ["envoy-1"])],
+    2: [("reflect", ["operative-2"]), ("plan", ["chair-1"]), ("write", ["operative-1", "operative-2"]),
+        ("peer_review", ["operative-1", "operative-2"]), ("inspect", ["watchdog-1"]), ("close", ["chair-1"]),
+        ("presentation", ["envoy-1"])],
 }
 LAUNCH_TURNS = sorted(
     {f"r{r}.{step}.{agent}" for r, steps in ROUND_STEPS.items() for step, agents in steps for agent in agents}
@@ -93,16 +95,16 @@ def launch_with_budget(tokens: int, when_spent: str = "ask"):
 def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
     result = run_mission(LAUNCH_MISSION, home=home)  # the mission's own script, offline
 
-    assert (result.state, result.stop_reason, result.round, result.detail) == ("done", "concluded", 4, DONE_MESSAGE)
+    assert (result.state, result.stop_reason, result.round, result.detail) == ("done", "concluded", 2, DONE_MESSAGE)
     assert result.pending_halt is None
     assert result.usage.calls == len(LAUNCH_TURNS)
     with open_graph(home, result.mission_id) as graph:
         products = {p["id"]: (p["name"], p["type"], p["owner"], p["status"], p["accepted_version"], p["accepted_round"])
                     for p in graph.find("product")}
         assert products == {
-            BRIEF: ("Launch brief", "Content", "operative-1", "accepted", BRIEF_V1, 2),
-            PRICING: ("Pricing decision", "Decision", "operative-2", "accepted", PRICING_V2, 3),
-            CHECKLIST: ("Launch-day checklist", "Content", "operative-1", "accepted", CHECKLIST_V1, 3),
+            BRIEF: ("Launch brief", "Content", "operative-1", "accepted", BRIEF_V1, 1),
+            PRICING: ("Pricing decision", "Decision", "operative-2", "accepted", PRICING_V2, 2),
+            CHECKLIST: ("Launch-day checklist", "Content", "operative-1", "accepted", CHECKLIST_V1, 2),
         }
 
         # Versions: numbered per product, each with the content its author wrote.
@@ -142,22 +144,23 @@ def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
         assert findings == [("completeness", 8, "The DoD asks for at least one comparison; there is none, so the "
                              "reasoning cannot be checked.", "at least one comparison")]
 
-        # Acceptance: pricing rejected while blocked (round 2), accepted only after v2 passed (round 3).
+        # Acceptance: each version at the Close of the round it passed inspection in (the brief in
+        # round 1, not at round 2's Plan); pricing v1 rejected at round 2's Plan while blocked.
         decisions = sorted((a["round"], a["product_id"], a["version_id"], a["accepted"], a.get("rejection_reason"))
                            for a in graph.find("acceptance"))
         assert decisions == [
-            (2, BRIEF, BRIEF_V1, True, None),
+            (1, BRIEF, BRIEF_V1, True, None),
             (2, PRICING, PRICING_V1, False, "Blocked by inspection until the comparison is added."),
-            (3, PRICING, PRICING_V2, True, None),
-            (3, CHECKLIST, CHECKLIST_V1, True, None),
+            (2, PRICING, PRICING_V2, True, None),
+            (2, CHECKLIST, CHECKLIST_V1, True, None),
         ]
 
         # One turn moment per agent per step (the Chair's bootstrap twice: before and after its question).
         moments = turns(graph)
         assert sorted(moments) == LAUNCH_TURNS
-        assert Counter(t["round"] for t in moments.values()) == {0: 2, 1: 7, 2: 9, 3: 4, 4: 2}
+        assert Counter(t["round"] for t in moments.values()) == {0: 2, 1: 8, 2: 9}
         assert {key: t["outcome"] for key, t in moments.items() if t["outcome"] != "final"} == {
-            "r0.bootstrap.chair-1": "halt", "r4.plan.chair-1": "halt"}
+            "r0.bootstrap.chair-1": "halt"}
         assert {t["attempts"] for t in moments.values()} == {1}
 
         # The conversation: the Chair's question and its answer, the Envoy's messages, the close.
@@ -165,15 +168,13 @@ def test_launch_example_leaves_exactly_this_graph(home: Path) -> None:
         assert halts == [
             ("r0.bootstrap.halt", "question", "answered",
              "Students first: university students who take lecture notes. Teachers come later."),
-            ("r4.plan.halt", "done", "done", None),
+            ("r2.close.halt", "done", "done", None),  # the Close that accepted the last products ended it
         ]
-        presented = {r: [m["content"] for m in script_args(r, "presentation", "envoy-1")["messages"]]
-                     for r in (1, 2, 3, 4)}
+        presented = {r: [m["content"] for m in script_args(r, "presentation", "envoy-1")["messages"]] for r in (1, 2)}
         assert spoken(graph) == [
             (1, "chair-1", presented[1][0]), (1, "operative-1", presented[1][1]), (1, "operative-2", presented[1][2]),
-            (2, "chair-1", presented[2][0]), (2, "operative-2", presented[2][1]), (2, "operative-1", presented[2][2]),
-            (3, "chair-1", presented[3][0]),
-            (4, "chair-1", presented[4][0]),  # the last round is presented too
+            (2, "operative-2", presented[2][0]), (2, "operative-1", presented[2][1]),
+            (2, "chair-1", presented[2][2]),  # the last round is presented too
         ]
         assert graph.get(result.mission_id)["stop_reason"] == "concluded"
     # A run writes no transcript file (cabal run does, from the report it reads); it renders any time.
@@ -192,7 +193,7 @@ def _wrong_write() -> dict:
 
 def _accept_blocked_pricing() -> dict:
     answer = script_args(2, "plan", "chair-1")
-    answer["acceptance"][1] = {"productId": "p2", "accepted": True, "versionId": "p2.v1"}
+    answer["acceptance"][0] = {"productId": "p2", "accepted": True, "versionId": "p2.v1"}
     return {"tool": "final_output", "args": answer}
 
 
@@ -229,7 +230,7 @@ def deviated(home: Path) -> Deviated:
 
 
 def test_deviations_are_retried_and_the_mission_still_concludes(deviated: Deviated) -> None:
-    assert (deviated.result.state, deviated.result.stop_reason, deviated.result.round) == ("done", "concluded", 4)
+    assert (deviated.result.state, deviated.result.stop_reason, deviated.result.round) == ("done", "concluded", 2)
     with deviated.graph() as graph:
         moments = turns(graph)
         assert sorted(moments) == LAUNCH_TURNS
@@ -270,18 +271,19 @@ def test_operative_versioning_an_unassigned_product_is_refused_and_retried(devia
 
 def test_chair_accepting_a_blocked_version_is_refused_and_retried(deviated: Deviated) -> None:
     first, retry = deviated.player.calls_of(2, "plan", "chair-1")
-    # The ids the injected answer uses: p2 is the pricing decision, p2.v1 its blocked latest version.
+    # The ids the injected answer uses: p2 is the pricing decision, v1 its blocked latest version
+    # (the brief, accepted at round 1's closing decisions, no longer awaits a decision).
     assert ("### p2 Pricing decision: latest version p2.v1 (by operative-2 in round 1)\n"
             "Verdict: blocked") in first.prompt
     assert tool_feedback(retry.last) == (
         "Your answer was rejected (2 problem(s)); fix each:\n"
-        "- acceptance.1: version 1 of 'Pricing decision' did not pass inspection (blocked)\n"
-        "- acceptance.1: its owner reports the definition of done as partially_met")
+        "- acceptance.0: version 1 of 'Pricing decision' did not pass inspection (blocked)\n"
+        "- acceptance.0: its owner reports the definition of done as partially_met")
     with deviated.graph() as graph:
-        round_2 = sorted((a["product_id"], a["accepted"]) for a in graph.find("acceptance", {"round": 2}))
-        assert round_2 == [(BRIEF, True), (PRICING, False)]
+        round_2 = sorted((a["product_id"], a["version_id"], a["accepted"]) for a in graph.find("acceptance", {"round": 2}))
+        assert round_2 == [(PRICING, PRICING_V1, False), (PRICING, PRICING_V2, True), (CHECKLIST, CHECKLIST_V1, True)]
         pricing = graph.get(PRICING)
-        assert (pricing["accepted_version"], pricing["accepted_round"]) == (PRICING_V2, 3)
+        assert (pricing["accepted_version"], pricing["accepted_round"]) == (PRICING_V2, 2)
 
 
 def test_envoy_speaking_as_the_watchdog_is_refused_and_retried(deviated: Deviated) -> None:
@@ -338,7 +340,7 @@ def test_three_wrong_answers_fail_the_turn_and_the_mission_goes_on(home: Path) -
 
     result = run_mission(LAUNCH_MISSION, model=player.model(), home=home)
 
-    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 4)
+    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 2)
     assert len(player.calls_of(1, "presentation", "envoy-1")) == 3
     problem = "messages.2: asAgent 'operative-3' may not speak; speakers are chair-1, operative-1, operative-2"
     assert tool_feedback(player.calls_of(1, "presentation", "envoy-1")[2].last).endswith(f"\n- {problem}")
@@ -353,7 +355,7 @@ def test_three_wrong_answers_fail_the_turn_and_the_mission_goes_on(home: Path) -
             ("about", result.mission_id)]
         assert [(link["type"], link["from"]) for link in graph.links_to("r1.presentation.envoy-1")] == [
             ("expresses", "envoy-1")]
-        assert [r for r, _, _ in spoken(graph)] == [2, 2, 2, 3, 4]
+        assert [r for r, _, _ in spoken(graph)] == [2, 2, 2]
         assert sorted(turns(graph)) == LAUNCH_TURNS
         assert {p["status"] for p in graph.find("product")} == {"accepted"}
     assert result.failed_turns == 1  # the summary and the exit status say the work is incomplete
@@ -443,7 +445,7 @@ def test_continue_doubles_the_budget_and_a_number_below_the_spend_asks_again(hom
     assert still_short.pending_halt["message"] == _budget_question(5000, spent)
 
     done = resume_mission(mission, answer="100000 tokens", home=home)
-    assert (done.state, done.stop_reason, done.round) == ("done", "concluded", 4)
+    assert (done.state, done.stop_reason, done.round) == ("done", "concluded", 2)
     with open_graph(home, mission) as graph:
         assert graph.get(mission)["budget_tokens"] == 100000
         assert sorted(turns(graph)) == LAUNCH_TURNS
@@ -470,7 +472,7 @@ def test_a_budget_question_never_takes_the_answer_meant_for_the_chair(home: Path
     with open_graph(home, result.mission_id) as graph:
         assert graph.get("r0.bootstrap.halt")["answer_source"] == "mission file"
     done = resume_mission(result.mission_id, answer="100000", home=home)
-    assert (done.state, done.stop_reason, done.round) == ("done", "concluded", 4)
+    assert (done.state, done.stop_reason, done.round) == ("done", "concluded", 2)
     with open_graph(home, result.mission_id) as graph:
         assert graph.get("r1.budget")["answer_source"] == "user"
 
@@ -478,9 +480,16 @@ def test_a_budget_question_never_takes_the_answer_meant_for_the_chair(home: Path
 # -------------------------------------------------------------------------------- 5. the user
 
 
+def _close_without_done() -> dict:
+    """Round 2's closing decisions, leaving the mission open (the Chair would plan more)."""
+    answer = script_args(2, "close", "chair-1")
+    del answer["done"]
+    return {"tool": "final_output", "args": answer}
+
+
 def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Path) -> None:
     note = "Keep the student price under 4 euros a month."
-    player = ScriptPlayer()
+    player = ScriptPlayer(inject={(2, "close", "chair-1"): [_close_without_done()]})
     left: list[str] = []
 
     def between_rounds(event: MissionEvent) -> None:  # after each round's last turn, before the next round starts
@@ -507,11 +516,10 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
     plan_2 = player.prompts_of("chair-1", 2)["plan"]
     assert "## From the user (every product follows these words; a departure from them is an error)\n" in plan_2
     assert f"\nThe user wrote: {note}" in plan_2
-    assert f"- c3 on the mission [user_independent, importance 6] by user (round 1): {note}" in plan_2
-    for operative in ("operative-1", "operative-2"):
-        reflect = player.prompts_of(operative, 2)["reflect"]  # the note, beside the answer the Chair was given
-        assert f"\nThe user answered: Students first: university students who take lecture notes. Teachers come " \
-               f"later.\nThe user wrote: {note}\n" in reflect
+    assert f"- c1 on the mission [user_independent, importance 6] by user (round 1): {note}" in plan_2
+    reflect = player.prompts_of("operative-2", 2)["reflect"]  # the note, beside the answer the Chair was given
+    assert f"\nThe user answered: Students first: university students who take lecture notes. Teachers come " \
+           f"later.\nThe user wrote: {note}\n" in reflect
     assert [c.key for c in player.calls if note in c.prompt and c.key[0] == 1] == []
     assert [c.key for c in player.calls if c.key[0] == 3] == []
 
@@ -519,31 +527,35 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
 def test_a_mission_out_of_rounds_or_stopped_goes_on_to_the_end_of_a_whole_run(home: Path) -> None:
     whole = run_mission(LAUNCH_MISSION, home=home)
 
-    short = run_mission(LAUNCH_MISSION, home=home, rounds=2)
+    # The Chair leaves the mission open at round 2's closing decisions, the last of a 2-round run.
+    short = run_mission(LAUNCH_MISSION, model=ScriptPlayer(inject={(2, "close", "chair-1"): [_close_without_done()]})
+                        .model(), home=home, rounds=2)
     assert (short.state, short.stop_reason, short.round) == ("done", "noMoreRounds", 2)
     with open_graph(home, short.mission_id) as graph:  # its last round ends with the Chair's closing decisions
-        assert sorted(turns(graph)) == sorted([t for t in LAUNCH_TURNS if t.startswith(("r0.", "r1.", "r2."))]
-                                              + ["r2.close.chair-1"])
+        assert sorted(turns(graph)) == LAUNCH_TURNS
         assert {p["name"]: (p["status"], p.get("accepted_round")) for p in graph.find("product")} == {
-            "Launch brief": ("accepted", 2), "Pricing decision": ("accepted", 2),
+            "Launch brief": ("accepted", 1), "Pricing decision": ("accepted", 2),
             "Launch-day checklist": ("accepted", 2)}
     with pytest.raises(MissionError, match="--rounds 2 is not more than the 2 round"):
         resume_mission(short.mission_id, rounds=2, home=home)
     # Everything is accepted: round 3 has nothing to reflect on, and its Plan ends the mission.
-    player = ScriptPlayer(inject={(3, "plan", "chair-1"): [{"tool": "halt", "args": script_args(4, "plan", "chair-1")}]})
+    done = {"type": "done", "to": ["u:all"], "message": DONE_MESSAGE}
+    player = ScriptPlayer(inject={(3, "plan", "chair-1"): [{"tool": "halt", "args": done}],
+                                  (3, "presentation", "envoy-1"): [{"tool": "final_output",
+                                                                   "args": script_args(2, "presentation", "envoy-1")}]})
     longer = resume_mission(short.mission_id, rounds=4, model=player.model(), home=home)
     assert (longer.state, longer.stop_reason, longer.round, longer.detail) == ("done", "concluded", 3, DONE_MESSAGE)
     assert [call.key for call in player.calls] == [(3, "plan", "chair-1"), (3, "presentation", "envoy-1")]
 
-    def stop_after_round_2(event: MissionEvent) -> None:
-        if isinstance(event, TurnDone) and event.step == "presentation" and event.round == 2:
+    def stop_after_round_1(event: MissionEvent) -> None:
+        if isinstance(event, TurnDone) and event.step == "presentation" and event.round == 1:
             stop_mission(event.mission, home=home)
 
-    stopped = run_mission(LAUNCH_MISSION, home=home, on_event=stop_after_round_2)
-    assert (stopped.state, stopped.stop_reason, stopped.round) == ("done", "userHalt", 2)
+    stopped = run_mission(LAUNCH_MISSION, home=home, on_event=stop_after_round_1)
+    assert (stopped.state, stopped.stop_reason, stopped.round) == ("done", "userHalt", 1)
     went_on = resume_mission(stopped.mission_id, home=home)  # the mission file's limit: 4 rounds
 
-    assert (went_on.state, went_on.stop_reason, went_on.round, went_on.detail) == ("done", "concluded", 4, DONE_MESSAGE)
+    assert (went_on.state, went_on.stop_reason, went_on.round, went_on.detail) == ("done", "concluded", 2, DONE_MESSAGE)
     assert (went_on.usage, went_on.turns) == (whole.usage, whole.turns)
     for result in (longer, went_on):
         with open_graph(home, result.mission_id) as graph:
@@ -732,7 +744,7 @@ def test_an_answer_nested_900_levels_deep_is_a_rejected_attempt_and_the_mission_
 
 
 def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(deviated: Deviated) -> None:
-    reflect = deviated.player.calls_of(2, "reflect", "operative-1")[0]
+    reflect = deviated.player.calls_of(2, "write", "operative-1")[0]
     # The Chair's bootstrap wrote them (the launch script); the role card's persona is replaced.
     # The agent's own block, after the mission and the role's block (the same for all of the role).
     assert reflect.messages[1].content[2]["text"] == (
@@ -749,12 +761,12 @@ def test_the_personas_and_domains_of_the_charter_reach_each_agents_prompts(devia
 def test_each_turn_moment_keeps_the_agents_reasoning(deviated: Deviated) -> None:
     with deviated.graph() as graph:
         moments = {m["id"]: m for m in graph.find("moment", {"type": "turn"}, fields=["reasoning"])}
-    assert moments["r2.reflect.operative-1"]["reasoning"] == script_args(2, "reflect", "operative-1")["reasoning"]
+    assert moments["r2.reflect.operative-2"]["reasoning"] == script_args(2, "reflect", "operative-2")["reasoning"]
     assert moments["r1.inspect.watchdog-1"]["reasoning"] == script_args(1, "inspect", "watchdog-1")["reasoning"]
     # The Chair's thinking is its reasoning; a halt's message is the reasoning of a halting turn.
     plan = script_args(1, "plan", "chair-1")["thinking"]
     assert moments["r1.plan.chair-1"]["reasoning"] == f"{plan['roundStrategy']} {plan['acceptanceRationale']}"
-    assert moments["r4.plan.chair-1"]["reasoning"] == DONE_MESSAGE
+    assert moments["r0.bootstrap.chair-1"]["reasoning"] == script_args(0, "bootstrap", "chair-1")["message"]
 
 
 def test_a_run_removes_the_transcript_it_makes_stale_and_writes_none(home: Path) -> None:

@@ -11,8 +11,8 @@ from cabal import fork_mission
 from cabal.report.html import render_html
 from cabal.report.markdown import render_markdown
 from cabal.rounds.api import run_mission
-from cabal.rounds.control import mission_status
-from cabal.rounds.events import MissionEvent, RoundStarted
+from cabal.rounds.control import mission_status, say
+from cabal.rounds.events import MissionEvent, RoundStarted, TurnDone
 from cabal.rounds.fork import round_started
 from cabal.rounds.workspace import Workspace, mission_report
 
@@ -40,12 +40,16 @@ def history(home: str, mission_id: str) -> History:
 @pytest.fixture(scope="module")
 def original(home: str) -> tuple[str, dict[int, History]]:
     """A mission run to its end, and its graph as each round began (read by a listener of the run
-    at the round's start, when the round had written only its status)."""
+    at the round's start, when the round had written only its status). The user leaves a message
+    before rounds 1 and 2 close, so their closing decisions do not end the mission: the next
+    Plan takes each message up."""
     at_start: dict[int, History] = {}
 
     def heard(event: MissionEvent) -> None:
         if isinstance(event, RoundStarted):
             at_start[event.round] = history(home, event.mission)
+        if isinstance(event, TurnDone) and event.step == "inspect" and event.round < 3:
+            say(event.mission, f"Keep round {event.round}'s changes short.", home=home)
 
     result = run_mission(MISSION, home=home, on_event=heard)
     assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 3)
@@ -79,7 +83,8 @@ def test_a_fork_starts_from_the_graph_as_the_round_began_and_leaves_the_original
     head = next(node for _, node in start[0] if node["id"] == fork_id)
     assert (head["forked_from"], head["forked_round"], head["round"], head["status"]) == \
         (mission_id, round_number, round_number - 1, "interrupted")
-    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 3)
+    # The round's Plan takes up the message left in the round before; its closing decisions end it.
+    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", round_number)
     assert history(home, mission_id) == before  # node for node, link for link, every property
     assert mission_status(fork_id, home=home).lineage == f"forked from {mission_id} at round {round_number}"
 
@@ -87,7 +92,8 @@ def test_a_fork_starts_from_the_graph_as_the_round_began_and_leaves_the_original
 def test_updates_made_in_later_rounds_are_undone_in_the_fork(home: str,
                                                               original: tuple[str, dict[int, History]]) -> None:
     mission_id, _ = original
-    accepted = {p.name: p.status for p in mission_report(mission_id, home=home).products}
+    accepted = {p.name: (p.status, p.accepted_version and p.accepted_version.number)
+                for p in mission_report(mission_id, home=home).products}
     seen: dict[str, dict] = {}
 
     def read(fork_id: str) -> None:
@@ -96,10 +102,11 @@ def test_updates_made_in_later_rounds_are_undone_in_the_fork(home: str,
 
     fork_mission(mission_id, round=2, home=home, on_forked=read)
 
-    # The Chair accepted every product at round 2's Plan; at the start of round 2 none was.
-    assert set(accepted.values()) == {"accepted"}
-    assert {name: (p["status"], p.get("accepted_version")) for name, p in seen.items()} == \
-        {name: ("open", None) for name in accepted}
+    # The handbook, accepted at round 1's closing decisions, was reopened at rounds 2 and 3 for the
+    # user's messages and accepted again (version 3); at the start of round 2 its version 1 was.
+    assert accepted == {"Library": ("accepted", None), "Short handbook for new volunteers": ("accepted", 3)}
+    assert {name: (p["status"], p.get("accepted_version")) for name, p in seen.items()} == {
+        "Library": ("open", None), "Short handbook for new volunteers": ("accepted", "r1.write.operative-1.write_version0")}
 
 
 def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
@@ -110,17 +117,19 @@ def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
 
     assert forked.returncode == 0, forked.stderr
     fork_id = re.search(rf"^forked {mission_id} at the start of round 3: (\S+)$", forked.stdout, re.MULTILINE)[1]
-    assert "state: done (round limit reached), round 3" in forked.stdout
+    assert "state: done (concluded), round 3" in forked.stdout
     report = mission_report(fork_id, home=home)
     said = [(line.round, line.kind, line.text) for line in report.conversation if line.kind == "direction"]
     assert said == [(2, "direction", DIRECTION)]
-    # The simulated Chair reopens the first accepted product for a new direction at its Plan; its
-    # version 2, written in the last round, is accepted at the closing decisions.
+    # The simulated Chair reopens the first accepted product for a new direction at its Plan (the
+    # original reopened it for the user's message); its version 3, written in the last round, is
+    # accepted at the closing decisions.
     overview = report.product("Short handbook for new volunteers")
-    assert (overview.status, [v.number for v in overview.versions]) == ("accepted", [1, 2])
+    assert (overview.status, [v.number for v in overview.versions]) == ("accepted", [1, 2, 3])
     assert overview.description.startswith("Reworked for the user's new direction: Add what volunteers")
     original_overview = mission_report(mission_id, home=home).product("Short handbook for new volunteers")
-    assert (original_overview.status, [v.number for v in original_overview.versions]) == ("accepted", [1])
+    assert (original_overview.status, [v.number for v in original_overview.versions]) == ("accepted", [1, 2, 3])
+    assert original_overview.description.startswith("Reworked for the user's message: Keep round 2's changes")
     # The report (cabal show, the exports, the web room's page) says where the fork came from.
     assert f'<p class="lineage muted">forked from {mission_id} at round 3</p>' in render_html(report)
     assert f"\n_forked from {mission_id} at round 3_\n\n## Request\n" in render_markdown(report)
@@ -129,11 +138,11 @@ def test_a_fork_with_a_direction_goes_another_way_and_diff_shows_how(home: str,
     assert diff.returncode == 0, diff.stderr
     assert f"A: `{mission_id}`  \nB: `{fork_id}`\n\nB was forked from A at the start of round 3: rounds 1 to 2 are " \
            "A's\n\n1 same, 1 changed, 1 added product(s)\n" in diff.stdout
-    assert ("### Short handbook for new volunteers (changed)\n\n- status: accepted / accepted; version compared: v1 / v2\n"
+    assert ("### Short handbook for new volunteers (changed)\n\n- status: accepted / accepted; version compared: v3 / v3\n"
             in diff.stdout)
     assert "### What volunteers must know about safety at the warehouse (added)\n" in diff.stdout
     listed = cabal("missions", "--home", home)
-    assert f"{fork_id}: done (round limit reached), round 3 · forked from {mission_id} at round 3\n" in listed.stdout
+    assert f"{fork_id}: done (concluded), round 3 · forked from {mission_id} at round 3\n" in listed.stdout
 
 
 @pytest.mark.parametrize(("round_number", "shared"), [(1, "only the bootstrap is A's"), (2, "round 1 is A's")])
@@ -154,7 +163,7 @@ def test_a_fork_says_it_begins_the_round_it_was_forked_at_and_diff_what_it_share
 
 def test_a_fork_of_a_fork_and_its_own_round_limit(home: str, original: tuple[str, dict[int, History]]) -> None:
     mission_id, _ = original
-    first = fork_mission(mission_id, round=2, home=home)
+    first = fork_mission(mission_id, round=3, home=home)
     first_graph = history(home, first.mission_id)
 
     second = fork_mission(first.mission_id, round=3, home=home, rounds=4, model="simulated")

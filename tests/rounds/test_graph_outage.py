@@ -37,7 +37,7 @@ def test_a_killed_graph_server_is_started_again_and_the_step_replayed(home: Path
 
     result = run_mission(MISSION, model=FunctionChatModel(killer), home=home, on_event=events.append)
 
-    assert (result.state, result.stop_reason) == (calm.state, calm.stop_reason) == ("done", "noMoreRounds")
+    assert (result.state, result.stop_reason) == (calm.state, calm.stop_reason) == ("done", "concluded")
     restarts = [event for event in events if isinstance(event, GraphRestarted)]
     assert [(e.round, e.restart, e.max_restarts) for e in restarts] == [(1, 1, 3)]
     assert restarts[0].detail  # what the client saw: the connection refused or closed
@@ -64,7 +64,7 @@ def test_past_its_restarts_the_mission_pauses_interrupted_and_resume_finishes_it
     monkeypatch.delenv("CABAL_GRAPH_RESTARTS")
 
     assert main(["resume", mission_id, "--model", "py:cabal.rounds.simulated:team", "--quiet"]) == exits.DONE
-    assert mission_status(mission_id, home=home).stop_reason == "noMoreRounds"
+    assert mission_status(mission_id, home=home).stop_reason == "concluded"
     assert the_work(home, mission_id) == the_work(home, calm.mission_id)
 
 

@@ -30,8 +30,8 @@ def test_the_launch_example_completes_in_json_mode(home: Path) -> None:
     model = ScriptedChatModel.from_file(LAUNCH_SCRIPT)
     result = run_mission(LAUNCH_MISSION, model=model, home=home, model_settings={"output": "json"})
 
-    assert (result.state, result.stop_reason, result.round, result.failed_turns) == ("done", "concluded", 4, 0)
-    assert len(model.calls) == result.usage.calls == 24  # one per turn, as with tools
+    assert (result.state, result.stop_reason, result.round, result.failed_turns) == ("done", "concluded", 2, 0)
+    assert len(model.calls) == result.usage.calls == 19  # one per turn, as with tools
     assert {call.tools for call in model.calls} == {()}  # no call offered a tool
     first = model.calls[0]
     assert first.messages[0].content[-1]["text"].startswith("# How to answer\n\nYou have no tools")
@@ -127,7 +127,7 @@ def test_output_json_on_the_command_line_asks_without_tools_from_the_first_call(
     no_tools_factory.BUILT.clear()
     spec = "py:tests.rounds.data.no_tools_factory:launch_model"
     assert main(["run", str(LAUNCH_MISSION), "--model", spec, "--output", "json", "--quiet", "--home", str(home)]) == 0
-    assert "state: done (concluded), round 4" in capsys.readouterr().out
+    assert "state: done (concluded), round 2" in capsys.readouterr().out
     (model,) = no_tools_factory.BUILT
     assert {call.tools for call in model.calls} == {()}  # never offered tools, so never refused
 

@@ -56,13 +56,13 @@ def test_the_library_lists_every_accepted_product_newest_first(launched, capsys)
     workspace, mission_id = launched
 
     assert [(i.name, i.version, i.kind, i.round) for i in library_items(workspace)] == [
-        ("Pricing decision", 2, "Decision", 3), ("Launch-day checklist", 1, "Content", 3),
-        ("Launch brief", 1, "Content", 2)]
+        ("Pricing decision", 2, "Decision", 2), ("Launch-day checklist", 1, "Content", 2),
+        ("Launch brief", 1, "Content", 1)]
     assert main(["library", "--home", str(workspace.home), "--url", str(workspace.url)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:3] == [
         "3 accepted product(s), newest first:",
-        f"{mission_id}  Pricing decision (version 2, Decision, round 3)",
+        f"{mission_id}  Pricing decision (version 2, Decision, round 2)",
         "  Plans: Free (three notebooks, sync on two devices) and Plus at 6 euros a month. Student discount: P…"]
 
 
@@ -77,7 +77,7 @@ def test_library_search_finds_products_by_the_full_text_index(launched, capsys) 
         "Launch-day checklist"]
     assert main(["library", "search", "euros", "discount", "--home", str(workspace.home),
                  "--url", str(workspace.url)]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == f"{mission_id}  Pricing decision (version 2, Decision, round 3)"
+    assert capsys.readouterr().out.splitlines()[0] == f"{mission_id}  Pricing decision (version 2, Decision, round 2)"
 
 
 def test_a_later_mission_reads_an_earlier_one_as_sources_cited_like_files(launched, tmp_path: Path) -> None:
@@ -96,7 +96,7 @@ def test_a_later_mission_reads_an_earlier_one_as_sources_cited_like_files(launch
         # The team's list says where each came from: mission, product, version.
         assert source_line(current["s5"]).splitlines()[1:] == [
             f"  from: mission {earlier} (launch-plan), product {_product_id(workspace, earlier, 'Pricing decision')} "
-            "'Pricing decision', version 2, accepted at round 3",
+            "'Pricing decision', version 2, accepted at round 2",
             "  note: Our launch plan from March"]
         assert search_text(graph, "euros student discount", 60).splitlines()[1].startswith("[[s:s5#")
         answers = read_source_text(graph, "s7", current, 5000)

@@ -228,7 +228,7 @@ def test_cabal_run_on_a_terminal_shows_parallel_operatives_together(graph_server
                and lines[i + 2].split()[:3] == ["Brook", "(operative-2)", "write"] for i in frames if i + 2 < len(lines))
     text = "\n".join(lines)
     assert text.count("Who is Margin for at launch") == 1
-    assert "state: done (concluded), round 4" in text
+    assert "state: done (concluded), round 2" in text
 
 
 CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -144,7 +144,7 @@ def test_a_remark_reaches_its_recipient_in_its_next_step_once(played) -> None:
     assert (f"## Remarks to you (new since your last step)\n- from watchdog-1 [note] in round 1's Inspect: Read my "
             f"finding on [[p:{p2}]] before you plan version 2.") in reflect
     assert "Read my finding" not in _prompt(played, 2, "write", "operative-2")
-    assert "Read my finding" not in _prompt(played, 2, "reflect", "operative-1")
+    assert "Read my finding" not in _prompt(played, 2, "write", "operative-1")
 
 
 def test_write_shows_the_directive_and_the_writers_own_reflection(played) -> None:

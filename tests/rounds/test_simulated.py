@@ -13,7 +13,7 @@ from cabal.graph import ContextGraph
 from cabal.llm import make_model
 from cabal.rounds.api import continue_mission, run_mission
 from cabal.rounds.control import say
-from cabal.rounds.events import Answered, HaltRaised, MissionEvent, RoundStarted, TurnDone
+from cabal.rounds.events import Answered, HaltRaised, MissionEvent, TurnDone
 from cabal.rounds.deliverables import DEFAULT_DELIVERABLES, deliverables
 from cabal.rounds.simulated import simulated_team
 from cabal.rounds.workspace import mission_report
@@ -42,8 +42,8 @@ def test_three_rounds_with_two_operatives_complete_without_a_failed_turn(home: P
     assert result.state == "done"
     assert [t for t in turns if t.outcome == "failed"] == []
     assert all(t.attempts == 1 for t in turns)  # every answer valid the first time
-    # Round 1 writes the three Content products, round 2 accepts them, round 3 has nothing left.
-    assert (result.stop_reason, result.round) == ("concluded", 3)
+    # Round 1 writes the three Content products, and its closing decisions accept them and end the mission.
+    assert (result.stop_reason, result.round) == ("concluded", 1)
     with ContextGraph.open(name=result.mission_id, home=home) as graph:
         statuses = {p["name"]: p["status"] for p in graph.find("product")}
         # The request names one deliverable; initial_products=4 fills the other two from the topics.
@@ -51,7 +51,7 @@ def test_three_rounds_with_two_operatives_complete_without_a_failed_turn(home: P
                             "Overview": "accepted", "Audience": "accepted"}
         steps = Counter((t.round, t.step) for t in turns)
     assert steps[(1, "write")] == 2 and steps[(1, "peer_review")] == 2 and steps[(1, "inspect")] == 1
-    assert steps[(2, "reflect")] == 2 and steps[(2, "presentation")] == 1
+    assert steps[(1, "close")] == 1 and steps[(1, "presentation")] == 1 and max(r for r, _ in steps) == 1
 
 
 def test_a_growing_tree_keeps_being_accepted(home: Path) -> None:
@@ -63,21 +63,16 @@ def test_a_growing_tree_keeps_being_accepted(home: Path) -> None:
     with ContextGraph.open(name=result.mission_id, home=home) as graph:
         products = graph.find("product")
         accepted = Counter(a["round"] for a in graph.find("acceptance") if a.get("accepted"))
-        collabs = graph.find("collab")
-        addressed = {c for r in graph.find("reflection", fields=["addressed"]) for c in r.get("addressed") or []}
+        written = {v["product_id"]: v["round"] for v in graph.find("version")}
     # The Library at bootstrap, 2 more at round 1 (initial_products=3) and 2 more every round, all under the Library.
     assert len(products) == 3 + 2 * rounds
     library = next(p["id"] for p in products if p["name"] == "Library")
     assert sum(p.get("parent_id") == library for p in products) == 2 + 2 * rounds
-    # Round 2 accepts the 2 initial Content products and round 1's 2; every later round the
-    # 2 products added the round before; the last round's closing decisions also the 2 it wrote.
-    assert accepted == {2: 4, **{r: 2 for r in range(3, rounds)}, rounds: 4}
+    # Round 1's closing decisions accept the 2 initial Content products and round 1's 2; every
+    # later round's the 2 products it added and wrote: each in the round it was written and passed.
+    assert accepted == {1: 4, **{r: 2 for r in range(2, rounds + 1)}}
     assert all(p["status"] == "accepted" for p in products if p["name"] != "Library")
-    # Every collab on a product accepted at a Plan was answered by its owner's reflection first
-    # (at the closing decisions, the last round's reviews stay on the record, unanswered).
-    accepted_ids = {p["id"] for p in products if p["status"] == "accepted" and p["accepted_round"] < rounds}
-    on_accepted = {c["id"] for c in collabs if c["product_id"] in accepted_ids}
-    assert on_accepted and on_accepted <= addressed
+    assert all(p["accepted_round"] == written[p["id"]] for p in products if p["name"] != "Library")
 
 
 def test_done_at_round_halts_in_that_rounds_plan_and_presents_the_round(home: Path) -> None:
@@ -135,7 +130,7 @@ def test_a_newcomers_run_names_the_products_after_the_requests_deliverables(home
     ran = cabal("run", str(mission), "--model", "simulated", "--home", str(home), "--quiet")
 
     assert ran.returncode == 0, ran.stderr
-    assert "state: done (concluded), round 3" in ran.stdout
+    assert "state: done (concluded), round 1" in ran.stdout
     assert "accepted: Library, Options to compare, Rollout plan for a quiet week, One-page staff training guide\n" \
         in ran.stdout
     report = mission_report(mission_id_of(ran.stdout), home=str(home))
@@ -180,7 +175,7 @@ def test_a_continue_direction_is_taken_up_in_the_next_version_and_what_it_names_
 
     result = continue_mission(ended.mission_id, "Add a rain plan.", rounds=3, model=simulated_team(), home=home)
 
-    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 6)
+    assert (result.state, result.stop_reason, result.round) == ("done", "concluded", 2)
     report = mission_report(result.mission_id, home=str(home))
     library = report.product("Library")
     assert [(p.name, p.status, p.parent_id) for p in report.live_products] == [
@@ -190,14 +185,14 @@ def test_a_continue_direction_is_taken_up_in_the_next_version_and_what_it_names_
     assert second.change_summary == "Version 2: takes up the user's new direction: Add a rain plan"
     taken_up = "What this version changes: it takes up the user's new direction: Add a rain plan. Outline:"
     assert taken_up in second.content and "direction" not in first.content
-    assert (second.round, report.product("Shopping list").accepted_version.number) == (4, 2)
+    assert (second.round, report.product("Shopping list").accepted_version.number) == (2, 2)
 
 
 def test_a_message_the_user_leaves_is_taken_up_in_the_next_version(home: Path) -> None:
     said: list[str] = []
 
-    def leave_a_message(event: MissionEvent) -> None:  # as the user would, between rounds 1 and 2
-        if isinstance(event, TurnDone) and (event.round, event.step) == (1, "presentation"):
+    def leave_a_message(event: MissionEvent) -> None:  # as the user would, while round 1's list is written
+        if isinstance(event, TurnDone) and (event.round, event.step) == (1, "write"):
             said.append(say(event.mission, "Keep the list vegetarian.", home=home))
 
     result = run_mission({"request": "Plan a picnic for ten. I need a shopping list.", "team": {"operatives": 1},
@@ -205,7 +200,8 @@ def test_a_message_the_user_leaves_is_taken_up_in_the_next_version(home: Path) -
 
     assert len(said) == 1 and (result.state, result.stop_reason) == ("done", "concluded")
     versions = mission_report(result.mission_id, home=str(home)).product("Shopping list").versions
-    # Ready after round 1, the list is held back for one more version that takes the message up.
+    # Accepted at round 1's closing decisions, which leave the mission open for the message: round
+    # 2's Plan reopens the list for one more version that takes it up.
     assert [(v.number, v.round, v.accepted) for v in versions] == [(1, 1, False), (2, 2, True)]
     assert versions[1].change_summary == "Version 2: takes up the user's message: Keep the list vegetarian"
     assert "it takes up the user's message: Keep the list vegetarian. Outline:" in versions[1].content
@@ -232,15 +228,16 @@ def test_the_chair_asks_its_question_when_the_mission_file_has_answers(home: Pat
 def test_a_message_left_in_the_round_the_chair_would_end_is_taken_up_with_its_words_whole(home: Path) -> None:
     said: list[str] = []
 
-    def leave_a_message(event: MissionEvent) -> None:  # as `cabal say` from another terminal, while round 3 runs
-        if isinstance(event, RoundStarted) and event.round == 3:
+    def leave_a_message(event: MissionEvent) -> None:  # as `cabal say` from another terminal, before the Close
+        if isinstance(event, TurnDone) and (event.round, event.step) == (1, "inspect"):
             said.append(say(event.mission, "Ship v1.0 first.", home=home))
 
     result = run_mission({"request": "Plan a picnic for ten. I need a shopping list.", "team": {"operatives": 1},
                           "rounds": 3}, model=simulated_team(), home=home, on_event=leave_a_message)
 
-    # Accepted in round 2, the list would end the mission at round 3's plan: the message reopens it.
-    assert len(said) == 1 and (result.state, result.stop_reason, result.round) == ("done", "noMoreRounds", 3)
+    # Accepted in round 1, the list would end the mission at round 1's closing decisions: the
+    # message, not yet read by a Plan, keeps it open, and round 2 takes it up.
+    assert len(said) == 1 and (result.state, result.stop_reason, result.round) == ("done", "concluded", 2)
     versions = mission_report(result.mission_id, home=str(home)).product("Shopping list").versions
-    assert [(v.number, v.round, v.accepted) for v in versions] == [(1, 1, False), (2, 3, True)]
+    assert [(v.number, v.round, v.accepted) for v in versions] == [(1, 1, False), (2, 2, True)]
     assert versions[1].change_summary == "Version 2: takes up the user's message: Ship v1.0 first"

@@ -29,7 +29,12 @@ def prompts_of(home, folder, *, ask: bool, rounds: int = 2) -> dict[str, list[st
         facts = request.facts
         if not ask and isinstance(facts, TurnFacts) and facts.answers_waiting:
             request = replace(request, facts=replace(facts, answers_waiting=0))
-        return team(request)
+        answer = team(request)
+        if (request.key.round, request.key.step) == (1, Step.INSPECT):  # round 1's work goes on to a Reflect
+            for inspection in answer["args"]["inspections"]:
+                inspection["assessment"] = "needs_revision"
+                inspection["findings"][0]["severity"] = 5
+        return answer
 
     (folder / "incidents.md").write_text("# Incidents\n\nA child fell from the top of the wall.\n")
     mission = {**MISSION, "sources": [str(folder / "incidents.md")], "rounds": rounds}

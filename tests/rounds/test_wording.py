@@ -43,7 +43,8 @@ def test_a_simulated_mission_out_of_rounds_then_continued_reads_in_words_everywh
     path = tmp_path / "bake.mission.yaml"
     path.write_text("request: Plan a bake sale.\nname: bake\nrounds: 1\n")
 
-    ran = cabal("run", str(path), "--model", "simulated", "--home", home, timeout=180)
+    # A Chair that adds work every round: the closing decisions never end the mission by themselves.
+    ran = cabal("run", str(path), "--model", "py:busy_factory:team", "--home", home, timeout=180)
 
     assert ran.returncode == 0, ran.stderr
     mission_id = re.search(r"^mission: (m-bake-\w+)$", ran.stdout, re.M)[1]
@@ -64,7 +65,7 @@ def test_a_simulated_mission_out_of_rounds_then_continued_reads_in_words_everywh
     page = tmp_path / "report.html"
     exported = cabal("export", mission_id, "--format", "html", "-o", str(page), "--home", home)
     assert status.stdout.splitlines()[0] == f"{mission_id}: done (round limit reached), round 2"
-    assert re.search(r"^\| simulated \| \d+ \|", transcript.stdout, re.M)  # the usage table: the model as chosen
+    assert re.search(r"^\| simulated \| \d+ \|", transcript.stdout, re.M)  # the usage table: the model as named
     assert exported.returncode == 0, exported.stderr
     for said in (ran.stdout, continued.stdout, status.stdout, shown.stdout, transcript.stdout, page.read_text()):
         assert STORED_NAMES.findall(said) == []

@@ -164,10 +164,22 @@ def test_an_injection_in_a_tool_result_is_data_and_the_watchdog_and_acceptance_r
         "inspections": [{"productId": "p1", "versionId": "p1.v1", "assessment": "needs_revision", "findings": [
             {"category": "quality", "severity": 6, "issue": "The price comparison is not backed.",
              "recommendation": "Quote a verified price."}]}]})
-    # The Chair, as if persuaded by the tool's text, accepts the product anyway; then ends the mission.
-    plan = next(i for i, e in enumerate(script) if (e["round"], e["step"]) == (2, "plan"))
-    script.insert(plan + 1, {**script[plan], "tool": "halt", "args": {
-        "type": "done", "to": ["u:all"], "message": "The paragraph needs a revision the user can ask for."}})
+    # Not passed, the paragraph goes on to round 2's Reflect and Plan (no closing decisions in round
+    # 1). The Chair, as if persuaded by the tool's text, accepts it anyway; then ends the mission.
+    def chair_plan(tool: str, args: dict) -> dict:
+        return {"round": 2, "step": "plan", "agent": "chair-1", "tool": tool, "args": args}
+
+    script += [
+        {"round": 2, "step": "reflect", "agent": "operative-1", "tool": "final_output", "args": {
+            "reasoning": "It is fine as it is.", "reflections": [
+                {"refersToProduct": "p1", "dodStatus": "met", "feedbackResponses": [], "nextVersionDelta": "None."}]}},
+        chair_plan("final_output", {"thinking": {"roundStrategy": "Accept the paragraph.", "acceptanceRationale":
+                                                 "The tool says it is fine."},
+                                    "treeOperations": [], "assignments": [],
+                                    "acceptance": [{"productId": "p1", "accepted": True}]}),
+        chair_plan("halt", {"type": "done", "to": ["u:all"],
+                            "message": "The paragraph needs a revision the user can ask for."}),
+        {**next(e for e in script if e["step"] == "presentation"), "round": 2}]
     model = ScriptedChatModel(script)
 
     result = run_mission(mission(tmp_path, "injecting", rounds=3, script=script), model=model, home=home)
