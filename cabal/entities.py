@@ -458,7 +458,8 @@ class Inspection(Entity):
 
 # Tokens ending in a period that do not end a sentence: "e.g.", "U.S." and friends.
 _ABBREVIATIONS = frozenset({"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "mr.", "mrs.",
-                            "ms.", "dr."})
+                            "ms.", "dr.", "incl.", "excl.", "no.", "nos.", "min.", "max.", "est.", "dept.",
+                            "fig.", "sec.", "st.", "p.", "pp.", "jr.", "sr."})
 _INITIALISM = re.compile(r"^(?:[a-z]\.){2,}$")
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*$")
 _OPENING_PUNCTUATION = "\"'(["

@@ -219,6 +219,7 @@ def test_context_request_need_is_an_enum():
         ("First! Second? Third.", 3),
         ("Use a cache, e.g. Redis, for sessions.", 1),
         ("Pick one, i.e. the cheaper, and move on.", 1),
+        ("Three documents delivered, incl. the one-page sheet. Fill in two blanks.", 2),  # an Envoy was refused for 3
         ("Latency fell to 3.5 ms in v1.2 of the API.", 1),
         ("We shipped it to the U.S. team today.", 1),
         ("Wait... it works now.", 2),

@@ -37,6 +37,7 @@ from cabal.rounds.showing import BOUNDS, Shown, shows, whole
 from cabal.rounds.snapshot import Snapshot, charter_map
 from cabal.rounds.sources import read_source_text, search_text, source_line
 from cabal.rounds.team import Team
+from cabal.tools.spec import DEFAULT_MAX_TOOL_CALLS
 from cabal.vocabulary import ANSWER_FROM_FILE, CHAIR_ID, ENDORSEMENT, USER_DIRECTION_TYPE, USER_ID, Role, Step
 from cabal.yaml_reader import read_text_file
 
@@ -157,12 +158,15 @@ class ContextBuilder:
     references name the short ids this prompt lists (and never a graph id)."""
 
     def __init__(self, graph: ContextGraph, snapshot: Snapshot, team: Team, prompts: PromptLibrary,
-                 tools: Sequence[TeamTool] = ()) -> None:
+                 tools: Sequence[TeamTool] = (), tool_calls_per_turn: int = DEFAULT_MAX_TOOL_CALLS) -> None:
         self.graph = graph
         self.snapshot = snapshot
         self.team = team
         self.prompts = prompts
         self.tools = tuple(tools)  # the mission's tools (``tooluse.team_tools``), listed for the Chair
+        # A Chair that did not know the limit asked for 14 calls in one directive; the writer ran
+        # out at 5 and the product had no version that round.
+        self.tool_calls_per_turn = tool_calls_per_turn
 
     # ------------------------------------------------------------------------------ api
 
@@ -489,7 +493,8 @@ class ContextBuilder:
     def _tools_section(self) -> str:
         """The mission's tools: what each does and who may call it when, so a directive can name one."""
         self._facts.tools += self.tools
-        return self._section("The team's tools (a directive may tell an agent to use one)", [
+        return self._section("The team's tools (a directive may tell an agent to use one; an agent makes at most "
+                             f"{self.tool_calls_per_turn} tool calls in one turn, one call a reply)", [
             f"- {tool.name}, for {', '.join(tool.callers) or 'no one'} at {', '.join(s.heading for s in tool.steps)}: "
             f"{clip(tool.description, ITEM_CHARS)}" for tool in self.tools])
 

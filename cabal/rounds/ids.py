@@ -140,6 +140,13 @@ def short_ids(products: Iterable[Mapping[str, Any]], versions: Iterable[Mapping[
     return numbered
 
 
+def _kind_of(alias: str) -> str | None:
+    """The kind a mission's short id names by its form: ``p3`` a product, ``p3.v2`` a version, ``c4`` a collab."""
+    if re.fullmatch(r"p\d+\.v\d+", alias):
+        return "v"
+    return alias[0] if re.fullmatch(r"[pc]\d+", alias) else None
+
+
 def _in_order(alias: str) -> tuple[int, ...]:
     return tuple(int(number) for number in re.findall(r"\d+", alias))
 
@@ -172,6 +179,7 @@ class TempIds:
     tool_calls: set[str] = field(default_factory=set)
     _short: dict[str, str] = field(default_factory=dict)
     _real: dict[str, tuple[str, str]] = field(default_factory=dict)  # short id -> (kind, graph id)
+    _aliases: dict[str, str] | None = None  # the mission's short ids, both ways, read once
 
     def short(self, kind: str, real: str) -> str:
         if real not in self._short:
@@ -183,9 +191,21 @@ class TempIds:
         return self._short[real]
 
     def real(self, alias: str, kind: str | None = None) -> str | None:
-        """The graph id of a short id this call showed (of ``kind``, if given)."""
+        """The graph id of a short id of the mission (of ``kind``, if given). Ids mean the same for
+        the whole mission, so one this call did not show is as good: a Chair refused for naming
+        ``p2.v1``, shown to it a step before, lost a round trip."""
         shown = self._real.get(alias)
+        if shown is None and self.mission:
+            real = self._by_alias().get(alias)
+            if real is not None and _kind_of(alias) is not None:
+                self.short(str(_kind_of(alias)), real)
+                shown = self._real.get(alias)
         return shown[1] if shown and kind in (None, shown[0]) else None
+
+    def _by_alias(self) -> dict[str, str]:
+        if self._aliases is None:
+            self._aliases = {alias: real for real, alias in self.mission.items()}
+        return self._aliases
 
     def shown(self, kind: str) -> list[str]:
         """The short ids of one kind this call has shown so far, in order (p1, p2, ...)."""

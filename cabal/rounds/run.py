@@ -254,7 +254,8 @@ class MissionRun:
         if snapshot.has_turn(place.turn_id):
             return FinishedTurn(None, [])
         self.emit(TurnStarted(self.mission_id, round=snapshot.round, step=step, agent=agent_id))
-        builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts, tools=self.team_tools())
+        builder = ContextBuilder(self.graph, snapshot, self.team, self.prompts, tools=self.team_tools(),
+                                  tool_calls_per_turn=self.spec.max_tool_calls)
         prompt = builder.build(agent_id, step)
         if prompt.facts is not None:  # what only the run knows: whether a question would be answered unattended
             prompt.facts = replace(prompt.facts, answers_waiting=len(self.answers))

@@ -57,3 +57,18 @@ def test_stored_text_is_shown_with_short_ids():
     temp = ids()
     assert temp.text_to_model("after [[p:r1.plan.chair-1.product0]] and [[p:r9.new]]") == "after [[p:p2]] and [[p:p3]]"
     assert temp.real("p3") == "r9.new"
+
+
+def test_an_id_of_the_mission_this_call_did_not_show_is_still_valid() -> None:
+    """Ids mean the same for the whole mission: a Chair that named p2.v1, shown to it one step
+    before, was refused ("no version in your context") and spent a round trip."""
+    ids = TempIds(mission={"prod-a": "p1", "prod-b": "p2", "ver-b1": "p2.v1", "collab-x": "c1"})
+    assert ids.short("p", "prod-a") == "p1"
+    answer, problems = ids.answer_to_graph({"versionId": "p2.v1", "productId": "p2",
+                                            "comment": "As [[v:p2.v1]] says, and c1 too."})
+    assert problems == []
+    assert answer == {"versionId": "ver-b1", "productId": "prod-b",
+                      "comment": "As [[v:ver-b1]] says, and c1 too."}  # a bare word: only an id shown is taken
+    # A form of the wrong kind is still refused, with the ids known.
+    _, problems = ids.answer_to_graph({"versionId": "p2"})
+    assert [p.message for p in problems] == ["unknown id 'p2'; known v-ids: p2.v1"]

@@ -138,7 +138,8 @@ def test_bootstrap_and_plan_list_the_missions_tools_and_who_may_call_them(graph)
     callers, steps = ("chair-1", "operative-1", "operative-2"), (Step.PLAN, Step.WRITE)
     assert [(t.name, t.callers, t.steps) for t in tools] == [("prices__lookup", callers, steps),
                                                               ("prices__environment", callers, steps)]
-    title = "The team's tools (a directive may tell an agent to use one)"
+    title = ("The team's tools (a directive may tell an agent to use one; an agent makes at most 5 tool calls in "
+             "one turn, one call a reply)")
     for view, step in ((snapshot(0, products={}, versions=[]), Step.BOOTSTRAP), (snapshot(), Step.PLAN)):
         shown = prompt(graph, view, team, "chair-1", step, tools)
         assert section(shown.user, title)[0] == (
