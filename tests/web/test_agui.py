@@ -126,13 +126,13 @@ def test_a_thread_asks_its_question_as_an_interrupt_and_the_answer_after_a_resta
     steps = [e.step_name for e in second if e.type == EventType.STEP_STARTED]
     assert steps == ["round 0: bootstrap",  # the question was the Chair's at bootstrap, which goes on
                      "round 1: plan", "round 1: write", "round 1: peer_review", "round 1: inspect",
-                     "round 1: presentation", "round 2: reflect", "round 2: plan", "round 2: write",
-                     "round 2: peer_review", "round 2: inspect", "round 2: presentation", "round 3: reflect",
-                     "round 3: plan", "round 3: presentation", "round 4: plan", "round 4: presentation"]
+                     "round 1: close", "round 1: presentation", "round 2: reflect", "round 2: plan",
+                     "round 2: write", "round 2: peer_review", "round 2: inspect", "round 2: close",
+                     "round 2: presentation"]  # round 2's closing decisions accept the last products and end it
     assert kinds(second).count("STEP_STARTED") == kinds(second).count("STEP_FINISHED")
     end = second[-1]
     assert isinstance(end, RunFinishedEvent) and end.outcome is None  # absent: success
-    assert end.result == {"mission": mission_id, "state": "done", "stop_reason": "concluded", "round": 4}
+    assert end.result == {"mission": mission_id, "state": "done", "stop_reason": "concluded", "round": 2}
     speakers = {name for name, _ in texts(second)}
     assert {"Ada", "Brook"} <= speakers  # the operatives, by the team's own names
     final = state_of(second, waiting)
@@ -233,8 +233,8 @@ def test_the_example_client_runs_a_mission_and_answers_its_question(workspace: W
     assert f"chair-1: {QUESTION} (options: students, teachers, both)" in lines
     assert lines[lines.index(f"chair-1: {QUESTION} (options: students, teachers, both)") + 1] == \
         f"? {QUESTION} (students / teachers / both)"
-    assert "-- round 4: presentation" in lines
-    assert lines[-2:] == ["run finished: done (concluded), round 4", "accepted: " + ", ".join(ACCEPTED)]
+    assert "-- round 2: presentation" in lines
+    assert lines[-2:] == ["run finished: done (concluded), round 2", "accepted: " + ", ".join(ACCEPTED)]
 
 
 def test_a_mission_file_s_settings_start_a_thread_and_its_next_message_takes_it_further(
@@ -246,7 +246,8 @@ def test_a_mission_file_s_settings_start_a_thread_and_its_next_message_takes_it_
         second = streamed(post(server, run_input(thread, "Add a rain plan.")))
 
     mission_id = f"m-{thread}"
-    assert first[-1].result == {"mission": mission_id, "state": "done", "stop_reason": "noMoreRounds", "round": 1}
+    # The simulated team's round 1 closing decisions accept every product and end the mission.
+    assert first[-1].result == {"mission": mission_id, "state": "done", "stop_reason": "concluded", "round": 1}
     assert first[1].snapshot["name"] == "picnic"
     assert second[1].snapshot == state_of(first)  # the thread goes on from where the client was left
     assert [e.step_name for e in second if e.type == EventType.STEP_STARTED][0] == "round 2: plan"  # the direction
@@ -265,7 +266,7 @@ def test_a_paused_mission_resumes_on_its_thread(workspace: Workspace) -> None:
 
     assert paused.state == "interrupted"
     assert resumed[1].snapshot["state"] == "interrupted"
-    assert resumed[-1].result == {"mission": paused.mission_id, "state": "done", "stop_reason": "noMoreRounds",
+    assert resumed[-1].result == {"mission": paused.mission_id, "state": "done", "stop_reason": "concluded",
                                   "round": 1}
     assert state_of(resumed)["state"] == "done"
 

@@ -160,7 +160,7 @@ def test_an_answer_sent_by_a_plain_form_resumes_the_mission(client: TestClient, 
 
     assert (sent.status_code, sent.headers["location"]) == (303, f"/missions/{asking}")
     ended = done(graph_server, asking)
-    assert (ended.state, ended.stop_reason, ended.round) == ("done", "concluded", 3)
+    assert (ended.state, ended.stop_reason, ended.round) == ("done", "concluded", 1)  # closed in the round it passed
     report = mission_report(asking, home=graph_server.home)
     assert [(q.status, q.answer) for q in report.questions] == [("answered", "users")]
 
@@ -242,7 +242,8 @@ def test_starting_from_the_form_runs_the_simulated_team(client: TestClient, secu
     assert (report.mission.request, report.mission.rounds, report.mission.budget_tokens, report.mission.model) == (
         "Write a packing list for a week of hiking.", 2, 90000, SIMULATED)
     assert [a.id for a in report.agents] == ["chair-1", "envoy-1", "operative-1", "operative-2", "watchdog-1"]
-    assert (ended.state, ended.stop_reason, ended.round) == ("done", "noMoreRounds", 2)
+    # Round 1's closing decisions accept every product and end the mission before its limit.
+    assert (ended.state, ended.stop_reason, ended.round) == ("done", "concluded", 1)
 
 
 @pytest.mark.parametrize(("fields", "said"), [
@@ -351,7 +352,7 @@ def test_an_interrupted_mission_resumes_from_its_page(client: TestClient, securi
     assert f'action="/missions/{paused.mission_id}/resume"' in page
     assert resumed.json() == {"ok": True, "mission": paused.mission_id, "message": "The team goes on."}
     ended = done(graph_server, paused.mission_id)
-    assert (ended.state, ended.stop_reason, ended.round) == ("done", "noMoreRounds", 1)
+    assert (ended.state, ended.stop_reason, ended.round) == ("done", "concluded", 1)
 
 
 def test_only_an_interrupted_mission_resumes(client: TestClient, asking: str, security) -> None:
@@ -370,12 +371,12 @@ def test_a_mission_that_ended_continues_from_its_page(client: TestClient, securi
     went_on = json_post(client, f"/missions/{ended.mission_id}/continue", security,
                         direction="Add a rain plan.", rounds="1")
 
-    assert (ended.state, ended.round) == ("done", 2)
+    assert (ended.state, ended.round) == ("done", 1)  # round 1's closing decisions ended it
     assert f'action="/missions/{ended.mission_id}/continue"' in page and "Continue the mission" in page
     assert (empty.status_code, empty.json()["error"]) == (400, "Write the new direction first.")
     assert went_on.json() == {"ok": True, "mission": ended.mission_id,
                               "message": "The mission continues with your new direction."}
-    again = wait_until(lambda: (s := mission_status(ended.mission_id, home=graph_server.home)).round == 3
+    again = wait_until(lambda: (s := mission_status(ended.mission_id, home=graph_server.home)).round == 2
                        and s.state == "done" and s, what="the continued mission to end")
     assert again.stop_reason is not None
     conversation = mission_report(ended.mission_id, home=graph_server.home).conversation

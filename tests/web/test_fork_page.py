@@ -14,11 +14,13 @@ from cabal.rounds.workspace import mission_report
 from tests.polling import wait_until
 from .test_app import json_post
 
-SIMULATED = "py:cabal.rounds.simulated:team"
+# The simulated team with a Chair that adds a product every round: no round's closing decisions
+# end the mission, so it reaches round 2 to be forked at.
+BUSY = "py:tests.rounds.data.busy_factory:team"
 
 
 def test_a_forks_row_and_page_say_where_it_came_from(client: TestClient, graph_server) -> None:
-    original = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 2, "model": SIMULATED},
+    original = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 2, "model": BUSY},
                            home=graph_server.home)
     fork = fork_mission(original.mission_id, round=2, home=graph_server.home)
 
@@ -35,7 +37,7 @@ def test_a_forks_row_and_page_say_where_it_came_from(client: TestClient, graph_s
 
 
 def test_a_mission_is_forked_from_its_page(client: TestClient, security, graph_server) -> None:
-    original = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 2, "model": SIMULATED},
+    original = run_mission({"request": "Plan a picnic.", "team": {"operatives": 1}, "rounds": 2, "model": BUSY},
                            home=graph_server.home)
     page = client.get(f"/missions/{original.mission_id}").text
 

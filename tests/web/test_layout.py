@@ -153,7 +153,10 @@ def test_the_last_rounds_lines_come_before_the_missions_end_as_in_the_terminal(
     finally:
         page.close()
 
-    assert lines[-2:] == ["chair-1: I checked where every product stands.",
+    # Round 1's closing decisions end the mission; its presentation still comes first, as in the terminal.
+    assert lines[-4:] == ["chair-1: I accepted 3 products and gave out 3 assignments this round.",
+                          "Dana (operative-1): I wrote 2 new versions: Overview, Risks and open questions.",
+                          "Eli (operative-2): I wrote 1 new version: Plan of action.",
                           "chair-1: Every product is accepted; the mission is met. (mission concluded)"]
 
 
