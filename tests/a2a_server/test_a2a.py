@@ -97,8 +97,7 @@ def test_a_task_asks_its_question_then_completes_with_the_accepted_products(home
     # Every round's start and the Envoy's lines stream as they happen, then the artifacts, then done.
     working = [texts(u) for u in second if u.HasField("status_update")
                and u.status_update.status.state == TaskState.TASK_STATE_WORKING and texts(u)]
-    assert [line for line in working if line.startswith("round ")] == \
-        ["round 1 begins", "round 2 begins", "round 3 begins", "round 4 begins"]
+    assert [line for line in working if line.startswith("round ")] == ["round 1 begins", "round 2 begins"]
     assert len(working) > 3  # and the Envoy's lines between them
     assert states(second)[-1] == TaskState.TASK_STATE_COMPLETED
     report = mission_report(task_id, home=home)  # the task's id is the mission's

@@ -27,7 +27,7 @@ CABAL = Path(sys.executable).with_name("cabal")
 # models from here: it must be on sys.path before the first of them starts.
 if str(DATA) not in sys.path:
     sys.path.insert(0, str(DATA))
-INPUT, OUTPUT = 12101, 844  # what one question mission's scripted calls count, with the README's requests
+INPUT, OUTPUT = 8736, 705  # what one question mission's scripted calls count, with the README's requests
 TOKENS = INPUT + OUTPUT
 
 
@@ -61,8 +61,9 @@ def cabal(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -
 
 
 class WorkerKiller:
-    """An ``on_event`` that kills the worker process of the first mission to reach round 2
-    (the process, with SIGKILL: no chance to pause), and keeps every event."""
+    """An ``on_event`` that kills the worker process of the first mission to reach round 1's
+    Inspect, mid-mission (its version written, its closing decisions to come; the process, with
+    SIGKILL: no chance to pause), and keeps every event."""
 
     def __init__(self) -> None:
         self.events: list = []
@@ -72,11 +73,12 @@ class WorkerKiller:
     def __call__(self, event) -> None:
         from cabal.batch.events import MissionAssigned
         from cabal.rounds.events import StepStarted
+        from cabal.vocabulary import Step
 
         self.events.append(event)
         if isinstance(event, MissionAssigned):
             self._workers[event.mission_id] = int(event.worker.rsplit(":", 1)[1])
-        elif isinstance(event, StepStarted) and event.round == 2 and not self.killed:
+        elif isinstance(event, StepStarted) and (event.round, event.step) == (1, Step.INSPECT) and not self.killed:
             self.killed.append(event.mission)
             os.kill(self._workers[event.mission], signal.SIGKILL)
 

@@ -102,7 +102,7 @@ def test_events_go_to_a_file_as_json_lines_the_missions_own_as_cabal_run_writes_
     assert {e["mission"] for e in own} == missions
     assert {"mission_start", "step_start", "turn_start", "turn_done", "answer", "stop", "run_end"} <= {
         e["kind"] for e in own}
-    assert sum(e["kind"] == "turn_done" for e in own) == 2 * 11  # every turn of both missions
+    assert sum(e["kind"] == "turn_done" for e in own) == 2 * 7  # every turn of both missions
     assert events[-1]["counts"] == {"done": 2}
 
 

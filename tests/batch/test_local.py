@@ -43,7 +43,7 @@ def test_six_missions_run_side_by_side_on_two_local_workers(six) -> None:
     assert report.summary() == "6 missions: 6 done"
     assert [(r.key, r.state, r.stop_reason, r.round, r.rounds_limit, r.products_accepted, r.products_total,
              r.failed_turns, r.tokens, r.attempts) for r in report.rows] == [
-        (f"r{n}", "done", "concluded", 3, 3, 1, 1, 0, TOKENS, 1) for n in range(1, 7)]
+        (f"r{n}", "done", "concluded", 1, 3, 1, 1, 0, TOKENS, 1) for n in range(1, 7)]
     assert [r.mission_id for r in report.rows] == [m.mission_id for m in load_plan(path).missions]
     totals = report.totals
     assert (totals.missions, totals.states, totals.tokens, totals.products_accepted) == (6, {"done": 6}, 6 * TOKENS, 6)
@@ -66,7 +66,7 @@ def test_six_missions_run_side_by_side_on_two_local_workers(six) -> None:
     assert {e.mission for e in own} == {r.mission_id for r in report.rows}
     assert {MissionStarted, StepStarted, TurnStarted, TurnDone, Answered, MissionStopped, RunEnded} <= {
         type(e) for e in own}
-    assert sum(isinstance(e, TurnDone) for e in own) == 6 * 11  # every turn of every mission
+    assert sum(isinstance(e, TurnDone) for e in own) == 6 * 7  # every turn of every mission
     assert events[-1] == BatchEnded(report.batch_id, {"done": 6}, events[-1].elapsed_s, None)
 
 
@@ -92,7 +92,7 @@ def test_status_and_batches_show_where_it_is(six, home: str, capsys: pytest.Capt
     assert status == listed == 0
     lines = shown.splitlines()
     assert lines[0] == f"{result.batch_id}: 6 missions: 6 done"
-    assert lines[1] == f"  r1 {result.report.rows[0].mission_id}: done (concluded), round 3/3, 1/1 accepted"
+    assert lines[1] == f"  r1 {result.report.rows[0].mission_id}: done (concluded), round 1/3, 1/1 accepted"
     assert lines[-1] == f"usage: {6 * TOKENS:,} tokens, $0.0000, 0 failed turns"
     assert f"{result.batch_id}: 6 missions: 6 done" in listing.splitlines()
     data = json.loads(as_json)
@@ -133,13 +133,13 @@ def test_the_report_in_each_format(six, home: str, tmp_path: Path, capsys: pytes
     assert md.splitlines()[0] == f"# Batch six ({result.batch_id})"
     assert md.splitlines()[2].startswith(f"6 missions: 6 done · {6 * TOKENS:,} tokens · $0.0000 · ")
     assert (f"| r1 `{first.mission_id}` | {first.request} | scripted:question.script.yaml | 1 | done (concluded) | "
-            f"3/3 | 1/1 | 0 | {TOKENS:,} | $0.0000 |") in md
+            f"1/3 | 1/1 | 0 | {TOKENS:,} | $0.0000 |") in md
     assert f"| **total** (6) | | | | | | 6/6 | 0 | {6 * TOKENS:,} | $0.0000 |" in md
     rows = csv.splitlines()
     assert rows[0].startswith("key,mission_id,request,model,operatives,repeat,state,stop_reason,round,rounds_limit,"
                               "products_accepted,products_total,failed_turns,input_tokens,output_tokens,tokens,cost_usd")
     assert rows[1].startswith(f"r1,{first.mission_id},\"{first.request}\",scripted:question.script.yaml,1,1,done,concluded,"
-                              f"3,3,1,1,0,{INPUT},{OUTPUT},{TOKENS},0.0,")
+                              f"1,3,1,1,0,{INPUT},{OUTPUT},{TOKENS},0.0,")
     assert rows[-1].startswith(f"total,,,,,,,,,,6,6,0,{6 * INPUT},{6 * OUTPUT},{6 * TOKENS},0.0,")
     assert data["totals"]["states"] == {"done": 6} and data["missions"][0]["report_path"] == str(own)
 

@@ -33,7 +33,7 @@ def test_a_parked_question_is_listed_and_answering_it_later_completes_the_missio
     answered = cabal("resume", parked.mission_id, "--answer", ANSWER, "--home", home)
     finished = cabal("batch", "resume", report.batch_id, "--home", home)
 
-    assert answered.returncode == 0 and "state: done (concluded), round 3" in answered.stdout
+    assert answered.returncode == 0 and "state: done (concluded), round 1" in answered.stdout
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert finished.stdout.splitlines()[0] == f"batch {report.batch_id}: nothing to run: 3 missions: 3 done"
     assert batch_status(report.batch_id, home=home).pending_questions == []
@@ -56,7 +56,7 @@ def test_batch_resume_answers_pending_questions_on_its_workers(home: str, tmp_pa
 
 
 def test_a_spent_batch_budget_pauses_the_batch_until_it_is_raised(home: str, tmp_path: Path) -> None:
-    # One worker, missions in plan order: the first spends 13,126 tokens (TOKENS); the second is refused
+    # One worker, missions in plan order: the first spends TOKENS; the second is refused
     # its next call once the batch has spent 15,000; the last two never start.
     path = batch_file(tmp_path, "budget", readme_requests(4), answers=[ANSWER], budget={"tokens": 15000})
     events: list = []

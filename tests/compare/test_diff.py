@@ -66,12 +66,12 @@ def test_two_team_sizes_show_their_differences(graph_server, team_sizes) -> None
     a, b = team_sizes
     diff = diff_missions(mission_report(a, home=graph_server.home), mission_report(b, home=graph_server.home))
     assert not diff.same_content
-    assert (diff.a_figures.turns, diff.b_figures.turns) == (10, 14)
+    assert (diff.a_figures.turns, diff.b_figures.turns) == (6, 9)
     changed = [p for p in diff.products if p.change == "changed"]
     assert [p.name for p in changed] == ["Brewing guide"]  # the second operative wrote it
     assert [(p.op, p.text) for p in changed[0].text if p.op != "="] == [("-", "operative-1"), ("+", "operative-2")]
     markdown = cabal("diff", a, b, "--home", str(graph_server.home)).stdout
-    assert "| turns | 10 | 14 |" in markdown
+    assert "| turns | 6 | 9 |" in markdown
     assert "Brewing guide, version 1, by [-operative-1-]{+operative-2+} in round 1" in markdown
 
 

@@ -24,6 +24,8 @@ from cabal.rounds import mission_report, run_mission
 ROOT = Path(__file__).resolve().parents[2]
 CABAL = Path(sys.executable).with_name("cabal")
 SIMULATED = "py:cabal.rounds.simulated:team"
+# The simulated team with a Chair that adds a product every round: a mission that runs to its round limit.
+BUSY = f"py:{ROOT / 'tests' / 'rounds' / 'data' / 'busy_factory.py'}:team"
 QUESTIONS = ["Does the guide say how long to steep?", "Does it cite a study?"]
 
 
@@ -115,7 +117,9 @@ def test_a_judge_that_never_answers_validly_fails_its_questions(graph_server, tm
 
 
 def test_two_evaluations_compared_mark_what_exceeds_the_spread(graph_server, tmp_path: Path) -> None:
-    batch = write_batch(tmp_path, requests=["Write a short guide to brewing tea."])
+    # The busy team's missions last as many rounds as they are given: fewer rounds are a change.
+    batch = write_batch(tmp_path, requests=["Write a short guide to brewing tea."],
+                        mission={"rounds": 3, "model": BUSY})
     before = run_eval(batch, workers=1, home=graph_server.home)
     batch.write_text(batch.read_text().replace("rounds: 3", "rounds: 2"))
     after = run_eval(batch, workers=1, home=graph_server.home)
@@ -163,7 +167,7 @@ def test_each_expectation_checks_a_missions_report(graph_server) -> None:
         "products_named ^Brewing": (True, "Brewing guide"), "products_named ^Budget": (False, "none"),
         "content_matches ^Shopping": (True, "Shopping list"), "content_matches ^Tasting": (False, "no match"),
         "cites_sources": (False, "0 of 3 accepted texts cite a source"),
-        "max_cost_usd": (True, "$0.0000"), "max_tokens": (False, f"{tokens:,}"), "max_rounds": (True, "3"),
+        "max_cost_usd": (True, "$0.0000"), "max_tokens": (False, f"{tokens:,}"), "max_rounds": (True, "1"),
         "max_failed_turns": (True, "0")}
     two_sources = Expectations(cites_sources=2)
     assert [(c.passed, c.found) for c in check(two_sources, report, RunFacts("done", 1.0))] == \

@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RESEARCH = ROOT / "examples" / "research" / "research.mission.yaml"
 LAUNCH = ROOT / "examples" / "launch" / "launch.mission.yaml"
 QUESTION = ROOT / "tests" / "rounds" / "data" / "question.mission.yaml"
+# The simulated team with a Chair that adds a product every round: a mission that runs to its round limit.
+BUSY = f"py:{ROOT / 'tests' / 'rounds' / 'data' / 'busy_factory.py'}:team"
 CABAL = Path(sys.executable).with_name("cabal")
 RESEARCH_CALLS = 33  # the research example's script: 30 turns, three calls of them asking for context
 # Fields that name how a mission was started, not what its team did: the model spec (a script, or a
@@ -431,7 +433,8 @@ def test_a_continued_mission_replays_whole_strict_and_lenient(home: Path) -> Non
     # 2"), then continues at round 2 with the user's direction, as the recorded mission did.
     from cabal.rounds.api import continue_mission
 
-    first = run_mission(LAUNCH, home=home, model="simulated", rounds=2)
+    first = run_mission(LAUNCH, home=home, model=BUSY, rounds=2)
+    assert (first.state, first.stop_reason, first.round) == ("done", "noMoreRounds", 2), first.detail
     continued = continue_mission(first.mission_id, "Add a budget line to the launch brief.", rounds=1, home=home)
     assert (continued.state, continued.round) == ("done", 3), continued.detail
     for mode in ("strict", "lenient"):
@@ -448,12 +451,13 @@ def test_a_mission_stopped_and_resumed_replays_whole(home: Path) -> None:
         if event.kind == "round_start" and event.round == 1:
             stop_mission(event.mission, home=home)
 
-    first = run_mission(LAUNCH, home=home, model="simulated", rounds=3, on_event=stop_in_round_one)
+    # The busy team keeps work open in every round: the user's stop, not the Chair, ends round 1.
+    first = run_mission(LAUNCH, home=home, model=BUSY, rounds=3, on_event=stop_in_round_one)
     assert (first.state, first.stop_reason, first.round) == ("done", "userHalt", 1)
     resumed = resume_mission(first.mission_id, home=home)
     assert (resumed.state, resumed.round) == ("done", 3), resumed.detail
     replay = replay_mission(first.mission_id, home=home)
-    assert (replay.state, replay.stop_reason, replay.round) == ("done", "concluded", 3), replay.detail
+    assert (replay.state, replay.stop_reason, replay.round) == ("done", "noMoreRounds", 3), replay.detail
     assert graph_dump(home, replay.mission_id) == graph_dump(home, first.mission_id)
 
 
