@@ -20,7 +20,7 @@ from cabal.rounds.context import LAST_ROUND
 from cabal.rounds.control import stop_mission
 from cabal.rounds.events import MissionEvent, TurnDone
 
-from .players import ScriptPlayer, tool_feedback
+from .players import LAUNCH_MISSION, ScriptPlayer, tool_feedback
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTE = "r0.bootstrap.chair-1.add_product0"
@@ -175,6 +175,18 @@ def test_a_version_that_needs_revision_is_not_closed_in_its_round_but_goes_on(gr
     with ContextGraph.open(name=result.mission_id, home=home) as graph:
         assert [(a["round"], a["version_id"], a["accepted"]) for a in graph.find("acceptance")] == [
             (2, "r2.write.operative-1.write_version0", True)]
+
+
+def test_a_rejection_at_plan_and_an_acceptance_at_close_in_one_round_are_told_in_that_order(graph_server) -> None:
+    # The launch example's pricing: rejected at round 2's Plan, its v2 accepted at round 2's closing
+    # decisions. The Envoy must not hear the rejection as the last word.
+    player = ScriptPlayer()
+
+    run_mission(LAUNCH_MISSION, model=player.model(), home=graph_server.home)
+
+    (envoy,) = player.calls_of(2, "presentation", "envoy-1")
+    assert ("- chair-1 rejected Pricing decision: Blocked by inspection until the comparison is added.\n"
+            "- chair-1 accepted Pricing decision\n- chair-1 accepted Launch-day checklist\n") in envoy.prompt
 
 
 def test_with_two_watchdogs_a_version_passes_only_when_both_approve(graph_server, tmp_path) -> None:
