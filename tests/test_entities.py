@@ -681,7 +681,7 @@ EXPECTED_PROPERTIES = {
     "write": ({"reasoning", "versions", "feedbackResponses", "collabs", "remarks"}, ["reasoning", "versions"]),
     "peer_review": ({"reasoning", "reviews", "collabs", "remarks"}, ["reasoning", "reviews"]),
     "inspect": ({"reasoning", "inspections", "collabs", "remarks"}, ["reasoning", "inspections"]),
-    "close": ({"reasoning", "acceptance", "remarks"}, ["reasoning", "acceptance"]),
+    "close": ({"reasoning", "acceptance", "remarks", "done"}, ["reasoning", "acceptance"]),
     "presentation": ({"reasoning", "messages"}, ["reasoning", "messages"]),
 }
 

@@ -168,7 +168,7 @@ def _products(found: dict[str, list[dict]]) -> tuple[Product, ...]:
             collabs=tuple(_collab(c, responses) for c in _ordered(collabs[node["id"]])),
             decisions=tuple(Decision(id=d["id"], round=int(d.get("round") or 0), version_id=d.get("version_id"),
                                      accepted=bool(d.get("accepted")), reason=d.get("rejection_reason") or None)
-                            for d in _ordered(decisions[node["id"]])),
+                            for d in _in_step_order(decisions[node["id"]])),
         )
 
     children: dict[str | None, list[dict]] = defaultdict(list)
@@ -332,3 +332,13 @@ def _by(nodes: Iterable[dict], key: str) -> dict[str | None, list[dict]]:
 
 def _ordered(nodes: Iterable[dict]) -> list[dict]:
     return sorted(nodes, key=lambda n: (n.get("round") or 0, natural_key(n["id"])))
+
+
+def _in_step_order(nodes: Iterable[dict]) -> list[dict]:
+    """``nodes`` in the order their steps ran, read from their ids (``r2.plan.chair-1...``): a
+    product rejected at a round's Plan and accepted at its closing decisions has both in one round,
+    and "close" sorts before "plan" by name."""
+    def step_of(node_id: str) -> str | None:
+        parts = node_id.split(".")
+        return parts[1] if len(parts) > 1 and parts[0].startswith("r") else None
+    return sorted(nodes, key=lambda n: (n.get("round") or 0, step_position(step_of(str(n["id"]))), natural_key(n["id"])))

@@ -115,7 +115,7 @@ def step_place(round_number: Any, step: Any) -> tuple[int, int]:
 
 
 def creation_key(node: Mapping[str, Any]) -> tuple[int, int, int, str, int, str]:
-    """Where in the mission a product or collab was created, read from its graph id: (round,
+    """Where in the mission a product, collab or decision was created, read from its graph id: (round,
     step's position, the Chair's attempt, agent, position in the answer). A user's note of round
     N is read at the start of round N+1 (``load_snapshot``): before anything that round writes,
     after everything already there. (A note the Chair's Plan reads in its own round keeps its

@@ -48,7 +48,7 @@ from typing import Any
 
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
-from cabal.rounds.ids import short_ids, step_place, step_prefix
+from cabal.rounds.ids import creation_key, short_ids, step_place, step_prefix
 from cabal.sources import latest_versions
 
 VERDICTS = ("approved", "needs_revision", "blocked")
@@ -61,6 +61,10 @@ SOURCE_META = ["source_id", "version", "name", "note", "size", "format", "first_
 # Node types kept whole, and those kept for a window of rounds (as load_snapshot reads them).
 _KEPT = {"collab": "collabs", "inspection": "inspections", "finding": "findings", "acceptance": "acceptances",
          "halt": "halts", "chair_decision": "decisions"}
+# Rows are kept by id, as the graph returns them; the Chair's decisions in the order the steps
+# took them (by id a round's "close" sorts before its "plan"): a Plan's rejection, then the
+# closing decisions' acceptance of the next version.
+_ROW_ORDER: dict[str, Callable[[Mapping[str, Any]], Any]] = {"acceptances": creation_key}
 _WINDOWED = {
     "review": ("reviews", lambda r: (r - 1, r)),
     "remark": ("remarks", lambda r: (r - 1, r)),
@@ -162,7 +166,7 @@ class Snapshot:
             self.products = dict(sorted(self.products.items()))
             touched.discard("products")
         for name in touched:
-            getattr(self, name).sort(key=lambda row: row["id"])
+            getattr(self, name).sort(key=_ROW_ORDER.get(name, _row_id))
         if "versions" in touched:
             self._latest.clear()
             self.__post_init__()
@@ -477,7 +481,7 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         reviews=read["reviews"],
         inspections=read["inspections"],
         findings=read["findings"],
-        acceptances=read["acceptances"],
+        acceptances=sorted(read["acceptances"], key=_ROW_ORDER["acceptances"]),
         remarks=read["remarks"],
         halts=read["halts"],
         messages=read["messages"],
@@ -488,6 +492,10 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         sources=read["sources"],
         decisions=read["decisions"],
     )
+
+
+def _row_id(row: Mapping[str, Any]) -> str:
+    return str(row["id"])
 
 
 def _responses_of(reflection: Mapping[str, Any]) -> list[dict]:

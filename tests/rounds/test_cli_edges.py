@@ -53,7 +53,7 @@ def test_ctrl_c_pauses_the_mission_says_how_to_go_on_and_resume_finishes_it(grap
                     env={"CABAL_TEST_LATENCY": "0.01"})
 
     assert resumed.returncode == 0, resumed.stderr
-    assert "state: done (concluded), round 4" in resumed.stdout
+    assert "state: done (concluded), round 2" in resumed.stdout
 
 
 def test_ctrl_d_at_the_chat_prompt_keeps_the_question_for_later(graph_server) -> None:
@@ -115,8 +115,8 @@ def test_a_reader_that_goes_away_never_fails_the_mission(graph_server) -> None:
     mission_id = read.split("mission ", 1)[1].split(":", 1)[0]
 
     assert (status, err) == (0, "")
-    assert read.splitlines()[1] == "round 0 · bootstrap · chair-1 (question) · 1,165 tokens · $0.0000"
-    assert cabal("status", mission_id, "--home", home).stdout.startswith(f"{mission_id}: done (concluded), round 4\n")
+    assert read.splitlines()[1] == "round 0 · bootstrap · chair-1 (question) · 1,335 tokens · $0.0000"
+    assert cabal("status", mission_id, "--home", home).stdout.startswith(f"{mission_id}: done (concluded), round 2\n")
 
     asked = mission_id_of(cabal("run", str(QUESTION), "--home", home).stdout)
     status, read, err = _first_lines_then_close(["resume", asked, "--home", home, "--answer", "people installing it"],
@@ -124,7 +124,7 @@ def test_a_reader_that_goes_away_never_fails_the_mission(graph_server) -> None:
 
     assert (status, err) == (0, "")
     assert read.startswith(f"mission {asked} resumed in round 0")
-    assert cabal("status", asked, "--home", home).stdout.startswith(f"{asked}: done (concluded), round 3\n")
+    assert cabal("status", asked, "--home", home).stdout.startswith(f"{asked}: done (concluded), round 1\n")
 
 
 def test_exit_statuses_say_how_a_mission_ended(graph_server, tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ def test_the_workspace_is_found_like_git_finds_a_repository(graph_server, tmp_pa
     listing = subprocess.run([str(CABAL), "missions"], capture_output=True, text=True, cwd=elsewhere, env=env,
                              timeout=60)
 
-    assert below.returncode == 0 and f"{mission_id}: done (concluded), round 4" in below.stdout
+    assert below.returncode == 0 and f"{mission_id}: done (concluded), round 2" in below.stdout
     for result in (outside, listing):
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert result.stderr.startswith(f"cabal: no Cabal workspace here: no .cabal folder in {elsewhere} or any of "
@@ -360,7 +360,7 @@ def test_first_starts_at_the_same_moment_set_up_the_checkpoints_once(graph_serve
     url = f"unix://{graph_server.socket_path}"
     both = cabal_all([["run", str(LAUNCH), "--home", str(home), "--url", url, "--quiet"]] * 2)
     assert [r.returncode for r in both] == [0, 0], [r.stderr for r in both]
-    assert all("state: done (concluded), round 4" in r.stdout for r in both)
+    assert all("state: done (concluded), round 2" in r.stdout for r in both)
 
 
 def _open_checkpoints(home: Path, gate) -> None:

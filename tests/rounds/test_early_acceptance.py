@@ -16,10 +16,11 @@ import yaml
 
 from cabal.graph import ContextGraph
 from cabal.rounds.api import resume_mission, run_mission
+from cabal.rounds.context import LAST_ROUND
 from cabal.rounds.control import stop_mission
 from cabal.rounds.events import MissionEvent, TurnDone
 
-from .players import ScriptPlayer, tool_feedback
+from .players import LAUNCH_MISSION, ScriptPlayer, tool_feedback
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTE = "r0.bootstrap.chair-1.add_product0"
@@ -41,7 +42,7 @@ def entry(round_number: int, step: str, agent: str, args: dict, tool: str = "fin
 
 def inspection(assessment: str, *findings: dict) -> dict:
     return {"reasoning": "Checked against its definition of done.", "inspections": [
-        {"productId": "p1", "versionId": "v1", "assessment": assessment, "findings": list(findings)}]}
+        {"productId": "p1", "versionId": "p1.v1", "assessment": assessment, "findings": list(findings)}]}
 
 
 NO_NAME = {"category": "completeness", "severity": 5, "issue": "The note does not name the app.",
@@ -81,7 +82,7 @@ PRESENTATION = entry(1, "presentation", "envoy-1", {
     "messages": [{"asAgent": "operative-1", "content": "The welcome note is written and inspected."}]})
 CLOSE_AND_END = entry(1, "close", "chair-1", {
     "reasoning": "The note passed inspection and says both things its DoD asks for.",
-    "acceptance": [{"productId": "p1", "accepted": True, "versionId": "v1"}], "done": DONE})
+    "acceptance": [{"productId": "p1", "accepted": True, "versionId": "p1.v1"}], "done": DONE})
 
 
 def turn_ids(home: Path, mission_id: str) -> list[str]:
@@ -105,9 +106,9 @@ def test_a_version_approved_in_round_1_is_accepted_in_round_1_and_the_mission_en
     assert (result.state, result.stop_reason, result.round, result.detail) == ("done", "concluded", 1, DONE)
     assert [c.key for c in player.calls][-2:] == [(1, "close", "chair-1"), (1, "presentation", "envoy-1")]
     (close,) = player.calls_of(1, "close", "chair-1")
-    assert "# Round 1 of 3\n" in close.prompt and "the last round" not in close.prompt
+    assert "# Round 1 of 3\n" in close.prompt and LAST_ROUND not in close.prompt
     assert ("## Versions awaiting a decision (to accept one, give its version id)\n"
-            "### p1 Welcome note: latest version v1 (p1's version 1, by operative-1 in round 1)\n"
+            "### p1 Welcome note: latest version p1.v1 (by operative-1 in round 1)\n"
             "Verdict: approved; owner's DoD report this round: none on it: it was written this round") in close.prompt
     with ContextGraph.open(name=result.mission_id, home=home) as graph:
         decisions = [(a["round"], a["product_id"], a["version_id"], a["accepted"]) for a in graph.find("acceptance")]
@@ -152,8 +153,9 @@ ROUND_2 = [  # the note revised after a needs_revision: reflected on, planned, w
                        "revision plan. Tap the plus button to take your first note.",
             "changeSummary": "Names the app in the first sentence."}}]}),
     entry(2, "inspect", "watchdog-1", {"reasoning": "It names the app now.", "inspections": [
-        {"productId": "p1", "versionId": "v1", "assessment": "approved", "findings": []}]}),
-    {**CLOSE_AND_END, "round": 2},
+        {"productId": "p1", "versionId": "p1.v2", "assessment": "approved", "findings": []}]}),
+    entry(2, "close", "chair-1", {**CLOSE_AND_END["args"],
+                                  "acceptance": [{"productId": "p1", "accepted": True, "versionId": "p1.v2"}]}),
     {**PRESENTATION, "round": 2},
 ]
 
@@ -173,6 +175,18 @@ def test_a_version_that_needs_revision_is_not_closed_in_its_round_but_goes_on(gr
     with ContextGraph.open(name=result.mission_id, home=home) as graph:
         assert [(a["round"], a["version_id"], a["accepted"]) for a in graph.find("acceptance")] == [
             (2, "r2.write.operative-1.write_version0", True)]
+
+
+def test_a_rejection_at_plan_and_an_acceptance_at_close_in_one_round_are_told_in_that_order(graph_server) -> None:
+    # The launch example's pricing: rejected at round 2's Plan, its v2 accepted at round 2's closing
+    # decisions. The Envoy must not hear the rejection as the last word.
+    player = ScriptPlayer()
+
+    run_mission(LAUNCH_MISSION, model=player.model(), home=graph_server.home)
+
+    (envoy,) = player.calls_of(2, "presentation", "envoy-1")
+    assert ("- chair-1 rejected Pricing decision: Blocked by inspection until the comparison is added.\n"
+            "- chair-1 accepted Pricing decision\n- chair-1 accepted Launch-day checklist\n") in envoy.prompt
 
 
 def test_with_two_watchdogs_a_version_passes_only_when_both_approve(graph_server, tmp_path) -> None:

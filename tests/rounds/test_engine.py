@@ -394,9 +394,21 @@ def _spent(home: Path, mission_id: str) -> int:
         return sum(t["input_tokens"] + t["output_tokens"] for t in turns(graph).values())
 
 
-ROUND_1_ORDER = ["r1.plan.chair-1", "r1.write.operative-1",
-                 "r1.write.operative-2", "r1.peer_review.operative-1", "r1.peer_review.operative-2",
-                 "r1.inspect.watchdog-1", "r1.presentation.envoy-1"]  # parallel pairs in id order
+ROUND_1_STEPS = [["r1.plan.chair-1"], ["r1.write.operative-1", "r1.write.operative-2"],
+                 ["r1.peer_review.operative-1", "r1.peer_review.operative-2"], ["r1.inspect.watchdog-1"],
+                 ["r1.close.chair-1"], ["r1.presentation.envoy-1"]]
+
+
+def _stopped_part_of_the_way(done: list[str]) -> bool:
+    """Whether ``done`` is round 1's whole steps up to one, then some but not all of that step's
+    turns: the budget gate admits a step's parallel operatives in whichever order their threads
+    reach it, so the one refused may be either."""
+    for whole in range(len(ROUND_1_STEPS)):
+        before = [turn for step in ROUND_1_STEPS[:whole] for turn in step]
+        rest = set(done) - set(before)
+        if set(before) <= set(done) and rest < set(ROUND_1_STEPS[whole]) and (before or rest):
+            return True
+    return False
 
 
 def test_spent_budget_pauses_before_the_next_call_and_stop_ends_the_mission(home: Path) -> None:
@@ -414,7 +426,7 @@ def test_spent_budget_pauses_before_the_next_call_and_stop_ends_the_mission(home
         "message": _asked_first(8000, spent, prompt), "options": ["continue", "stop"]}
     with open_graph(home, paused.mission_id) as graph:  # round 1 stopped part of the way: a prefix of it ran
         done = sorted(t for t in turns(graph) if t.startswith("r1."))
-        assert 0 < len(done) < len(ROUND_1_ORDER) and done == sorted(ROUND_1_ORDER[:len(done)])
+        assert _stopped_part_of_the_way(done), done
 
     stopped = resume_mission(paused.mission_id, answer="stop", home=home)
 
@@ -516,7 +528,7 @@ def test_user_message_between_rounds_reaches_the_team_and_stop_ends_it(home: Pat
     plan_2 = player.prompts_of("chair-1", 2)["plan"]
     assert "## From the user (every product follows these words; a departure from them is an error)\n" in plan_2
     assert f"\nThe user wrote: {note}" in plan_2
-    assert f"- c1 on the mission [user_independent, importance 6] by user (round 1): {note}" in plan_2
+    assert f"- c3 on the mission [user_independent, importance 6] by user (round 1): {note}" in plan_2
     reflect = player.prompts_of("operative-2", 2)["reflect"]  # the note, beside the answer the Chair was given
     assert f"\nThe user answered: Students first: university students who take lecture notes. Teachers come " \
            f"later.\nThe user wrote: {note}\n" in reflect

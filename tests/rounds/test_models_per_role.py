@@ -49,7 +49,7 @@ def test_the_chair_calls_its_model_and_the_others_the_default_each_priced_on_its
     (opus,), (haiku,) = priced_factory.BUILT[OPUS], priced_factory.BUILT[HAIKU]  # each built once
     assert {call.key.agent for call in opus.calls} == {"chair-1"}
     assert {call.key.agent for call in haiku.calls} == {"operative-1", "operative-2", "watchdog-1", "envoy-1"}
-    assert len(opus.calls) + len(haiku.calls) == result.usage.calls == 24
+    assert len(opus.calls) + len(haiku.calls) == result.usage.calls == 19
     assert {(e.agent == "chair-1", e.model) for e in events if isinstance(e, ModelCalled)} == {(True, OPUS),
                                                                                                 (False, HAIKU)}
 

@@ -51,7 +51,7 @@ def test_the_report_joins_every_version_review_inspection_decision_and_collab(la
         ("watchdog-1", "blocked", [(8, "completeness")])]
     assert [(i.verdict, i.findings) for i in v2.inspections] == [("approved", ())]
     assert [(d.round, d.accepted, d.reason) for d in pricing.decisions] == [
-        (2, False, "Blocked by inspection until the comparison is added."), (3, True, None)]
+        (2, False, "Blocked by inspection until the comparison is added."), (2, True, None)]
     (collab,) = pricing.collabs
     assert (collab.author, collab.importance, collab.addressed) == ("operative-1", 6, True)
     assert [(r.by, r.round, r.action) for r in collab.responses] == [("operative-2", 2, "accept")]
@@ -59,9 +59,9 @@ def test_the_report_joins_every_version_review_inspection_decision_and_collab(la
         ("chair-1", "answered", "Students first: university students who take lecture notes. Teachers come later.")]
     # Usage adds up: by agent and by round to the total, the total to what the run reported.
     total = report.usage.total
-    assert (total.turns, total.input_tokens, total.output_tokens) == (24, 33525, 3171)
+    assert (total.turns, total.input_tokens, total.output_tokens) == (19, 29440, 2841)
     assert sum(row.spend.input_tokens for row in report.usage.by_agent) == total.input_tokens
-    assert sum(row.spend.turns for row in report.usage.by_round) == 24
+    assert sum(row.spend.turns for row in report.usage.by_round) == 19
     assert [row.agent for row in report.usage.by_agent] == ["chair-1", "envoy-1", "operative-1", "operative-2",
                                                             "watchdog-1"]
     assert report.failed_turns == ()
@@ -88,7 +88,7 @@ def test_show_the_tree_a_version_and_the_history(launch: str, home: str) -> None
                                          ["show", launch, "Pricing decision", "--history", "--home", home]])
 
     assert whole.stdout.startswith(
-        f"# launch-plan ({launch})\n\nState: done, round 4, stopped: concluded (The launch plan is complete: brief, "
+        f"# launch-plan ({launch})\n\nState: done, round 2, stopped: concluded (The launch plan is complete: brief, "
         "pricing and launch-day checklist are all accepted.)\n\n## Products\n\n"
         "- Launch brief [Content] accepted · v1 accepted · owner Ada (operative-1)\n"
         "- Pricing decision [Decision] accepted · v2 accepted · owner Brook (operative-2)\n"
@@ -106,7 +106,9 @@ def test_show_the_tree_a_version_and_the_history(launch: str, home: str) -> None
             "  - inspection by watchdog-1: blocked\n"
             "    - finding, severity 8, completeness: The DoD asks for at least one comparison; there is none, so the "
             "reasoning cannot be checked. Recommendation: Compare with one competitor's student plan.\n") in history.stdout
-    assert "- round 2: the Chair rejected v1: Blocked by inspection until the comparison is added.\n" in history.stdout
+    # Rejected at round 2's Plan, accepted at its closing decisions: told in the order the steps ran.
+    assert ("- round 2: the Chair rejected v1: Blocked by inspection until the comparison is added.\n"
+            "- round 2: the Chair accepted v2\n") in history.stdout
     assert ("- feedback by Ada (operative-1), round 1, importance 6: Add the comparison with one competitor's student price "
             "so the reasoning can be checked. [addressed: accept by Brook (operative-2) in round 2 (Compare with a "
             "competitor's student plan.)]") in history.stdout
@@ -144,7 +146,7 @@ def test_export_md_is_the_transcript_and_json_follows_the_published_schema(launc
     for section in ("## Request", "## Mission", "## Products", "## Conversation", "## Questions and answers",
                     "## Usage", "## Failed turns", "## Turns"):
         assert f"\n{section}\n" in md.stdout
-    assert "| Ada (operative-1) | 6 | 8,943 | 773 | 0 | $0.0000 |" in md.stdout
+    assert "| Ada (operative-1) | 4 | 6,253 | 577 | 0 | $0.0000 |" in md.stdout
     assert exported.stdout == f"wrote {tmp_path / 'launch.json'} (json, {(tmp_path / 'launch.json').stat().st_size:,} bytes)\n"
     data = json.loads((tmp_path / "launch.json").read_text())
     jsonschema.Draft202012Validator(json.loads((SCHEMAS / "mission-report.schema.json").read_text())).validate(data)
@@ -235,7 +237,7 @@ def test_the_html_pictures_hold_every_product_and_every_turn(launch: str, home: 
     timeline = re.search(r'<svg class="timeline".*?</svg>', page, re.S).group(0)
     assert re.findall(r'href="#(product-\d)"', tree) == ["product-1", "product-2", "product-3"]
     assert tree.count('class="node"') == 3
-    assert timeline.count("<circle") == len(report.turns) == 24
+    assert timeline.count("<circle") == len(report.turns) == 19
     assert re.findall(r"<title>accepted: ([^<]*)</title>", timeline) == ["Launch brief", "Pricing decision, Launch-day checklist"]
     for product in report.products:
         assert f'id="product-{report.products.index(product) + 1}"' in page
@@ -264,7 +266,7 @@ def test_the_html_report_opens_offline_in_chromium(launch: str, home: str, tmp_p
         finally:
             browser.close()
     assert requests == [page_file.as_uri()]
-    assert (boxes, dots) == (3, 24)
+    assert (boxes, dots) == (3, 19)
     assert brief.strip() == BRIEF_TEXT
     assert tree_width > 500
 

@@ -2,8 +2,10 @@
 
 The launch example is played from its script with a few answers changed: operative-1's review
 names a version as a bare word, the Watchdog first gives an id of the old kind, the user leaves
-a note after round 1 and a reviewer adds a collab in round 2, after the note. Every prompt is
-kept with the short ids it showed (``ContextBuilder.build``'s ``Prompt.ids``).
+a note after round 1 and a reviewer adds a collab in round 2, after the note. The Chair keeps the
+checklist open at round 2's closing decisions, so the mission goes on to rounds 3 and 4 (where
+the launch example ends in round 2) and later rounds show the ids. Every prompt is kept with the
+short ids it showed (``ContextBuilder.build``'s ``Prompt.ids``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,41 @@ def _answer(key: tuple[int, str, str]) -> dict:
     return {"tool": "final_output", "args": ScriptPlayer().script_answer(key)}
 
 
+def _final(args: dict) -> dict:
+    return {"tool": "final_output", "args": args}
+
+
+def _open_until_round_4() -> dict[tuple[int, str, str], list[dict]]:
+    """Answers that keep the launch mission going to round 4: round 2's closing decisions accept
+    the pricing and leave the checklist to its owner's Reflect; round 3 accepts it at the Plan;
+    round 4's Plan ends the mission."""
+    close_2 = _answer((2, "close", "chair-1"))
+    close_2["args"]["acceptance"][1] = {"productId": "p3", "accepted": False,
+                                        "rejectionReason": "Its owner reports on its DoD at the next Reflect first."}
+    del close_2["args"]["done"]
+    told = {"reasoning": "I told the user what each agent did this round, in the order it happened."}
+    return {
+        (2, "close", "chair-1"): [close_2],
+        (2, "presentation", "envoy-1"): [_final({**told, "messages": [
+            {"asAgent": "chair-1", "content": "Pricing is accepted; the checklist waits for its owner's report."}]})],
+        (3, "reflect", "operative-1"): [_final({
+            "reasoning": "I compared each product I own with its definition of done.",
+            "reflections": [{"refersToProduct": "p3", "dodStatus": "met", "feedbackResponses": [],
+                             "nextVersionDelta": "None; ready for acceptance."}]})],
+        (3, "plan", "chair-1"): [_final({
+            "thinking": {"roundStrategy": "Accept the checklist.",
+                         "acceptanceRationale": "It meets its DoD and passed inspection."},
+            "treeOperations": [], "assignments": [],
+            "acceptance": [{"productId": "p3", "accepted": True, "versionId": "p3.v1"}]})],
+        (3, "presentation", "envoy-1"): [_final({**told, "messages": [
+            {"asAgent": "chair-1", "content": "The checklist is accepted, so the whole launch plan is ready."}]})],
+        (4, "plan", "chair-1"): [{"tool": "halt", "args": {
+            "type": "done", "to": ["u:all"], "message": "The launch plan is complete: every product is accepted."}}],
+        (4, "presentation", "envoy-1"): [_final({**told, "messages": [
+            {"asAgent": "chair-1", "content": "The launch plan is complete: every product is accepted."}]})],
+    }
+
+
 @pytest.fixture(scope="module")
 def played(home: Path, built: list[Built]) -> tuple[ScriptPlayer, list[Built], str]:
     """The changed launch mission, played whole: its player, its prompts and its mission id."""
@@ -72,8 +109,8 @@ def played(home: Path, built: list[Built]) -> tuple[ScriptPlayer, list[Built], s
     later = _answer((2, "peer_review", "operative-2"))
     later["args"]["collabs"] = [{"refersToProduct": "p3", "type": "suggestion", "importance": 3, "comment": SUPPORT,
                                  "shortestSummary": "Name the support owner"}]
-    player = ScriptPlayer(inject={(1, "peer_review", "operative-1"): [review], (1, "inspect", "watchdog-1"): [old_kind],
-                                  (2, "peer_review", "operative-2"): [later]})
+    player = ScriptPlayer(inject={**_open_until_round_4(), (1, "peer_review", "operative-1"): [review],
+                                  (1, "inspect", "watchdog-1"): [old_kind], (2, "peer_review", "operative-2"): [later]})
 
     def note_after_round_1(event: MissionEvent) -> None:
         if isinstance(event, TurnDone) and (event.step, event.round) == ("presentation", 1):
@@ -165,7 +202,7 @@ def test_an_id_of_the_old_kind_is_refused_with_the_ids_known(played) -> None:
 
 def test_a_resumed_mission_builds_the_same_prompts_with_the_same_ids(home: Path, built: list[Built]) -> None:
     start = len(built)
-    run_mission(LAUNCH_MISSION, model=ScriptPlayer().model(), home=home)
+    run_mission(LAUNCH_MISSION, model=ScriptPlayer(inject=_open_until_round_4()).model(), home=home)
     whole = built[start:]
 
     def stop_after_round_2(event: MissionEvent) -> None:
@@ -173,10 +210,11 @@ def test_a_resumed_mission_builds_the_same_prompts_with_the_same_ids(home: Path,
             stop_mission(event.mission, home=home)
 
     start = len(built)
-    stopped = run_mission(LAUNCH_MISSION, model=ScriptPlayer().model(), home=home, on_event=stop_after_round_2)
+    stopped = run_mission(LAUNCH_MISSION, model=ScriptPlayer(inject=_open_until_round_4()).model(), home=home,
+                          on_event=stop_after_round_2)
     assert (stopped.state, stopped.round) == ("done", 2)
     before = built[start:]
-    went_on = resume_mission(stopped.mission_id, model=ScriptPlayer().model(), home=home)
+    went_on = resume_mission(stopped.mission_id, model=ScriptPlayer(inject=_open_until_round_4()).model(), home=home)
     assert (went_on.state, went_on.round) == ("done", 4)
     after = built[start + len(before):]
 
