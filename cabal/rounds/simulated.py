@@ -30,8 +30,9 @@ What each role does:
   and ADDs what the direction names; a message the user left since the last round
   (``cabal say``) goes to the open work, or reopens the first accepted product when none is
   open.
-- Chair, Closing decisions (the last round, after Inspect): accepts each version that passed
-  inspection without blocking feedback; halts ``done`` when nothing awaits a decision.
+- Chair, Closing decisions (after Inspect, in a round where a version passed; in the last round
+  where any was written): accepts each version that passed inspection without blocking feedback;
+  ends the mission (``done``) when that leaves nothing open.
 - Operatives: Reflect ``met`` on products whose latest version is approved, else ``not_met``,
   answering every open collab they are shown; Write a version of each assignment that says
   what the product is for (its definition of done), takes up the directive's context (the
