@@ -60,7 +60,7 @@ def test_the_research_examples_event_stream_accounts_for_every_turn_and_token(ho
     turns = [e for e in events if e["kind"] == "turn_done"]
     summary = re.search(r"^usage: ([\d,]+) in, ([\d,]+) out, ([\d,]+) cached", result.stdout, re.MULTILINE)
     reported = [int(group.replace(",", "")) for group in summary.groups()]
-    assert reported == [79346, 8707, 0]
+    assert reported == [80211, 8707, 0]
     assert [sum(t[key] for t in turns) for key in ("input_tokens", "output_tokens", "cache_read_tokens")] == reported
     # Each turn's tokens are its model calls', and every turn the graph holds is in the stream.
     calls = [e for e in events if e["kind"] == "model_call"]
@@ -72,7 +72,7 @@ def test_the_research_examples_event_stream_accounts_for_every_turn_and_token(ho
         (m["round"], m["step"], m["agent"]) for m in moments)
     assert events[0]["kind"] == "mission_start" and events[0]["mission"] == mission_id
     assert events[-1] == {**events[-1], "kind": "run_end", "state": "done", "stop_reason": "concluded", "round": 3,
-                          "turns": 30, "input_tokens": 79346, "output_tokens": 8707, "question": None}
+                          "turns": 30, "input_tokens": 80211, "output_tokens": 8707, "question": None}
     assert [e["kind"] for e in events].count("round_start") == 3
     assert [(e["kind"], e.get("source")) for e in events if e["kind"] in ("halt", "answer")] == [
         ("halt", None), ("answer", "mission file")]

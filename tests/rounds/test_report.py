@@ -59,7 +59,7 @@ def test_the_report_joins_every_version_review_inspection_decision_and_collab(la
         ("chair-1", "answered", "Students first: university students who take lecture notes. Teachers come later.")]
     # Usage adds up: by agent and by round to the total, the total to what the run reported.
     total = report.usage.total
-    assert (total.turns, total.input_tokens, total.output_tokens) == (19, 29440, 2841)
+    assert (total.turns, total.input_tokens, total.output_tokens) == (19, 29872, 2841)
     assert sum(row.spend.input_tokens for row in report.usage.by_agent) == total.input_tokens
     assert sum(row.spend.turns for row in report.usage.by_round) == 19
     assert [row.agent for row in report.usage.by_agent] == ["chair-1", "envoy-1", "operative-1", "operative-2",
@@ -146,7 +146,7 @@ def test_export_md_is_the_transcript_and_json_follows_the_published_schema(launc
     for section in ("## Request", "## Mission", "## Products", "## Conversation", "## Questions and answers",
                     "## Usage", "## Failed turns", "## Turns"):
         assert f"\n{section}\n" in md.stdout
-    assert "| Ada (operative-1) | 4 | 6,253 | 577 | 0 | $0.0000 |" in md.stdout
+    assert "| Ada (operative-1) | 4 | 6,457 | 577 | 0 | $0.0000 |" in md.stdout
     assert exported.stdout == f"wrote {tmp_path / 'launch.json'} (json, {(tmp_path / 'launch.json').stat().st_size:,} bytes)\n"
     data = json.loads((tmp_path / "launch.json").read_text())
     jsonschema.Draft202012Validator(json.loads((SCHEMAS / "mission-report.schema.json").read_text())).validate(data)
