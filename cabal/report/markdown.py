@@ -132,7 +132,7 @@ def header(report: MissionReport) -> list[str]:
     mission = report.mission
     state = (f"State: {mission.state}, round {mission.round}"
              + (f", stopped: {stop_phrase(mission.stop_reason)}" if mission.stop_reason else "")
-             + (f" ({mission.detail})" if mission.detail else ""))
+             + (f" ({report.readable(mission.detail)})" if mission.detail else ""))  # a done message names products
     return [f"# {mission.name} ({mission.id})", "", state, ""]
 
 

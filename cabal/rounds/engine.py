@@ -372,7 +372,8 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
         if pending is not None:
             return {"halt": pending["id"], "after": step.value}
         done = [h for h in snapshot.halts if h.get("type") == "done"]
-        return {"stop": StopReason.CONCLUDED.value, "detail": done[-1]["message"]} if done else {"halt": None}
+        return ({"stop": StopReason.CONCLUDED.value, "detail": snapshot.named(str(done[-1]["message"]))} if done
+                else {"halt": None})
     if result.outcome == TurnOutcome.FAILED:
         if step == Step.BOOTSTRAP:
             return {"stop": StopReason.ERROR.value, "detail": "bootstrap failed: " + "; ".join(map(str, result.problems))}
@@ -380,11 +381,11 @@ def _chair_turn(run: MissionRun, state: RoundState, step: Step) -> RoundState:
     if result.outcome == TurnOutcome.HALT:
         assert result.halt is not None, "a turn that halts carries its halt"
         if result.halt.type == "done":
-            return {"stop": StopReason.CONCLUDED.value, "detail": result.halt.message}
+            return {"stop": StopReason.CONCLUDED.value, "detail": run.snapshot(round_number).named(result.halt.message)}
         return {"halt": halt_id(round_number, step, answered), "after": step.value}
     ending = result.answer.ending() if isinstance(result.answer, CloseOutput) else None
     if ending is not None:  # closing decisions that accepted the last open work ended the mission
-        return {"stop": StopReason.CONCLUDED.value, "detail": ending.message}
+        return {"stop": StopReason.CONCLUDED.value, "detail": run.snapshot(round_number).named(ending.message)}
     return {"halt": None}
 
 

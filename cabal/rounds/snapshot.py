@@ -48,6 +48,7 @@ from typing import Any
 
 from cabal.graph import ContextGraph, reads
 from cabal.llm.usage import Usage
+from cabal.refs import Ref, substitute_refs
 from cabal.rounds.ids import creation_key, short_ids, step_place, step_prefix
 from cabal.sources import latest_versions
 
@@ -208,6 +209,26 @@ class Snapshot:
     def current_sources(self) -> list[dict]:
         """Each source's latest version, in ingest order (s1, s2, ...)."""
         return latest_versions(self.sources)
+
+    def named(self, text: str) -> str:
+        """``text`` for a person, its references written as what they name (a product's name, its
+        version's number, a source's file): a Chair's closing message reaches the terminal, the
+        mission's status and the report as the user reads it, never as ``[[p:r0.bootstrap...]]``."""
+        sources = {s["source_id"]: s for s in self.current_sources()}
+
+        def name(ref: Ref) -> str | None:
+            if ref.kind == "p" and ref.id in self.products:
+                return str(self.products[ref.id].get("name"))
+            version = self.version(ref.id) if ref.kind == "v" else None
+            if version is not None:
+                product = self.products.get(str(version.get("product_id")), {}).get("name", "a product")
+                return f"{product} (version {version.get('number')})"
+            if ref.kind == "s" and ref.id.split("#")[0] in sources:
+                return str(sources[ref.id.split("#")[0]].get("name") or ref.id)
+            if ref.kind == "u":
+                return "you" if ref.id == USER_ID else "all users"
+            return ref.id if ref.kind == "a" else None
+        return substitute_refs(text, name)
 
     def short_ids(self) -> dict[str, str]:
         """The short id of every product, version and collab in view, by graph id (``ids.short_ids``)."""

@@ -246,3 +246,17 @@ def test_a_kill_during_the_closing_decisions_resumes_without_writing_anything_tw
         assert graph.get(NOTE)["accepted_round"] == 1
     assert turn_ids(home, mission_id) == ["r0.bootstrap.chair-1", "r1.close.chair-1", "r1.inspect.watchdog-1",
                                           "r1.plan.chair-1", "r1.presentation.envoy-1", "r1.write.operative-1"]
+
+
+def test_a_closing_message_that_names_a_product_reaches_the_user_as_its_name(graph_server) -> None:
+    """A Chair's `done` wrote "p1 is ready"; the bare id became a reference, and the terminal, the
+    status and the report printed [[p:r0.bootstrap.chair-1.add_product0]] where the name belongs."""
+    home = graph_server.home
+    close = entry(1, "close", "chair-1", {**CLOSE_AND_END["args"], "done": "Delivered: p1, as p1.v1 reads."})
+    player = ScriptPlayer(script=[*round_1(entry(1, "inspect", "watchdog-1", APPROVED)), close, PRESENTATION])
+
+    result = run_mission(MISSION, model=player.model(), home=home)
+
+    assert result.detail == "Delivered: Welcome note, as Welcome note (version 1) reads."
+    with ContextGraph.open(name=result.mission_id, home=home) as graph:
+        assert graph.get("r1.close.halt")["message"] == f"Delivered: [[p:{NOTE}]], as [[v:{NOTE_V1}]] reads."
