@@ -326,15 +326,16 @@ class ToolCall(_Value):
 
     @property
     def label(self) -> str:
-        """How a citation of its result reads: ``rules.lookup(topic=belay), answered in round 1``
-        (arguments cut short at record, no longer JSON, are shown as kept)."""
+        """How a citation of its result reads for the document's reader: ``rules.lookup(topic=belay)``
+        (arguments cut short at record, no longer JSON, are shown as kept). No round and no ``why``:
+        a blind judge counted "answered in round 1" and a caller's working notes against a hand-out."""
         try:
             sent = json.loads(self.arguments)
         except ValueError:
             sent = None
         shown = (", ".join(f"{key}={value if isinstance(value, str) else json.dumps(value)}"
-                           for key, value in sent.items()) if isinstance(sent, dict) else self.arguments)
-        return f"{self.server}.{self.tool}({shown}), answered in round {self.round}"
+                           for key, value in sent.items() if key != "why") if isinstance(sent, dict) else self.arguments)
+        return f"{self.server}.{self.tool}({shown})"
 
 
 class DecisionRevision(_Value):

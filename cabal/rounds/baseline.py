@@ -43,7 +43,7 @@ from cabal.rounds.facts import Source as SourceFact
 from cabal.rounds.mission import MissionSpec
 from cabal.rounds.sources import ingest_clusters, whole_source
 from cabal.rounds.ids import item_id, tool_call_id, turn_id
-from cabal.rounds.tooluse import ARGUMENTS_CHARS, tool_message
+from cabal.rounds.tooluse import shown_arguments, tool_message, why_of
 from cabal.rounds.workspace import Workspace
 from cabal.sources import CITED_ID, Collected, chunk_node_id, source_node_id
 from cabal.tools.host import ToolHost, ToolOutcome, kept_outcome
@@ -249,7 +249,7 @@ def _clusters(membrane: Membrane, mission_id: str, spec: MissionSpec, model_spec
         server, _, short = tool.partition(SEPARATOR)
         clusters.append(membrane.prepare("record_tool_call", {
             **context, "call_id": tool_call_id(turn, index), "server": server, "tool": short,
-            "arguments": json.dumps(arguments, ensure_ascii=False, sort_keys=True)[:ARGUMENTS_CHARS], "why": "",
+            "arguments": shown_arguments(arguments), "why": why_of(arguments, ""),
             "outcome": "ok" if outcome.ok else "error", "digest": outcome.digest, "result": outcome.text,
         }, {}, session_id=f"{turn}.tool{index}.record"))
     for index, document in enumerate(asked.documents):

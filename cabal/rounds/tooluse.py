@@ -160,7 +160,7 @@ class TurnTools:
     def call(self, name: str, arguments: dict[str, Any], said: str) -> ToolOutcome:
         """Make one call; ``said``: the text the model wrote beside it (the ``why`` if it gave none).
         A call that waits for the user raises ``ApprovalPending`` before anything is made."""
-        why, shown = _why(arguments, said), _shown(arguments)
+        why, shown = why_of(arguments, said), shown_arguments(arguments)
         policy = self.host.approval(name)
         if policy == "ask" and self.approvals is not None:
             raise ApprovalPending(approval_id(self._next_id()), name=name, shown=shown, why=why)
@@ -175,7 +175,7 @@ class TurnTools:
         once (its kept result when it was made before the run stopped; none if the run stopped
         while it was being made)."""
         assert self.approvals is not None, "only a turn with approvals pauses for one"
-        why, shown, halt_id = _why(arguments, said), _shown(arguments), str(question["id"])
+        why, shown, halt_id = why_of(arguments, said), shown_arguments(arguments), str(question["id"])
         self._called(name, shown, why)
         answer = str(question.get("answer") or "")
         if not approves(answer):
@@ -239,11 +239,11 @@ def team_tools(host: ToolHost, team: Team) -> list[TeamTool]:
             for spec, tool in host.listed()]
 
 
-def _why(arguments: dict[str, Any], said: str) -> str:
+def why_of(arguments: dict[str, Any], said: str) -> str:
     return str(arguments.get(WHY_FIELD) or said or "").strip()[:WHY_CHARS]
 
 
-def _shown(arguments: dict[str, Any]) -> str:
+def shown_arguments(arguments: dict[str, Any]) -> str:
     """The arguments as a moment and a question show them: JSON, without the ``why``."""
     sent = {key: value for key, value in arguments.items() if key != WHY_FIELD}
     return json.dumps(sent, ensure_ascii=False, sort_keys=True)[:ARGUMENTS_CHARS]

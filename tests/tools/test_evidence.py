@@ -78,10 +78,10 @@ def test_the_report_notes_a_tool_citation_by_the_call_that_gave_it(home, tmp_pat
 
     assert text.body == ("Notely costs 4.99 USD a month [^1]. tally is free of charge [^2].\n\n"
                          "Run `tally .` in a project folder.")
-    assert text.notes == (Note(1, CALL, "prices.lookup(product=notely), answered in round 1"),
+    assert text.notes == (Note(1, CALL, "prices.lookup(product=notely)"),
                           Note(2, "s1#2", "guide.md: Install"))
     assert report.readable(f"Notely costs 4.99 USD [[s:{CALL}]].") == (
-        "Notely costs 4.99 USD [prices.lookup(product=notely), answered in round 1].")
+        "Notely costs 4.99 USD [prices.lookup(product=notely)].")
 
 
 def test_a_citation_of_a_tool_call_the_mission_does_not_hold_is_a_problem_for_the_model() -> None:
@@ -108,3 +108,13 @@ def test_the_baseline_cites_a_tool_result_by_its_call_and_nothing_else() -> None
     assert refused is None and [p.message for p in wrong_problems] == [
         "[[s:r1.baseline.operative-1.tool2]] names no file or section of the user's (files: none), nor a tool "
         "result (cited by the id its result gave)"]
+
+
+def test_a_tool_citation_reads_as_the_call_without_the_callers_notes_or_the_round() -> None:
+    """A blind judge counted a baseline's "why=..." and "answered in round 1" against a one-page sheet."""
+    from cabal.report.model import ToolCall
+
+    call = ToolCall(id="r1.baseline.operative-1.tool1", round=1, step="write", agent="operative-1", server="ratios",
+                    tool="ratio", arguments='{"activity": "top-rope", "age": 8, "why": "the 8-11 band"}',
+                    outcome="ok", digest="1 staff per 4")
+    assert call.label == "ratios.ratio(activity=top-rope, age=8)"
