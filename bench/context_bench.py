@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 EXAMPLES = ["launch", "research", "sources", "team"]
 # A graph id a turn writes: r<round>.<step>.<agent or kind>... (cabal/rounds/ids.py).
+TOOL_CALL_ID = re.compile(r"r\d+\.\w+\.[\w-]+\.tool\d+")
 INTERNAL_ID = re.compile(r"\br\d+\.(?:bootstrap|reflect|plan|write|peer_review|inspect|presentation|close|budget)\.[\w.-]+")
 REFERENCE = re.compile(r"\[\[[a-z]:[^\]]*\]\]")
 
@@ -164,9 +165,27 @@ def _norm(text: object) -> str:
     return " ".join(REFERENCE.sub("", " ".join(lines)).split())
 
 
+@dataclass(frozen=True)
+class _GraphRoster:
+    """The team as the mission's agent nodes list it (the ``Roster`` the rules read): the bench
+    checks each prompt from the graph alone."""
+
+    agents: dict
+
+    def get(self, agent_id: str):
+        return None
+
+    def ids(self, role=None) -> list[str]:
+        return [agent for agent, node in self.agents.items() if role is None or node.get("type") == role]
+
+    def speakers(self, agent_id: str) -> list[str]:
+        return []
+
+
 def contract_items(graph, mission_id: str, call: Call):
     """(item, what, present) for each thing the contract says this call's prompt shows whole."""
     from cabal.rounds.evidence import citing_sentences
+    from cabal.rounds.rules import RuleContext, closing_versions
     from cabal.rounds.showing import BOUNDS, STEP_SHOWS, Shown
     from cabal.rounds.snapshot import load_snapshot
     from cabal.vocabulary import Role, Step
@@ -217,7 +236,10 @@ def contract_items(graph, mission_id: str, call: Call):
                     if reflection.get("author") == call.agent and reflection["product_id"] == product["id"]:
                         out.append(has(Shown.OWN_REFLECTION, f"own reflection on {product['name']}",
                                        reflection.get("next_version_delta")))
-    if Shown.VERSIONS_TO_JUDGE in wants:
+    if Shown.VERSIONS_TO_JUDGE in wants and step == Step.CLOSE:  # the versions awaiting the closing decisions
+        last = view.round >= int(view.mission.get("rounds") or 0)
+        judged = closing_versions(RuleContext(view, _GraphRoster(view.agents), call.agent), last_round=last)
+    elif Shown.VERSIONS_TO_JUDGE in wants:
         judged = [v for v in view.new_versions()
                   if step == Step.INSPECT or (view.products[v["product_id"]].get("owner") != call.agent
                                               and v.get("author") != call.agent)]
@@ -314,7 +336,10 @@ def report(calls: list[Call], checked: list[tuple[str, str, str, bool]]) -> None
     present = [item for item in checked if item[3]]
     print(f"contract_items {len(checked)} count")
     print(f"contract_present {100 * len(present) / max(len(checked), 1):.1f} %")
-    leaked = sorted({match for call in calls for match in INTERNAL_ID.findall(call.everything)})
+    # A tool result's citable id (``tooluse.tool_call_id``: r1.write.operative-1.tool2) is shown by
+    # design, the same in every prompt; any other graph id is a leak.
+    leaked = sorted({match for call in calls for match in INTERNAL_ID.findall(call.everything)
+                     if not TOOL_CALL_ID.fullmatch(match)})
     print(f"internal_ids_seen {len(leaked)} count")
     for match in leaked[:10]:
         print(f"internal_id {match}")
