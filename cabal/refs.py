@@ -79,7 +79,7 @@ def find_malformed(text: str) -> list[str]:
 def replace_refs(text: str, fn: Callable[[Ref], str]) -> str:
     """``text`` with each reference's id replaced by ``fn(ref)``; the kind is kept.
 
-    Used to map short temporary ids (``p1``) to real ids and back. An exception from ``fn``
+    Used to map the short ids a model reads (``p1``, ``p1.v2``) to graph ids and back. An exception from ``fn``
     (say ``KeyError`` for an unknown id) propagates: check with ``unknown_refs`` first.
     """
     return _REF_RE.sub(lambda match: render_ref(match[1], fn(Ref(match[1], match[2]))), text)
