@@ -21,7 +21,7 @@ from cabal.rounds.workspace import mission_report
 from cabal.web.forms import SIMULATED
 from tests.batch.test_render import row
 
-from .conftest import LAUNCH
+from .conftest import LAUNCH, ROOT
 from .test_browser import browser, web  # noqa: F401 - the fixtures: Chromium, and `cabal serve` on a free port
 
 WIDTHS = (1280, 390)
@@ -96,9 +96,14 @@ def pages(web, concluded: str, scripted_from_afar: str, workspace,  # noqa: F811
     baseline = run_baseline(mission_report(concluded, home=workspace.home).mission.request, home=workspace.home)
     judgement.write_text(render_judgement(compare_missions(concluded, baseline, "simulated", home=workspace.home,
                                                            price_as="claude-sonnet-4-6"), "html"))
+    # A capable model's documents carry Markdown tables wider than a phone (one pushed the page to
+    # 541 px) and the Chair's record of decisions: the recorded example's report, replayed.
+    recorded = folder / "recorded.html"
+    recorded_id = run_mission(ROOT / "examples" / "foodbank" / "foodbank.mission.yaml", home=workspace.home).mission_id
+    recorded.write_text(render_html(mission_report(recorded_id, home=workspace.home)))
     return {"missions": f"{web}/", "mission": f"{web}/missions/{concluded}", "export": export.as_uri(),
             "export-long-path": long_path.as_uri(), "batch": batch.as_uri(), "judgement": judgement.as_uri(),
-            "library": f"{web}/library"}
+            "library": f"{web}/library", "recorded": recorded.as_uri()}
 
 
 def run_baseline(request: str, *, home) -> str:
@@ -108,7 +113,8 @@ def run_baseline(request: str, *, home) -> str:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", ["missions", "mission", "export", "export-long-path", "batch", "judgement", "library"])
+@pytest.mark.parametrize("name", ["missions", "mission", "export", "export-long-path", "batch", "judgement", "library",
+                                  "recorded"])
 def test_every_page_fits_its_screen_with_readable_text_and_charts_that_fill_their_box(
         browser, pages: dict[str, str], name: str, width: int) -> None:  # noqa: F811
     context = browser.new_context(viewport={"width": width, "height": 900})
