@@ -103,7 +103,7 @@ def pages(web, concluded: str, scripted_from_afar: str, workspace,  # noqa: F811
     recorded.write_text(render_html(mission_report(recorded_id, home=workspace.home)))
     return {"missions": f"{web}/", "mission": f"{web}/missions/{concluded}", "export": export.as_uri(),
             "export-long-path": long_path.as_uri(), "batch": batch.as_uri(), "judgement": judgement.as_uri(),
-            "library": f"{web}/library", "recorded": recorded.as_uri()}
+            "library": f"{web}/library", "recorded": recorded.as_uri(), "recorded-page": f"{web}/missions/{recorded_id}"}
 
 
 def run_baseline(request: str, *, home) -> str:
@@ -114,7 +114,7 @@ def run_baseline(request: str, *, home) -> str:
 
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", ["missions", "mission", "export", "export-long-path", "batch", "judgement", "library",
-                                  "recorded"])
+                                  "recorded", "recorded-page"])
 def test_every_page_fits_its_screen_with_readable_text_and_charts_that_fill_their_box(
         browser, pages: dict[str, str], name: str, width: int) -> None:  # noqa: F811
     context = browser.new_context(viewport={"width": width, "height": 900})
