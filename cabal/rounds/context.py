@@ -195,8 +195,7 @@ class ContextBuilder:
                                     "the team's other watchdogs inspect the rest.")
         ids = TempIds(agents=frozenset(self.team.ids()), mission=self.snapshot.short_ids(),
                       sources={s["source_id"]: s for s in self.snapshot.current_sources()},
-                      tool_calls={c["id"] for c in self.graph.find("moment", {"type": "tool_call", "outcome": "ok"},
-                                                                   fields=["outcome"])})
+                      tool_calls=set(self.snapshot.tool_calls))
         self._agent = agent_id
         self._facts = FactsDraft()
         self._offered: set[str] = set()

@@ -8,9 +8,9 @@ A model never sees those ids. It sees short ones that keep their meaning for the
 mission (``short_ids``): a product is ``p<N>`` by the order products were created, a version
 ``p<N>.v<number>``, a collab ``c<N>`` by the order collabs were created. The order is read from
 the graph ids themselves (round, step, attempt, agent, position), so a replay or a resume
-numbers alike, and whatever is created later sorts later and takes the next numbers. Each call
-maps back only the ids it showed (``TempIds``), in id fields, in references and as bare words
-in text.
+numbers alike, and whatever is created later sorts later and takes the next numbers. A call
+maps back any of the mission's ids in id fields and references, and the ids it showed where
+they stand as bare words in text (``TempIds``).
 """
 
 from __future__ import annotations
@@ -165,7 +165,8 @@ def _spans(aliases: list[str]) -> str:
 @dataclass
 class TempIds:
     """The short ids of one model call, both ways. ``mission`` holds every short id of the
-    mission by graph id (``short_ids``); a call maps back only the ids it showed. Agents keep
+    mission by graph id (``short_ids``): any of them maps back, and a bare word in text only when
+    the call showed it (a word like "c2" may be no id at all). Agents keep
     their own ids (``operative-2``); ``agents`` (the team's ids) lets ``[[a:...]]`` references be
     checked too. Sources keep their stable ids (``s2``, ``s2#3``); ``sources`` (each source's
     current version by its id) checks ``[[s:...]]`` citations and maps them to the version cited,
@@ -195,11 +196,9 @@ class TempIds:
         the whole mission, so one this call did not show is as good: a Chair refused for naming
         ``p2.v1``, shown to it a step before, lost a round trip."""
         shown = self._real.get(alias)
-        if shown is None and self.mission:
-            real = self._by_alias().get(alias)
-            if real is not None and _kind_of(alias) is not None:
-                self.short(str(_kind_of(alias)), real)
-                shown = self._real.get(alias)
+        if shown is None and (kind_of := _kind_of(alias)) and (real := self._by_alias().get(alias)):
+            self.short(kind_of, real)
+            shown = self._real.get(alias)
         return shown[1] if shown and kind in (None, shown[0]) else None
 
     def _by_alias(self) -> dict[str, str]:

@@ -94,6 +94,8 @@ class Snapshot:
     addressed: set[str] = field(default_factory=set)  # collab ids answered (Reflect's or Write's responses)
     deferred: set[str] = field(default_factory=set)  # those of them answered "defer"
     sources: list[dict] = field(default_factory=list)  # every version of every source (metadata only)
+    # The tool calls a tool answered: the results a text may cite (``ids.tool_call_id``).
+    tool_calls: set[str] = field(default_factory=set)
     decisions: list[dict] = field(default_factory=list)  # every revision of every decision of the record
     _latest: dict[str, dict] = field(default_factory=dict, repr=False)
     # The content of each product's latest version, once committed by this process or read:
@@ -146,6 +148,9 @@ class Snapshot:
                 if node.get("round") == self.round:
                     self.reflections.append(dict(node))
                     touched.add("reflections")
+            elif kind == "moment" and node.get("type") == "tool_call":
+                if node.get("outcome") == "ok":
+                    self.tool_calls.add(str(node["id"]))
             elif kind == "moment" and node.get("type") == "turn":
                 if node.get("round") in (self.round - 1, self.round):
                     self.turns.append({k: node.get(k) for k in ("id", "round", "step", "agent", "outcome")})
@@ -482,6 +487,7 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         "messages": reads.find("message", {"round": round_number}),
         "turns": reads.find("moment", {"type": "turn", "round": recent}, fields=["round", "step", "agent", "outcome"]),
         "sources": reads.find("source", fields=SOURCE_META),
+        "tool_calls": reads.find("moment", {"type": "tool_call", "outcome": "ok"}, fields=["outcome"]),
     })
     if step is not None:
         read = _as_of_start(read, step_prefix(round_number, step), round_number)
@@ -511,6 +517,7 @@ def load_snapshot(graph: ContextGraph, mission_id: str, round_number: int, *, st
         | {str(a["collabId"]) for a in answers if a.get("collabId")},
         deferred={str(a["collabId"]) for a in answers if a.get("collabId") and a.get("action") == "defer"},
         sources=read["sources"],
+        tool_calls={call["id"] for call in read["tool_calls"]},
         decisions=read["decisions"],
     )
 
